@@ -1,0 +1,107 @@
+// Allocator and memory accounting; the policy is listed in allocator.h.
+#include "engine/allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "engine/error.h"
+
+namespace remat {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+bool is_transient(MemoryCategory c) { return c == MemoryCategory::Activation || c == MemoryCategory::Temporary; }
+
+thread_local MemoryCategory t_category = MemoryCategory::Activation;
+
+}  // namespace
+
+std::string_view category_name(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::Parameter: return "parameter";
+    case MemoryCategory::Gradient: return "gradient";
+    case MemoryCategory::OptimizerState: return "optimizer_state";
+    case MemoryCategory::Activation: return "activation";
+    case MemoryCategory::Temporary: return "temporary";
+  }
+  return "?";
+}
+
+void Allocator::add(int64_t nbytes, MemoryCategory category) {
+  const auto i = static_cast<size_t>(category);
+  stats_.live[i] += nbytes;
+  stats_.peak[i] = std::max(stats_.peak[i], stats_.live[i]);
+  stats_.live_total += nbytes;
+  stats_.peak_total = std::max(stats_.peak_total, stats_.live_total);
+  if (is_transient(category)) {
+    stats_.live_transient += nbytes;
+    stats_.peak_transient = std::max(stats_.peak_transient, stats_.live_transient);
+  }
+}
+
+void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
+  REMAT_CHECK(device_.is_cpu(), "allocate: no allocator for device {} in this build", device_.str());
+  if (nbytes == 0) return nullptr;
+  const size_t padded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* ptr = std::aligned_alloc(kAlignment, padded);
+  REMAT_CHECK(ptr != nullptr, "allocate: out of memory asking for {} bytes ({}) on {}", nbytes,
+              category_name(category), device_.str());
+  std::lock_guard lock(mutex_);
+  add(static_cast<int64_t>(nbytes), category);
+  ++stats_.allocations;
+  return ptr;
+}
+
+void Allocator::deallocate(void* ptr, size_t nbytes, MemoryCategory category) {
+  if (ptr == nullptr) return;
+  std::free(ptr);
+  std::lock_guard lock(mutex_);
+  add(-static_cast<int64_t>(nbytes), category);
+}
+
+void Allocator::recategorize(size_t nbytes, MemoryCategory from, MemoryCategory to) {
+  if (from == to || nbytes == 0) return;
+  std::lock_guard lock(mutex_);
+  add(-static_cast<int64_t>(nbytes), from);
+  add(static_cast<int64_t>(nbytes), to);
+}
+
+MemoryStats Allocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Allocator::reset_peaks() {
+  std::lock_guard lock(mutex_);
+  stats_.peak = stats_.live;
+  stats_.peak_total = stats_.live_total;
+  stats_.peak_transient = stats_.live_transient;
+}
+
+void Allocator::merge_peaks(const MemoryStats& floor) {
+  std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < kMemoryCategories; ++i) stats_.peak[i] = std::max(stats_.peak[i], floor.peak[i]);
+  stats_.peak_total = std::max(stats_.peak_total, floor.peak_total);
+  stats_.peak_transient = std::max(stats_.peak_transient, floor.peak_transient);
+}
+
+Allocator& allocator_for(Device device) {
+  static Allocator cpu(Device::cpu());
+  REMAT_CHECK(device.is_cpu(), "allocator_for: device {} is not available in this build", device.str());
+  return cpu;
+}
+
+MemoryCategory current_category() { return t_category; }
+
+CategoryGuard::CategoryGuard(MemoryCategory category) : previous_(t_category) { t_category = category; }
+CategoryGuard::~CategoryGuard() { t_category = previous_; }
+
+ScopedPeak::ScopedPeak(Device device) : allocator_(allocator_for(device)), outer_(allocator_.stats()) {
+  allocator_.reset_peaks();
+}
+
+ScopedPeak::~ScopedPeak() { allocator_.merge_peaks(outer_); }
+
+}  // namespace remat

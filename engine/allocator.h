@@ -1,0 +1,105 @@
+// Allocator: every byte a tensor holds comes from here, and is counted.
+//
+// Policy, in short:
+//  - bytes are counted as requested (exact: a (256, 1024) float32 tensor is
+//    1 MiB, whatever the alignment padding), per device and per category;
+//  - live and peak are kept per category, for all categories together, and
+//    for the transient ones (activation + temporary), which is the figure the
+//    workloads report as peak activation bytes;
+//  - a category can be changed after allocation (a tensor that becomes a
+//    parameter or a leaf gradient), moving its bytes between counters;
+//  - CPU memory is 64-byte aligned and returned to the system at once, so
+//    the counts match what the process holds.
+// The current category for new storage is set by CategoryGuard (thread-local;
+// Activation by default). ScopedPeak measures the peaks of one region.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+
+#include "engine/device.h"
+
+namespace remat {
+
+enum class MemoryCategory { Parameter, Gradient, OptimizerState, Activation, Temporary };
+inline constexpr size_t kMemoryCategories = 5;
+
+std::string_view category_name(MemoryCategory category);
+
+struct MemoryStats {
+  std::array<int64_t, kMemoryCategories> live{};
+  std::array<int64_t, kMemoryCategories> peak{};
+  int64_t live_total = 0;
+  int64_t peak_total = 0;
+  int64_t live_transient = 0;  // activation + temporary
+  int64_t peak_transient = 0;
+  int64_t allocations = 0;  // count since the start of the process
+
+  int64_t live_of(MemoryCategory c) const { return live[static_cast<size_t>(c)]; }
+  int64_t peak_of(MemoryCategory c) const { return peak[static_cast<size_t>(c)]; }
+};
+
+class Allocator {
+ public:
+  explicit Allocator(Device device) : device_(device) {}
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  void* allocate(size_t nbytes, MemoryCategory category);
+  void deallocate(void* ptr, size_t nbytes, MemoryCategory category);
+  void recategorize(size_t nbytes, MemoryCategory from, MemoryCategory to);
+
+  MemoryStats stats() const;
+  // Sets every peak to the current live figure.
+  void reset_peaks();
+  // Raises every peak to at least `floor` (used to restore outer measurements).
+  void merge_peaks(const MemoryStats& floor);
+  Device device() const { return device_; }
+
+ private:
+  void add(int64_t nbytes, MemoryCategory category);  // caller holds mutex_
+
+  Device device_;
+  mutable std::mutex mutex_;
+  MemoryStats stats_;
+};
+
+// The allocator of a device (one per device, living for the whole process).
+Allocator& allocator_for(Device device);
+inline Allocator& cpu_allocator() { return allocator_for(Device::cpu()); }
+
+MemoryCategory current_category();
+
+class CategoryGuard {
+ public:
+  explicit CategoryGuard(MemoryCategory category);
+  ~CategoryGuard();
+  CategoryGuard(const CategoryGuard&) = delete;
+  CategoryGuard& operator=(const CategoryGuard&) = delete;
+
+ private:
+  MemoryCategory previous_;
+};
+
+// Measures the peaks reached between construction and stats(): peaks are
+// reset on entry and, on exit, the enclosing region's peaks are restored
+// (raised by what happened inside), so scopes nest.
+class ScopedPeak {
+ public:
+  explicit ScopedPeak(Device device = Device::cpu());
+  ~ScopedPeak();
+  ScopedPeak(const ScopedPeak&) = delete;
+  ScopedPeak& operator=(const ScopedPeak&) = delete;
+
+  // Live and peak figures as of now, peaks counted from construction.
+  MemoryStats stats() const { return allocator_.stats(); }
+
+ private:
+  Allocator& allocator_;
+  MemoryStats outer_;
+};
+
+}  // namespace remat

@@ -1,0 +1,115 @@
+// Autograd records: Node, Edge, SavedValue, grad mode, and apply_op(), which
+// runs an op's forward and records its node when a gradient is needed.
+//
+// An op is a Node subclass (see ops/): forward() computes the output from
+// the inputs and nothing else, so that the engine can replay it; save()
+// keeps what backward() will read, as SavedValues; backward() maps the
+// gradient of the output to one gradient per input. Every node has one
+// output. Reading a saved value goes through SavedValue::materialize() and
+// nothing else, so that the engine can drop a value and rebuild it (see
+// Note [Saved value lifetime]).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace remat {
+
+// Note [Saved value lifetime]
+// A SavedValue holds a tensor that backward will read: an input of the node
+// or its output. It holds the data only (no grad_fn), so a node that saves
+// its own output makes no reference cycle. Backward frees each node's saved
+// values right after the node's backward has run (unless retain_graph), so
+// activation bytes fall during backward as the graph is consumed. A released
+// value cannot be read again: a second backward through the same graph is an
+// error, as in PyTorch.
+class SavedValue {
+ public:
+  SavedValue() = default;
+  explicit SavedValue(const Tensor& value) : value_(value.defined() ? value.detach() : Tensor()) {}
+
+  // The saved tensor, ready for backward to read.
+  Tensor materialize(std::string_view op) const;
+  void release() { value_ = Tensor(); released_ = true; }
+  bool is_released() const { return released_; }
+
+ private:
+  Tensor value_;
+  bool released_ = false;
+};
+
+class Node;
+
+// Where the gradient of one input goes: the node that made the input (or the
+// accumulator of a leaf), or nowhere when the input needs no gradient.
+struct Edge {
+  std::shared_ptr<Node> node;
+};
+
+// Per-node facts recorded at forward time (the scheduler's profile reads them).
+struct NodeRecord {
+  std::vector<Shape> input_shapes;
+  std::vector<DType> input_dtypes;
+  Shape output_shape;
+  DType output_dtype = DType::Float32;
+  uint64_t sequence_nr = 0;  // recording order; later nodes run first in backward
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+
+  virtual std::string_view name() const = 0;
+  // The op itself: output from inputs, no autograd. Must be repeatable.
+  virtual Tensor forward(const Tensors& inputs) = 0;
+  // Keeps what backward reads, through save_value(). Default: nothing.
+  virtual void save(const Tensors& inputs, const Tensor& output) {}
+  // One gradient per input, in input order; an undefined tensor where
+  // needs_input_grad(i) is false or the gradient is zero by construction.
+  virtual Tensors backward(const Tensor& grad_output) = 0;
+  // Floating-point operations of one forward call (2 per multiply-add).
+  virtual int64_t flops() const { return 0; }
+
+  bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].node != nullptr; }
+  const std::vector<Edge>& next_edges() const { return edges_; }
+  const NodeRecord& record() const { return record_; }
+  // Frees every saved value (after this node's backward has run).
+  void release_saved();
+
+ protected:
+  void save_value(const Tensor& value) { saved_.emplace_back(value); }
+  // The i-th value given to save_value(), materialised.
+  Tensor saved(size_t i) const { return saved_.at(i).materialize(name()); }
+
+ private:
+  friend Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
+  std::vector<Edge> edges_;
+  std::vector<SavedValue> saved_;
+  NodeRecord record_;
+};
+
+// Runs node->forward(inputs); if grad mode is on and an input requires grad,
+// records the node (edges, saved values, shapes) as the output's grad_fn.
+Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
+
+// The edge a gradient for `t` should flow into (null if t needs none).
+Edge gradient_edge(const Tensor& t);
+
+bool grad_enabled();
+
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace remat

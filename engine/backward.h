@@ -1,0 +1,27 @@
+// The backward executor: given a root tensor and its gradient, runs every
+// node that leads to a leaf needing a gradient, each once, after all its
+// consumers (dependency counting, then a ready queue ordered latest-first),
+// and adds the results into the leaves' .grad (category Gradient).
+// Called through Tensor::backward().
+#pragma once
+
+#include "engine/autograd.h"
+
+namespace remat {
+
+// The node that adds incoming gradients into a leaf's .grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::string_view name() const override { return "accumulate_grad"; }
+  Tensor forward(const Tensors&) override;
+  Tensors backward(const Tensor& grad_output) override;
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// grad may be undefined only when root holds one element (it is then 1).
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+}  // namespace remat

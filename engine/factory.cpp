@@ -1,0 +1,128 @@
+// Tensor factories; see factory.h. Random fills take one Philox call per four
+// numbers, with counters reserved from the generator up front.
+#include "engine/factory.h"
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+#include "kernels/cpu/unary.h"
+
+namespace remat {
+namespace {
+
+template <class T>
+Tensor from_values(const std::vector<T>& values, const Shape& shape) {
+  REMAT_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_vector: {} values do not fill shape {} ({} "
+              "elements)", values.size(), str(shape), numel(shape));
+  Tensor out(shape, dtype_of<T>());
+  if (!values.empty()) std::memcpy(out.data<T>(), values.data(), values.size() * sizeof(T));
+  return out;
+}
+
+// Fills n numbers, each made from one 32-bit word (float) or two (double).
+template <class T, class Make>
+void fill_random(T* out, int64_t n, Generator& generator, Make make) {
+  constexpr int64_t kWordsPer = sizeof(T) == 4 ? 1 : 2;
+  const int64_t per_call = 4 / kWordsPer;
+  const uint64_t first = generator.reserve(static_cast<uint64_t>((n + per_call - 1) / per_call));
+  for (int64_t i = 0; i < n; i += per_call) {
+    const auto words = philox4x32(generator.seed(), first + static_cast<uint64_t>(i / per_call));
+    for (int64_t j = 0; j < per_call && i + j < n; ++j) {
+      if constexpr (kWordsPer == 1) {
+        out[i + j] = make(static_cast<double>(uniform_float(words[j])), words, j);
+      } else {
+        out[i + j] = make(uniform_double(words[2 * j], words[2 * j + 1]), words, j);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype, Device device) { return Tensor(shape, dtype, device); }
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor out(shape, dtype, device);
+  switch (dtype) {
+    case DType::Float32: kernels::cpu::fill(out.data<float>(), static_cast<float>(value), out.numel()); break;
+    case DType::Float64: kernels::cpu::fill(out.data<double>(), value, out.numel()); break;
+    case DType::Int64: kernels::cpu::fill(out.data<int64_t>(), static_cast<int64_t>(value), out.numel()); break;
+    default: REMAT_FAIL("full: no CPU kernel for dtype {}", dtype_name(dtype));
+  }
+  return out;
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor arange(int64_t n, DType dtype) {
+  Tensor out({n}, dtype);
+  dispatch_floating(dtype == DType::Int64 ? DType::Float64 : dtype, "arange", [&]<class T>() {
+    for (int64_t i = 0; i < n; ++i) {
+      if (dtype == DType::Int64) out.data<int64_t>()[i] = i;
+      else out.data<T>()[i] = static_cast<T>(i);
+    }
+  });
+  return out;
+}
+
+Tensor from_vector(const std::vector<float>& values, const Shape& shape) { return from_values(values, shape); }
+Tensor from_vector(const std::vector<double>& values, const Shape& shape) { return from_values(values, shape); }
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape) { return from_values(values, shape); }
+
+Tensor uniform(const Shape& shape, double low, double high, DType dtype, Generator& generator) {
+  Tensor out(shape, dtype);
+  dispatch_floating(dtype, "uniform", [&]<class T>() {
+    fill_random(out.data<T>(), out.numel(), generator,
+                [&](double u, const auto&, int64_t) { return static_cast<T>(low + (high - low) * u); });
+  });
+  return out;
+}
+
+Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generator& generator) {
+  Tensor out(shape, dtype);
+  // Box-Muller on pairs of uniforms drawn from one counter: element i uses
+  // the counter of its pair, so the values do not depend on threading.
+  dispatch_floating(dtype, "normal", [&]<class T>() {
+    T* data = out.data<T>();
+    const int64_t n = out.numel();
+    const uint64_t first = generator.reserve(static_cast<uint64_t>((n + 1) / 2));
+    for (int64_t i = 0; i < n; i += 2) {
+      const auto w = philox4x32(generator.seed(), first + static_cast<uint64_t>(i / 2));
+      const double u1 = 1.0 - uniform_double(w[0], w[1]);  // (0, 1]
+      const double u2 = uniform_double(w[2], w[3]);
+      const double radius = std::sqrt(-2.0 * std::log(u1));
+      data[i] = static_cast<T>(mean + std * radius * std::cos(2.0 * std::numbers::pi * u2));
+      if (i + 1 < n) data[i + 1] = static_cast<T>(mean + std * radius * std::sin(2.0 * std::numbers::pi * u2));
+    }
+  });
+  return out;
+}
+
+Tensor randint(int64_t high, const Shape& shape, Generator& generator) {
+  REMAT_CHECK(high > 0, "randint: high must be positive, got {}", high);
+  Tensor out(shape, DType::Int64);
+  int64_t* data = out.data<int64_t>();
+  const int64_t n = out.numel();
+  const uint64_t first = generator.reserve(static_cast<uint64_t>((n + 1) / 2));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto w = philox4x32(generator.seed(), first + static_cast<uint64_t>(i / 2));
+    const uint64_t word = (static_cast<uint64_t>(w[2 * (i % 2)]) << 32) | w[2 * (i % 2) + 1];
+    data[i] = static_cast<int64_t>(word % static_cast<uint64_t>(high));
+  }
+  return out;
+}
+
+Tensor to_dtype(const Tensor& t, DType dtype) {
+  Tensor out(t.shape(), dtype, t.device());
+  dispatch_floating(dtype, "to_dtype", [&]<class T>() {
+    const std::vector<T> values = t.to_vector<T>();
+    std::memcpy(out.data<T>(), values.data(), values.size() * sizeof(T));
+  });
+  return out;
+}
+
+}  // namespace remat

@@ -1,0 +1,40 @@
+// Tensor factories: new leaf tensors filled with constants, ranges, given
+// values or random numbers. None of them records autograd history.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/rng.h"
+#include "engine/tensor.h"
+
+namespace remat {
+
+Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor full(const Shape& shape, double value, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor zeros_like(const Tensor& t);
+Tensor scalar_tensor(double value, DType dtype = DType::Float32);
+// 0, 1, ..., n-1
+Tensor arange(int64_t n, DType dtype = DType::Int64);
+
+// A tensor of `shape` holding `values` (row-major); sizes must agree.
+Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+Tensor from_vector(const std::vector<double>& values, const Shape& shape);
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
+
+// Uniform in [low, high) and normal(mean, std), from `generator`.
+Tensor uniform(const Shape& shape, double low, double high, DType dtype = DType::Float32,
+               Generator& generator = default_generator());
+Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, DType dtype = DType::Float32,
+              Generator& generator = default_generator());
+inline Tensor randn(const Shape& shape, DType dtype = DType::Float32) { return normal(shape, 0.0, 1.0, dtype); }
+inline Tensor rand(const Shape& shape, DType dtype = DType::Float32) { return uniform(shape, 0.0, 1.0, dtype); }
+// Integers uniform in [0, high).
+Tensor randint(int64_t high, const Shape& shape, Generator& generator = default_generator());
+
+// Same values converted to another float dtype (a new leaf).
+Tensor to_dtype(const Tensor& t, DType dtype);
+
+}  // namespace remat

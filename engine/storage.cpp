@@ -1,0 +1,18 @@
+// Storage; see storage.h.
+#include "engine/storage.h"
+
+namespace remat {
+
+Storage::Storage(size_t nbytes, Device device, MemoryCategory category)
+    : nbytes_(nbytes), device_(device), category_(category) {
+  data_ = allocator_for(device).allocate(nbytes, category);
+}
+
+Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_, category_); }
+
+void Storage::set_category(MemoryCategory category) {
+  allocator_for(device_).recategorize(nbytes_, category_, category);
+  category_ = category;
+}
+
+}  // namespace remat

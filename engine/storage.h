@@ -1,0 +1,36 @@
+// Storage: one allocation of bytes on a device, owned by every tensor (and
+// view) that reads it. Accounting is by storage, so views cost nothing; the
+// bytes return to the allocator when the last owner goes.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "engine/allocator.h"
+#include "engine/device.h"
+
+namespace remat {
+
+class Storage {
+ public:
+  // Takes `nbytes` from the device's allocator under the current category.
+  Storage(size_t nbytes, Device device, MemoryCategory category = current_category());
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  MemoryCategory category() const { return category_; }
+  // Moves this storage's bytes to another counter (e.g. to Parameter).
+  void set_category(MemoryCategory category);
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  MemoryCategory category_;
+};
+
+}  // namespace remat

@@ -1,0 +1,16 @@
+// Threads for CPU kernels: one setting for OpenMP loops and OpenBLAS, and the
+// size below which a loop stays on one thread (a parallel region costs a few
+// microseconds, so small tensors are faster serial).
+#pragma once
+
+#include <cstdint>
+
+namespace remat::kernels::cpu {
+
+inline constexpr int64_t kParallelGrain = 32768;  // elements
+
+// Sets the threads used by elementwise loops and by BLAS.
+void set_num_threads(int threads);
+int num_threads();
+
+}  // namespace remat::kernels::cpu

@@ -1,0 +1,123 @@
+// Softmax, log-softmax and cross-entropy kernels; see softmax.h. Each row is
+// shifted by its maximum before exp, so large logits do not overflow.
+#include "kernels/cpu/softmax.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace remat::kernels::cpu {
+namespace {
+
+// Calls body(x_row, out_row, stride) for each of the outer*inner rows of length n.
+template <class Body>
+void for_each_softmax_row(int64_t outer, int64_t n, int64_t inner, Body body) {
+#pragma omp parallel for collapse(2) schedule(static) if (outer * n * inner >= 65536)
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) body(o * n * inner + j);
+  }
+}
+
+template <class T> T row_max(const T* x, int64_t n, int64_t s) {
+  T m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = std::max(m, x[i * s]);
+  return m;
+}
+
+}  // namespace
+
+template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
+  for_each_softmax_row(outer, n, inner, [&](int64_t base) {
+    const T* xr = x + base;
+    T* orow = out + base;
+    const T m = row_max(xr, n, inner);
+    T total = 0;
+    for (int64_t i = 0; i < n; ++i) total += orow[i * inner] = std::exp(xr[i * inner] - m);
+    const T inv = T(1) / total;
+    for (int64_t i = 0; i < n; ++i) orow[i * inner] *= inv;
+  });
+}
+
+template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner) {
+  for_each_softmax_row(outer, n, inner, [&](int64_t base) {
+    T dot = 0;
+    for (int64_t i = 0; i < n; ++i) dot += dout[base + i * inner] * out[base + i * inner];
+    for (int64_t i = 0; i < n; ++i) dx[base + i * inner] = out[base + i * inner] * (dout[base + i * inner] - dot);
+  });
+}
+
+template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
+  for_each_softmax_row(outer, n, inner, [&](int64_t base) {
+    const T* xr = x + base;
+    const T m = row_max(xr, n, inner);
+    T total = 0;
+    for (int64_t i = 0; i < n; ++i) total += std::exp(xr[i * inner] - m);
+    const T lse = m + std::log(total);
+    for (int64_t i = 0; i < n; ++i) out[base + i * inner] = xr[i * inner] - lse;
+  });
+}
+
+template <class T>
+void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner) {
+  for_each_softmax_row(outer, n, inner, [&](int64_t base) {
+    T total = 0;
+    for (int64_t i = 0; i < n; ++i) total += dout[base + i * inner];
+    for (int64_t i = 0; i < n; ++i) {
+      dx[base + i * inner] = dout[base + i * inner] - std::exp(out[base + i * inner]) * total;
+    }
+  });
+}
+
+template <class T>
+bool cross_entropy_forward(double* loss_sum, int64_t* count, T* lse, int64_t* bad_row, const T* logits,
+                           const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index) {
+  double total = 0;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = logits + r * classes;
+    const T m = row_max(row, classes, 1);
+    T sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - m);
+    lse[r] = m + std::log(sum);
+    const int64_t t = targets[r];
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= classes) {
+      *bad_row = r;
+      return false;
+    }
+    total += static_cast<double>(lse[r] - row[t]);
+    ++counted;
+  }
+  *loss_sum = total;
+  *count = counted;
+  return true;
+}
+
+template <class T>
+void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int64_t* targets, int64_t rows,
+                            int64_t classes, int64_t ignore_index, T scale) {
+#pragma omp parallel for schedule(static) if (rows * classes >= 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    T* d = dlogits + r * classes;
+    const T* row = logits + r * classes;
+    if (targets[r] == ignore_index) {
+      std::fill(d, d + classes, T(0));
+      continue;
+    }
+    for (int64_t c = 0; c < classes; ++c) d[c] = scale * std::exp(row[c] - lse[r]);
+    d[targets[r]] -= scale;
+  }
+}
+
+#define REMAT_INSTANTIATE_SOFTMAX(T)                                                                              \
+  template void softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t);                                       \
+  template void softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);                            \
+  template void log_softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t);                                   \
+  template void log_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);                        \
+  template bool cross_entropy_forward<T>(double*, int64_t*, T*, int64_t*, const T*, const int64_t*, int64_t,      \
+                                         int64_t, int64_t);                                                        \
+  template void cross_entropy_backward<T>(T*, const T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T);
+REMAT_INSTANTIATE_SOFTMAX(float)
+REMAT_INSTANTIATE_SOFTMAX(double)
+#undef REMAT_INSTANTIATE_SOFTMAX
+
+}  // namespace remat::kernels::cpu

@@ -1,0 +1,26 @@
+// Unary elementwise kernels on dense arrays of n elements, forward and
+// backward side by side. A backward reads whichever of x (the input) or
+// out (the output) gives the cheaper derivative; the op saves that one.
+#pragma once
+
+#include <cstdint>
+
+namespace remat::kernels::cpu {
+
+template <class T> void neg_forward(T* out, const T* x, int64_t n);
+template <class T> void relu_forward(T* out, const T* x, int64_t n);
+template <class T> void relu_backward(T* dx, const T* dout, const T* out, int64_t n);  // dout * [out > 0]
+template <class T> void tanh_forward(T* out, const T* x, int64_t n);
+template <class T> void tanh_backward(T* dx, const T* dout, const T* out, int64_t n);  // dout * (1 - out^2)
+template <class T> void sigmoid_forward(T* out, const T* x, int64_t n);
+template <class T> void sigmoid_backward(T* dx, const T* dout, const T* out, int64_t n);  // dout * out (1 - out)
+template <class T> void exp_forward(T* out, const T* x, int64_t n);
+template <class T> void exp_backward(T* dx, const T* dout, const T* out, int64_t n);  // dout * out
+template <class T> void log_forward(T* out, const T* x, int64_t n);
+template <class T> void log_backward(T* dx, const T* dout, const T* x, int64_t n);  // dout / x
+
+// out = x * scale (scale may be negative); out may equal x.
+template <class T> void scale(T* out, const T* x, T factor, int64_t n);
+template <class T> void fill(T* out, T value, int64_t n);
+
+}  // namespace remat::kernels::cpu

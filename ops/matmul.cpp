@@ -1,0 +1,220 @@
+// matmul and linear; see matmul.h.
+//
+// Both reach BLAS through gemm_into(), which takes 2-D views as they are:
+// a view whose rows or columns are unit-stride goes to GEMM with the matching
+// transpose flag and leading dimension, so transpose() costs no copy.
+#include "ops/matmul.h"
+
+#include <cstring>
+
+#include "engine/autograd.h"
+#include "kernels/cpu/gemm.h"
+#include "ops/shape.h"
+
+namespace remat {
+namespace {
+
+// How GEMM should read a 2-D view: transposed or not, and its leading dimension.
+struct GemmOperand {
+  bool trans = false;
+  int64_t ld = 0;
+  Tensor dense;  // the view itself, or a contiguous copy when GEMM cannot read it
+};
+
+GemmOperand gemm_operand(const Tensor& m) {
+  const int64_t rows = m.shape()[0], cols = m.shape()[1];
+  const int64_t s0 = m.strides()[0], s1 = m.strides()[1];
+  if ((s1 == 1 || cols == 1) && s0 >= std::max<int64_t>(cols, 1)) return {false, s0, m};
+  if ((s0 == 1 || rows == 1) && s1 >= std::max<int64_t>(rows, 1)) return {true, s1, m};
+  Tensor dense = contiguous_copy(m);
+  return {false, std::max<int64_t>(cols, 1), dense};
+}
+
+// c (dense (n, m)) = a (n, k) @ b (k, m) + beta * c
+template <class T>
+void gemm_into(T* c, const Tensor& a, const Tensor& b, T beta) {
+  const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
+  if (n == 0 || m == 0) return;
+  const GemmOperand ga = gemm_operand(a), gb = gemm_operand(b);
+  kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, T(1), ga.dense.template data<T>(), ga.ld,
+                        gb.dense.template data<T>(), gb.ld, beta, c, std::max<int64_t>(m, 1));
+}
+
+Tensor matrix_t(const Tensor& m) { return m.alias({m.shape()[1], m.shape()[0]}, {m.strides()[1], m.strides()[0]}, m.offset()); }
+
+void check_matmul_shapes(const Tensor& a, const Tensor& b) {
+  REMAT_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: shapes {} and {}: both operands need at least 2 axes (reshape a "
+              "vector to (1, n) or (n, 1))", str(a.shape()), str(b.shape()));
+  REMAT_CHECK(a.shape().back() == b.shape()[b.shape().size() - 2], "matmul: shapes {} and {} cannot be multiplied ({} "
+              "!= {})", str(a.shape()), str(b.shape()), a.shape().back(), b.shape()[b.shape().size() - 2]);
+  REMAT_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: {} and {}", a.str(), b.str());
+}
+
+class MatmulNode final : public Node {
+ public:
+  std::string_view name() const override { return "matmul"; }
+
+  Tensor forward(const Tensors& in) override {
+    const Tensor& a = in[0];
+    const Tensor& b = in[1];
+    check_matmul_shapes(a, b);
+    const int64_t n = a.shape()[a.shape().size() - 2], m = b.shape().back();
+    const Shape a_batch(a.shape().begin(), a.shape().end() - 2), b_batch(b.shape().begin(), b.shape().end() - 2);
+    const Shape batch = broadcast_shapes(a_batch, b_batch, "matmul");
+    Shape out_shape = batch;
+    out_shape.push_back(n);
+    out_shape.push_back(m);
+    Tensor out(out_shape, a.dtype(), a.device());
+    if (b.dim() == 2 && a.is_contiguous()) {
+      // (..., n, k) @ (k, m): one GEMM over all rows.
+      const Tensor rows = a.alias({a.numel() / a.shape().back(), a.shape().back()}, {a.shape().back(), 1}, a.offset());
+      dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out.data<T>(), rows, b, T(0)); });
+      return out;
+    }
+    // One GEMM per batch element, reading both operands through broadcast strides.
+    Shape a_full = batch, b_full = batch;
+    a_full.insert(a_full.end(), a.shape().end() - 2, a.shape().end());
+    b_full.insert(b_full.end(), b.shape().end() - 2, b.shape().end());
+    const Tensor ea = expand(a.detach(), a_full), eb = expand(b.detach(), b_full);
+    const int64_t count = numel(batch);
+    const size_t nb = batch.size();
+    dispatch_floating(a.dtype(), name(), [&]<class T>() {
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t rest = i, a_off = ea.offset(), b_off = eb.offset();
+        for (size_t d = nb; d-- > 0;) {
+          const int64_t idx = rest % batch[d];
+          rest /= batch[d];
+          a_off += idx * ea.strides()[d];
+          b_off += idx * eb.strides()[d];
+        }
+        const Tensor am = ea.alias({n, a.shape().back()}, {ea.strides()[nb], ea.strides()[nb + 1]}, a_off);
+        const Tensor bm = eb.alias({b.shape()[b.shape().size() - 2], m}, {eb.strides()[nb], eb.strides()[nb + 1]}, b_off);
+        gemm_into<T>(out.data<T>() + i * n * m, am, bm, T(0));
+      }
+    });
+    return out;
+  }
+
+  void save(const Tensors& in, const Tensor&) override {
+    save_value(needs_input_grad(1) ? in[0] : Tensor());
+    save_value(needs_input_grad(0) ? in[1] : Tensor());
+  }
+
+  // d(AB)/dA = dC B^T, d(AB)/dB = A^T dC (summed over broadcast batch axes)
+  Tensors backward(const Tensor& dout) override {
+    Tensor da, db;
+    if (needs_input_grad(0)) {
+      const Tensor b = saved(1);
+      da = sum_to_shape(matmul(dout, transpose(b, -1, -2)), record().input_shapes[0]);
+    }
+    if (needs_input_grad(1)) {
+      const Tensor a = saved(0);
+      if (a.dim() > 2 && record().input_shapes[1].size() == 2) {
+        // Fold the batch into rows: dB = A_rows^T dC_rows, one GEMM.
+        const int64_t k = a.shape().back(), m = dout.shape().back();
+        db = matmul(transpose(reshape(a, {-1, k}), 0, 1), reshape(dout, {-1, m}));
+      } else {
+        db = sum_to_shape(matmul(transpose(a, -1, -2), dout), record().input_shapes[1]);
+      }
+    }
+    return {da, db};
+  }
+
+  int64_t flops() const override {
+    const Shape& a = record().input_shapes[0];
+    return 2 * numel(record().output_shape) * a.back();
+  }
+};
+
+class LinearNode final : public Node {
+ public:
+  std::string_view name() const override { return "linear"; }
+
+  Tensor forward(const Tensors& in) override {
+    const Tensor& x = in[0];
+    const Tensor& weight = in[1];
+    REMAT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.shape().back() == weight.shape()[1], "linear: input {} does not "
+                "fit weight {} (expected input (..., {}))", str(x.shape()), str(weight.shape()),
+                weight.dim() == 2 ? weight.shape()[1] : -1);
+    REMAT_CHECK(x.dtype() == weight.dtype(), "linear: dtypes differ: input {} and weight {}", x.str(), weight.str());
+    const int64_t out_features = weight.shape()[0];
+    const bool has_bias = in.size() == 3;
+    if (has_bias) {
+      REMAT_CHECK(in[2].shape() == Shape{out_features} && in[2].dtype() == x.dtype(), "linear: bias {} does not fit "
+                  "weight {} (expected ({}))", in[2].str(), str(weight.shape()), out_features);
+    }
+    const Tensor rows = as_rows(x);
+    Shape out_shape = x.shape();
+    out_shape.back() = out_features;
+    Tensor out(out_shape, x.dtype(), x.device());
+    dispatch_floating(x.dtype(), name(), [&]<class T>() {
+      T* y = out.data<T>();
+      if (has_bias) {
+        const Tensor bias = in[2].is_contiguous() ? in[2] : contiguous_copy(in[2]);
+        for (int64_t r = 0; r < rows.shape()[0]; ++r) std::memcpy(y + r * out_features, bias.data<T>(), out_features * sizeof(T));
+      }
+      gemm_into<T>(y, rows, matrix_t(weight), has_bias ? T(1) : T(0));
+    });
+    return out;
+  }
+
+  void save(const Tensors& in, const Tensor&) override {
+    save_value(needs_input_grad(1) ? in[0] : Tensor());
+    save_value(needs_input_grad(0) ? in[1] : Tensor());
+  }
+
+  // y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum over rows of dy
+  Tensors backward(const Tensor& dout_any) override {
+    const Tensor dout = as_rows(dout_any);
+    const int64_t rows = dout.shape()[0], out_features = dout.shape()[1];
+    Tensor dx, dweight, dbias;
+    dispatch_floating(dout.dtype(), name(), [&]<class T>() {
+      if (needs_input_grad(0)) {
+        const Tensor weight = saved(1);
+        dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
+        gemm_into<T>(dx.data<T>(), dout, weight, T(0));
+      }
+      if (needs_input_grad(1)) {
+        const Tensor x = as_rows(saved(0));
+        dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
+        gemm_into<T>(dweight.data<T>(), matrix_t(dout), x, T(0));
+      }
+      if (needs_input_grad(2)) {
+        dbias = Tensor({out_features}, dout.dtype(), dout.device());
+        T* db = dbias.data<T>();
+        const T* dy = dout.data<T>();
+        std::fill(db, db + out_features, T(0));
+        for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+          for (int64_t j = 0; j < out_features; ++j) db[j] += dy[r * out_features + j];
+        }
+      }
+    });
+    if (record().input_shapes.size() == 3) return {dx, dweight, dbias};
+    return {dx, dweight};
+  }
+
+  int64_t flops() const override {
+    const Shape& w = record().input_shapes[1];
+    return 2 * numel(record().input_shapes[0]) / w[1] * w[0] * w[1];
+  }
+
+ private:
+  // x (..., f) as a dense (rows, f) matrix (a copy only if x is not contiguous).
+  static Tensor as_rows(const Tensor& x) {
+    const Tensor dense = x.is_contiguous() ? x : contiguous_copy(x);
+    const int64_t f = x.shape().back();
+    return dense.alias({f == 0 ? 0 : dense.numel() / f, f}, {f, 1}, dense.offset());
+  }
+};
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return apply_op(std::make_shared<MatmulNode>(), {a, b}); }
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (bias.defined()) return apply_op(std::make_shared<LinearNode>(), {x, weight, bias});
+  return apply_op(std::make_shared<LinearNode>(), {x, weight});
+}
+
+}  // namespace remat

@@ -1,0 +1,16 @@
+// matmul (2-D and batched, with broadcast batch axes) and linear, through
+// BLAS GEMM. Transposed views are passed to GEMM as transposes, not copied.
+#pragma once
+
+#include "engine/tensor.h"
+
+namespace remat {
+
+// (n, k) @ (k, m) -> (n, m); (..., n, k) @ (..., k, m) -> (..., n, m) with the
+// leading axes broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// y = x W^T + b for x (..., in), weight (out, in), bias (out) or undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+}  // namespace remat

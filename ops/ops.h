@@ -1,0 +1,11 @@
+// Every differentiable op, for code that uses many of them.
+#pragma once
+
+#include "engine/autograd.h"
+#include "engine/factory.h"
+#include "ops/binary.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"

@@ -1,0 +1,144 @@
+// softmax, log_softmax, cross_entropy; see softmax.h.
+#include "ops/softmax.h"
+
+#include <cmath>
+#include <limits>
+
+#include "engine/autograd.h"
+#include "kernels/cpu/softmax.h"
+#include "ops/shape.h"
+
+namespace remat {
+namespace {
+
+// (outer, n, inner) of a dense tensor around `axis`.
+struct Split {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+Split split_at(const Shape& shape, int64_t axis) {
+  Split s;
+  const auto a = static_cast<size_t>(axis);
+  for (size_t i = 0; i < a; ++i) s.outer *= shape[i];
+  for (size_t i = a + 1; i < shape.size(); ++i) s.inner *= shape[i];
+  s.n = shape[a];
+  return s;
+}
+
+Tensor dense(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
+
+template <bool kLog>
+class SoftmaxNode final : public Node {
+ public:
+  explicit SoftmaxNode(int64_t axis) : axis_(axis) {}
+  std::string_view name() const override { return kLog ? "log_softmax" : "softmax"; }
+
+  Tensor forward(const Tensors& in) override {
+    const Tensor x = dense(in[0]);
+    Tensor out(x.shape(), x.dtype(), x.device());
+    const Split s = split_at(x.shape(), axis_);
+    dispatch_floating(x.dtype(), name(), [&]<class T>() {
+      if constexpr (kLog) kernels::cpu::log_softmax_forward<T>(out.data<T>(), x.data<T>(), s.outer, s.n, s.inner);
+      else kernels::cpu::softmax_forward<T>(out.data<T>(), x.data<T>(), s.outer, s.n, s.inner);
+    });
+    return out;
+  }
+
+  void save(const Tensors&, const Tensor& out) override { save_value(out); }
+
+  // softmax:     dx = y (dy - sum(dy y))
+  // log_softmax: dx = dy - exp(y) sum(dy)
+  Tensors backward(const Tensor& dout_any) override {
+    const Tensor dout = dense(dout_any);
+    const Tensor out = saved(0);
+    Tensor dx(dout.shape(), dout.dtype(), dout.device());
+    const Split s = split_at(dout.shape(), axis_);
+    dispatch_floating(dout.dtype(), name(), [&]<class T>() {
+      if constexpr (kLog) {
+        kernels::cpu::log_softmax_backward<T>(dx.data<T>(), dout.data<T>(), out.data<T>(), s.outer, s.n, s.inner);
+      } else {
+        kernels::cpu::softmax_backward<T>(dx.data<T>(), dout.data<T>(), out.data<T>(), s.outer, s.n, s.inner);
+      }
+    });
+    return {dx};
+  }
+
+  int64_t flops() const override { return 5 * numel(record().output_shape); }
+
+ private:
+  int64_t axis_;
+};
+
+class CrossEntropyNode final : public Node {
+ public:
+  explicit CrossEntropyNode(int64_t ignore_index) : ignore_index_(ignore_index) {}
+  std::string_view name() const override { return "cross_entropy"; }
+
+  Tensor forward(const Tensors& in) override {
+    const Tensor logits = dense(in[0]);
+    const Tensor targets = dense(in[1]);
+    REMAT_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got {}", str(logits.shape()));
+    REMAT_CHECK(targets.dtype() == DType::Int64, "cross_entropy: targets must be int64 class indices, got {}",
+                targets.str());
+    REMAT_CHECK(targets.shape() == Shape{logits.shape()[0]}, "cross_entropy: targets {} do not match logits {} "
+                "(expected ({}))", str(targets.shape()), str(logits.shape()), logits.shape()[0]);
+    const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
+    lse_ = Tensor({rows}, logits.dtype(), logits.device());
+    Tensor out({}, logits.dtype(), logits.device());
+    dispatch_floating(logits.dtype(), name(), [&]<class T>() {
+      double total = 0;
+      int64_t bad_row = -1;
+      const bool ok = kernels::cpu::cross_entropy_forward<T>(&total, &count_, lse_.data<T>(), &bad_row,
+                                                             logits.data<T>(), targets.data<int64_t>(), rows, classes,
+                                                             ignore_index_);
+      REMAT_CHECK(ok, "cross_entropy: target {} at row {} is outside [0, {}) and is not ignore_index {}",
+                  targets.data<int64_t>()[bad_row], bad_row, classes, ignore_index_);
+      *out.data<T>() = count_ > 0 ? static_cast<T>(total / static_cast<double>(count_))
+                                  : std::numeric_limits<T>::quiet_NaN();
+    });
+    return out;
+  }
+
+  void save(const Tensors& in, const Tensor&) override {
+    save_value(dense(in[0]));
+    save_value(dense(in[1]));
+    save_value(lse_);
+    lse_ = Tensor();
+  }
+
+  // loss = mean_r (lse_r - x[r, t_r]):  dx[r, c] = (softmax(x)[r, c] - [c == t_r]) / count
+  Tensors backward(const Tensor& dout) override {
+    const Tensor logits = saved(0), targets = saved(1), lse = saved(2);
+    Tensor dlogits(logits.shape(), logits.dtype(), logits.device());
+    dispatch_floating(logits.dtype(), name(), [&]<class T>() {
+      const T scale = count_ > 0 ? dout.item<T>() / static_cast<T>(count_) : T(0);
+      kernels::cpu::cross_entropy_backward<T>(dlogits.data<T>(), logits.data<T>(), lse.data<T>(),
+                                              targets.data<int64_t>(), logits.shape()[0], logits.shape()[1],
+                                              ignore_index_, scale);
+    });
+    return {dlogits, Tensor()};
+  }
+
+  int64_t flops() const override { return 4 * numel(record().input_shapes[0]); }
+
+ private:
+  int64_t ignore_index_;
+  int64_t count_ = 0;  // rows not ignored in the last forward
+  Tensor lse_;         // from forward to save(); not kept otherwise
+};
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t axis) {
+  return apply_op(std::make_shared<SoftmaxNode<false>>(normalize_axis(axis, x.dim(), "softmax")), {x});
+}
+
+Tensor log_softmax(const Tensor& x, int64_t axis) {
+  return apply_op(std::make_shared<SoftmaxNode<true>>(normalize_axis(axis, x.dim(), "log_softmax")), {x});
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  return apply_op(std::make_shared<CrossEntropyNode>(ignore_index), {logits, targets});
+}
+
+}  // namespace remat

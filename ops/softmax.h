@@ -1,0 +1,17 @@
+// softmax, log_softmax over one axis, and cross_entropy of logits against
+// int64 class targets, fused (log-softmax and NLL in one pass).
+#pragma once
+
+#include "engine/tensor.h"
+
+namespace remat {
+
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+
+// logits (N, C), targets (N) int64 -> scalar: the mean over rows whose
+// target is not ignore_index of -log softmax(logits)[target]. All rows
+// ignored gives NaN, as in PyTorch.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+
+}  // namespace remat

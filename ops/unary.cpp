@@ -1,0 +1,99 @@
+// Unary elementwise ops; see unary.h. Each op is a small traits struct (its
+// kernels and whether backward reads the input or the output) plugged into
+// one node template.
+#include "ops/unary.h"
+
+#include "engine/autograd.h"
+#include "kernels/cpu/unary.h"
+#include "ops/shape.h"
+
+namespace remat {
+namespace {
+
+namespace k = kernels::cpu;
+
+// Backward reads the output (relu, tanh, sigmoid, exp) or the input (log).
+enum class Reads { Nothing, Input, Output };
+
+struct Neg {  // d(-x)/dx = -1
+  static constexpr std::string_view kName = "neg";
+  static constexpr Reads kReads = Reads::Nothing;
+  template <class T> static void forward(T* out, const T* x, int64_t n) { k::neg_forward(out, x, n); }
+  template <class T> static void backward(T* dx, const T* dout, const T*, int64_t n) { k::neg_forward(dx, dout, n); }
+};
+struct Relu {  // d relu(x)/dx = [x > 0] = [relu(x) > 0]
+  static constexpr std::string_view kName = "relu";
+  static constexpr Reads kReads = Reads::Output;
+  template <class T> static void forward(T* out, const T* x, int64_t n) { k::relu_forward(out, x, n); }
+  template <class T> static void backward(T* dx, const T* dout, const T* out, int64_t n) { k::relu_backward(dx, dout, out, n); }
+};
+struct Tanh {  // d tanh(x)/dx = 1 - tanh(x)^2
+  static constexpr std::string_view kName = "tanh";
+  static constexpr Reads kReads = Reads::Output;
+  template <class T> static void forward(T* out, const T* x, int64_t n) { k::tanh_forward(out, x, n); }
+  template <class T> static void backward(T* dx, const T* dout, const T* out, int64_t n) { k::tanh_backward(dx, dout, out, n); }
+};
+struct Sigmoid {  // d s(x)/dx = s(x) (1 - s(x))
+  static constexpr std::string_view kName = "sigmoid";
+  static constexpr Reads kReads = Reads::Output;
+  template <class T> static void forward(T* out, const T* x, int64_t n) { k::sigmoid_forward(out, x, n); }
+  template <class T> static void backward(T* dx, const T* dout, const T* out, int64_t n) { k::sigmoid_backward(dx, dout, out, n); }
+};
+struct Exp {  // d exp(x)/dx = exp(x)
+  static constexpr std::string_view kName = "exp";
+  static constexpr Reads kReads = Reads::Output;
+  template <class T> static void forward(T* out, const T* x, int64_t n) { k::exp_forward(out, x, n); }
+  template <class T> static void backward(T* dx, const T* dout, const T* out, int64_t n) { k::exp_backward(dx, dout, out, n); }
+};
+struct Log {  // d log(x)/dx = 1/x
+  static constexpr std::string_view kName = "log";
+  static constexpr Reads kReads = Reads::Input;
+  template <class T> static void forward(T* out, const T* x, int64_t n) { k::log_forward(out, x, n); }
+  template <class T> static void backward(T* dx, const T* dout, const T* x, int64_t n) { k::log_backward(dx, dout, x, n); }
+};
+
+template <class Op>
+class UnaryNode final : public Node {
+ public:
+  std::string_view name() const override { return Op::kName; }
+
+  Tensor forward(const Tensors& in) override {
+    const Tensor x = contiguous(in[0]);
+    Tensor out(x.shape(), x.dtype(), x.device());
+    dispatch_floating(x.dtype(), name(), [&]<class T>() { Op::forward(out.data<T>(), x.data<T>(), x.numel()); });
+    return out;
+  }
+
+  void save(const Tensors& in, const Tensor& out) override {
+    if constexpr (Op::kReads == Reads::Input) save_value(in[0]);
+    if constexpr (Op::kReads == Reads::Output) save_value(out);
+  }
+
+  Tensors backward(const Tensor& dout_any) override {
+    const Tensor dout = contiguous(dout_any);
+    const Tensor read = Op::kReads == Reads::Nothing ? dout : contiguous(saved(0));
+    Tensor dx(dout.shape(), dout.dtype(), dout.device());
+    dispatch_floating(dout.dtype(), name(), [&]<class T>() {
+      Op::backward(dx.data<T>(), dout.data<T>(), read.data<T>(), dout.numel());
+    });
+    return {dx};
+  }
+
+  int64_t flops() const override { return numel(record().output_shape); }
+};
+
+template <class Op>
+Tensor unary(const Tensor& x) {
+  return apply_op(std::make_shared<UnaryNode<Op>>(), {x});
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return unary<Neg>(x); }
+Tensor relu(const Tensor& x) { return unary<Relu>(x); }
+Tensor tanh(const Tensor& x) { return unary<Tanh>(x); }
+Tensor sigmoid(const Tensor& x) { return unary<Sigmoid>(x); }
+Tensor exp(const Tensor& x) { return unary<Exp>(x); }
+Tensor log(const Tensor& x) { return unary<Log>(x); }
+
+}  // namespace remat
