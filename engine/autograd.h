@@ -81,6 +81,7 @@ class Node {
   void release_saved();
 
  protected:
+  NodeRecord& mutable_record() { return record_; }
   void save_value(const Tensor& value) { saved_.emplace_back(value); }
   // The i-th value given to save_value(), materialised.
   Tensor saved(size_t i) const { return saved_.at(i).materialize(name()); }

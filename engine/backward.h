@@ -5,6 +5,8 @@
 // Called through Tensor::backward().
 #pragma once
 
+#include <cstdint>
+
 #include "engine/autograd.h"
 
 namespace remat {
@@ -12,7 +14,11 @@ namespace remat {
 // The node that adds incoming gradients into a leaf's .grad.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  // Runs as soon as it is ready (highest sequence number), so that a
+  // parameter's gradient leaves the transient counters at once.
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {
+    mutable_record().sequence_nr = UINT64_MAX;
+  }
   std::string_view name() const override { return "accumulate_grad"; }
   Tensor forward(const Tensors&) override;
   Tensors backward(const Tensor& grad_output) override;

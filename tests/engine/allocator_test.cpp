@@ -1,0 +1,81 @@
+// Memory accounting: exact bytes per category, peaks, scopes, views free.
+#include "engine/allocator.h"
+
+#include <gtest/gtest.h>
+
+#include "ops/ops.h"
+
+namespace remat {
+namespace {
+
+int64_t live(MemoryCategory c) { return cpu_allocator().stats().live_of(c); }
+
+TEST(Allocator, CountsRequestedBytesPerCategory) {
+  const int64_t before = live(MemoryCategory::Activation);
+  {
+    Tensor t({256, 1024}, DType::Float32);
+    EXPECT_EQ(live(MemoryCategory::Activation) - before, 256 * 1024 * 4);
+    Tensor u({3, 5}, DType::Float64);
+    EXPECT_EQ(live(MemoryCategory::Activation) - before, 256 * 1024 * 4 + 3 * 5 * 8);
+  }
+  EXPECT_EQ(live(MemoryCategory::Activation), before);
+}
+
+TEST(Allocator, CategoryGuardChoosesTheCounter) {
+  const int64_t before = live(MemoryCategory::OptimizerState);
+  CategoryGuard guard(MemoryCategory::OptimizerState);
+  Tensor t({10}, DType::Float32);
+  EXPECT_EQ(live(MemoryCategory::OptimizerState) - before, 40);
+}
+
+TEST(Allocator, RecategorizeMovesBytes) {
+  const int64_t act = live(MemoryCategory::Activation);
+  const int64_t params = live(MemoryCategory::Parameter);
+  Tensor t({100}, DType::Float32);
+  t.storage()->set_category(MemoryCategory::Parameter);
+  EXPECT_EQ(live(MemoryCategory::Activation), act);
+  EXPECT_EQ(live(MemoryCategory::Parameter) - params, 400);
+}
+
+TEST(Allocator, ViewsCostNothing) {
+  Tensor t = zeros({64, 64});
+  const MemoryStats before = cpu_allocator().stats();
+  Tensor v = transpose(t, 0, 1);
+  Tensor s = slice(v, 0, 3, 10);
+  Tensor r = view(t, {4096});
+  Tensor e = expand(view(t, {1, 64, 64}), {8, 64, 64});
+  const MemoryStats after = cpu_allocator().stats();
+  EXPECT_EQ(after.live_total, before.live_total);
+  EXPECT_EQ(after.allocations, before.allocations);
+}
+
+TEST(Allocator, ScopedPeakMeasuresOnlyItsRegionAndNests) {
+  Tensor big({1000}, DType::Float32);  // live before the scope: not part of the rise
+  ScopedPeak outer;
+  const int64_t base = outer.stats().live_transient;
+  {
+    Tensor a({250}, DType::Float32);  // +1000 bytes
+    {
+      ScopedPeak inner;
+      Tensor b({500}, DType::Float32);  // +2000 bytes
+      EXPECT_EQ(inner.stats().peak_transient - base, 3000);
+    }
+    Tensor c({100}, DType::Float32);  // +400 bytes, after b is gone
+  }
+  EXPECT_EQ(outer.stats().peak_transient - base, 3000);
+  EXPECT_EQ(outer.stats().live_transient, base);
+}
+
+TEST(Allocator, TemporariesCountAsTransient) {
+  ScopedPeak scope;
+  const int64_t base = scope.stats().live_transient;
+  {
+    CategoryGuard guard(MemoryCategory::Temporary);
+    Tensor t({10}, DType::Float64);
+  }
+  EXPECT_EQ(scope.stats().peak_transient - base, 80);
+  EXPECT_EQ(scope.stats().peak_of(MemoryCategory::Temporary) - scope.stats().live_of(MemoryCategory::Temporary), 80);
+}
+
+}  // namespace
+}  // namespace remat

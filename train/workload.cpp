@@ -1,0 +1,109 @@
+// run_workload: W1 of ../shared/WORKLOADS.md; see workload.h.
+#include "train/workload.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "kernels/cpu/parallel.h"
+#include "nn/mlp.h"
+#include "ops/ops.h"
+#include "optim/sgd.h"
+
+namespace remat::train {
+namespace {
+
+// W1: 15 x [Linear(1024, 1024) + ReLU] + Linear(1024, 10); batch 256.
+constexpr int64_t kW1Width = 1024, kW1Hidden = 15, kW1Classes = 10, kW1Batch = 256;
+
+std::vector<int64_t> w1_sizes() {
+  std::vector<int64_t> sizes(kW1Hidden + 1, kW1Width);
+  sizes.push_back(kW1Classes);
+  return sizes;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+nlohmann::ordered_json WorkloadReport::to_json() const {
+  nlohmann::ordered_json j;
+  j["workload"] = workload;
+  j["policy"] = policy;
+  j["threads"] = threads;
+  j["device"] = device;
+  j["steps"] = steps;
+  j["step_ms_median"] = step_ms_median;
+  j["step_ms_min"] = step_ms_min;
+  j["step_ms_max"] = step_ms_max;
+  j["saved_bytes_after_forward"] = saved_bytes_after_forward;
+  j["peak_activation_bytes"] = peak_activation_bytes;
+  j["predicted_peak_activation_bytes"] =
+      predicted_peak_activation_bytes ? nlohmann::ordered_json(*predicted_peak_activation_bytes) : nullptr;
+  j["peak_total_bytes"] = peak_total_bytes;
+  j["recompute_ms"] = recompute_ms;
+  j["recompute_flops"] = recompute_flops;
+  j["loss_first"] = loss_first;
+  j["loss_last"] = loss_last;
+  j["parameters"] = parameters;
+  j["engine"] = "remat";
+  return j;
+}
+
+WorkloadReport run_workload(const WorkloadOptions& options) {
+  REMAT_CHECK(options.workload == "W1", "bench: unknown workload '{}' (available: W1)", options.workload);
+  REMAT_CHECK(options.policy == "none", "bench: policy '{}' is not available yet; only 'none' (keep every "
+              "activation) exists until the recompute scheduler lands", options.policy);
+  REMAT_CHECK(options.threads >= 1, "bench: --threads must be at least 1, got {}", options.threads);
+  REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
+              options.steps, options.warmup);
+  kernels::cpu::set_num_threads(options.threads);
+
+  Generator generator(options.seed);
+  nn::MLP model(w1_sizes(), generator);
+  optim::SGD optimizer(model.parameters(), {.lr = 0.01});
+  const Tensor inputs = normal({kW1Batch, kW1Width}, 0.0, 1.0, DType::Float32, generator);
+  const Tensor targets = randint(kW1Classes, {kW1Batch}, generator);
+
+  WorkloadReport report;
+  report.workload = options.workload;
+  report.policy = options.policy;
+  report.threads = options.threads;
+  report.steps = options.steps;
+  report.parameters = model.num_parameters();
+
+  Allocator& allocator = cpu_allocator();
+  std::vector<double> step_ms;
+  for (int step = 0; step < options.warmup + options.steps; ++step) {
+    const int64_t transient_before = allocator.stats().live_transient;
+    ScopedPeak peak;
+    const auto start = std::chrono::steady_clock::now();
+    optimizer.zero_grad();
+    Tensor loss = cross_entropy(model.forward(inputs), targets);
+    const int64_t saved = allocator.stats().live_of(MemoryCategory::Activation);
+    loss.backward();
+    optimizer.step();
+    const auto end = std::chrono::steady_clock::now();
+
+    const double value = loss.item<double>();
+    if (step == 0) report.loss_first = value;
+    report.loss_last = value;
+    if (step < options.warmup) continue;
+    step_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    const MemoryStats stats = peak.stats();
+    report.saved_bytes_after_forward = saved;
+    report.peak_activation_bytes = std::max(report.peak_activation_bytes, stats.peak_transient - transient_before);
+    report.peak_total_bytes = std::max(report.peak_total_bytes, stats.peak_total);
+  }
+  report.step_ms_median = median(step_ms);
+  report.step_ms_min = *std::min_element(step_ms.begin(), step_ms.end());
+  report.step_ms_max = *std::max_element(step_ms.begin(), step_ms.end());
+  return report;
+}
+
+}  // namespace remat::train

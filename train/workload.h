@@ -1,0 +1,56 @@
+// The reference workloads of ../shared/WORKLOADS.md, run and measured.
+//
+// run_workload() builds the workload's model and batch with fixed seeds,
+// runs warm-up then timed steps (zero_grad + forward + backward + SGD step),
+// and reports the fields WORKLOADS.md lists. Memory figures come from the
+// allocator's counters; times from a steady clock around each whole step.
+// Called by `remat bench`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace remat::train {
+
+struct WorkloadOptions {
+  std::string workload = "W1";
+  std::string policy = "none";
+  int threads = 1;
+  int steps = 10;   // timed steps
+  int warmup = 3;   // untimed steps before them
+  uint64_t seed = 0;
+};
+
+struct WorkloadReport {
+  std::string workload, policy, device = "cpu";
+  int threads = 1;
+  int steps = 0;
+  double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
+  // Activation bytes alive when forward ends (what backward will read),
+  // the input batch included (as PyTorch's saved-tensor hooks count it).
+  int64_t saved_bytes_after_forward = 0;
+  // How far activation + temporary bytes rose over a step above their level
+  // before it (the input batch is alive before the step and not counted):
+  // the allocator's counterpart of PyTorch's resident-memory rise.
+  int64_t peak_activation_bytes = 0;
+  // Every live byte at the step's peak: parameters, gradients, optimizer
+  // state, the batch, activations and temporaries.
+  int64_t peak_total_bytes = 0;
+  // No scheduler yet: nothing predicts a peak, and no node is replayed.
+  std::optional<int64_t> predicted_peak_activation_bytes;
+  double recompute_ms = 0;
+  int64_t recompute_flops = 0;
+  double loss_first = 0, loss_last = 0;
+  int64_t parameters = 0;
+
+  nlohmann::ordered_json to_json() const;
+};
+
+// Runs W1 (the only workload so far) under policy "none"; any other name is
+// an error that lists what exists.
+WorkloadReport run_workload(const WorkloadOptions& options);
+
+}  // namespace remat::train
