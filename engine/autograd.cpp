@@ -54,7 +54,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
 
   // forward() may return an alias of an input (a view); give the output its
   // own TensorImpl so that setting grad_fn touches nothing else.
-  if (output.grad_fn() || output.is_leaf() && output.requires_grad()) {
+  if (output.requires_grad()) {
     output = output.detach();
   }
   NodeRecord& record = node->record_;

@@ -67,7 +67,7 @@ template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   REMAT_CHECK(is_leaf(), "requires_grad_: tensor {} is not a leaf (it was made by {}); use detach() first", str(),
-              "an op");
+              grad_fn()->name());
   REMAT_CHECK(!requires_grad || is_floating(dtype()), "requires_grad_: tensor {} has dtype {}; only float tensors "
               "can require gradients", str(), dtype_name(dtype()));
   impl_->requires_grad = requires_grad;

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/error.h"
+
 namespace remat::train {
 
 struct WorkloadOptions {

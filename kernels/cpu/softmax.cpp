@@ -51,8 +51,10 @@ template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, i
     const T m = row_max(xr, n, inner);
     T total = 0;
     for (int64_t i = 0; i < n; ++i) total += std::exp(xr[i * inner] - m);
-    const T lse = m + std::log(total);
-    for (int64_t i = 0; i < n; ++i) out[base + i * inner] = xr[i * inner] - lse;
+    // (x - m) - log(total), not x - (m + log(total)): m + log(total) rounds
+    // away the small term when m is large (float32 logits near 1000).
+    const T log_total = std::log(total);
+    for (int64_t i = 0; i < n; ++i) out[base + i * inner] = (xr[i * inner] - m) - log_total;
   });
 }
 
@@ -84,7 +86,7 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* lse, int64_t* ba
       *bad_row = r;
       return false;
     }
-    total += static_cast<double>(lse[r] - row[t]);
+    total += static_cast<double>(std::log(sum) - (row[t] - m));  // not lse - row[t]; see log_softmax_forward
     ++counted;
   }
   *loss_sum = total;

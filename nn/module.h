@@ -1,0 +1,78 @@
+// Module: the base of every layer and model, a tree of named parameters and
+// named child modules, like torch.nn.Module.
+//
+//   class Block : public Module {
+//    public:
+//     Block() { fc_ = register_module("fc", std::make_shared<Linear>(4, 4)); }
+//     Tensor forward(const Tensor& x) override { return relu(fc_->forward(x)); }
+//    private:
+//     std::shared_ptr<Linear> fc_;
+//   };
+//   block.named_parameters();   // {"fc.weight", ...}, {"fc.bias", ...}
+//
+// A module owns no math beyond forward(); optimizers (optim/) take its
+// parameters(). Names are dotted paths in registration order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace remat::nn {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The module's kind, for messages ("Linear", "Sequential", ...).
+  virtual std::string_view type_name() const { return "Module"; }
+  // The default throws remat::Error naming type_name(): a module that is only
+  // a container of parameters has no forward.
+  virtual Tensor forward(const Tensor& x);
+
+  // Makes `value` a leaf that requires grad, moves its storage's bytes to
+  // MemoryCategory::Parameter, and records it under `name`. Returns the
+  // registered tensor (the same handle, unless value had autograd history,
+  // in which case it is value.detach()). `name` must be new in this module,
+  // non-empty and free of '.'.
+  Tensor register_parameter(const std::string& name, Tensor value);
+  // Records `module` as a child under `name` (same rules for names).
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+  // Every parameter of this module and its descendants, depth first in
+  // registration order, named by dotted path ("layers.0.weight"). A tensor
+  // reachable twice (a shared child) is listed once, under its first name.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  // Total elements over parameters().
+  int64_t num_parameters() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+
+  // Sets training mode on this module and every descendant.
+  Module& train(bool training = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+ private:
+  void check_new_name(const std::string& name) const;
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace remat::nn

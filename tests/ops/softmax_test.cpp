@@ -1,0 +1,250 @@
+// softmax, log_softmax and cross_entropy: hand cases (expected values worked
+// out here from the definitions), large logits, axes, ignore_index, errors
+// and gradients.
+#include "ops/softmax.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ops/ops.h"
+#include "tests/support/gradcheck.h"
+
+namespace remat {
+namespace {
+
+using testing::random_leaf;
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+void expect_near(const std::vector<double>& actual, const std::vector<double>& expected, double tol = 1e-12) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
+}
+
+TEST(Softmax, HandComputedRows) {
+  // Row [log 1, log 2, log 5]: softmax = (1, 2, 5) / 8. Row [0, 0, 0]: 1/3 each.
+  const Tensor x = from_vector(std::vector<double>{0, std::log(2.0), std::log(5.0), 0, 0, 0}, {2, 3});
+  const Tensor y = softmax(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 3}));
+  expect_near(y.to_vector<double>(), {1.0 / 8, 2.0 / 8, 5.0 / 8, 1.0 / 3, 1.0 / 3, 1.0 / 3});
+  expect_near(log_softmax(x).to_vector<double>(),
+              {std::log(1.0 / 8), std::log(2.0 / 8), std::log(5.0 / 8), -std::log(3.0), -std::log(3.0), -std::log(3.0)});
+}
+
+TEST(Softmax, RowsSumToOne) {
+  const Tensor x = normal({4, 7}, 0.0, 3.0);
+  const std::vector<float> y = softmax(x).to_vector<float>();
+  for (int r = 0; r < 4; ++r) {
+    float total = 0;
+    for (int c = 0; c < 7; ++c) {
+      const float v = y[static_cast<size_t>(r * 7 + c)];
+      EXPECT_GT(v, 0.0f);
+      total += v;
+    }
+    EXPECT_NEAR(total, 1.0f, 1e-6f) << "row " << r;
+  }
+}
+
+TEST(Softmax, LargeLogitsDoNotOverflow) {
+  // softmax is shift-invariant: [1000, 1001, 1002] behaves like [0, 1, 2].
+  const Tensor x = from_vector(std::vector<float>{1000, 1001, 1002, -1000, -1000, 0}, {2, 3});
+  const std::vector<float> y = softmax(x).to_vector<float>();
+  const double z = 1 + std::exp(1.0) + std::exp(2.0);
+  const std::vector<double> expected{1 / z, std::exp(1.0) / z, std::exp(2.0) / z, 0, 0, 1};
+  for (size_t i = 0; i < y.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(y[i])) << i;
+    EXPECT_NEAR(y[i], expected[i], 1e-6) << i;
+  }
+  const std::vector<float> l = log_softmax(x).to_vector<float>();
+  const std::vector<double> expected_log{-std::log(z), 1 - std::log(z), 2 - std::log(z), -1000, -1000, 0};
+  for (size_t i = 0; i < l.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(l[i])) << i;
+    EXPECT_NEAR(l[i], expected_log[i], 1e-6) << i;
+  }
+}
+
+TEST(Softmax, OverAxis0AndMinus1) {
+  // Columns [0, log 3] give (1/4, 3/4); column [0, 0] gives 1/2 each.
+  const Tensor x = from_vector(std::vector<double>{0, 0, std::log(3.0), 0}, {2, 2});
+  expect_near(softmax(x, 0).to_vector<double>(), {0.25, 0.5, 0.75, 0.5});
+  expect_near(softmax(x, -1).to_vector<double>(), {0.5, 0.5, 0.75, 0.25});
+  expect_near(softmax(x, 1).to_vector<double>(), softmax(x, -1).to_vector<double>());
+  expect_near(log_softmax(x, 0).to_vector<double>(),
+              {std::log(0.25), std::log(0.5), std::log(0.75), std::log(0.5)});
+  // A middle axis of a 3-D tensor: every (i, :, k) sums to 1.
+  const std::vector<double> y = softmax(normal({2, 3, 4}, 0, 1, DType::Float64), 1).to_vector<double>();
+  for (int i = 0; i < 2; ++i) {
+    for (int k = 0; k < 4; ++k) {
+      double total = 0;
+      for (int j = 0; j < 3; ++j) total += y[static_cast<size_t>(i * 12 + j * 4 + k)];
+      EXPECT_NEAR(total, 1.0, 1e-12);
+    }
+  }
+  EXPECT_THROW(softmax(x, 2), Error);
+}
+
+TEST(Softmax, NonContiguousInput) {
+  // x^T = [[0, log 3], [0, 0]]: rows give (1/4, 3/4) and (1/2, 1/2).
+  const Tensor x = from_vector(std::vector<double>{0, 0, std::log(3.0), 0}, {2, 2});
+  expect_near(softmax(transpose(x, 0, 1), -1).to_vector<double>(), {0.25, 0.75, 0.5, 0.5});
+  expect_near(log_softmax(transpose(x, 0, 1), -1).to_vector<double>(),
+              {std::log(0.25), std::log(0.75), std::log(0.5), std::log(0.5)});
+}
+
+TEST(Softmax, LargeInputMatchesRowByRow) {
+  // 300 x 256 takes the threaded path; each row must equal the softmax of
+  // that row alone (a 1 x 256 call runs serially).
+  const Tensor x = normal({300, 256}, 0, 2, DType::Float64);
+  const std::vector<double> all = softmax(x).to_vector<double>();
+  const std::vector<double> all_log = log_softmax(x, 1).to_vector<double>();
+  for (int64_t r : {0, 137, 299}) {
+    const Tensor row = slice(x, 0, r, r + 1);
+    const std::vector<double> one = softmax(row).to_vector<double>();
+    const std::vector<double> one_log = log_softmax(row).to_vector<double>();
+    for (size_t c = 0; c < 256; ++c) {
+      ASSERT_EQ(all[static_cast<size_t>(r) * 256 + c], one[c]);
+      ASSERT_EQ(all_log[static_cast<size_t>(r) * 256 + c], one_log[c]);
+    }
+  }
+}
+
+TEST(Softmax, LargeInputOverAxis0) {
+  // Over axis 0 each column is normalised; the same as rows of the transpose.
+  const Tensor x = normal({256, 300}, 0, 2, DType::Float64);
+  const std::vector<double> by_column = softmax(x, 0).to_vector<double>();
+  const std::vector<double> by_row = transpose(softmax(contiguous(transpose(x, 0, 1)), -1), 0, 1).to_vector<double>();
+  ASSERT_EQ(by_column.size(), by_row.size());
+  for (size_t i = 0; i < by_row.size(); ++i) ASSERT_NEAR(by_column[i], by_row[i], 1e-15) << i;
+}
+
+TEST(Softmax, Gradients) {
+  const Tensors in{random_leaf({3, 5}, -2, 2)};
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return softmax(x[0]); }, in);
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return softmax(x[0], 0); }, in);
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return log_softmax(x[0]); }, in);
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return log_softmax(x[0], 0); }, in);
+  const Tensors in3{random_leaf({2, 3, 4}, -2, 2, 7)};
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return softmax(x[0], 1); }, in3);
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return log_softmax(x[0], 1); }, in3);
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return softmax(transpose(x[0], 0, 2), -1); }, in3);
+}
+
+// Two rows, three classes:
+//   row 0: logits (0, 0, 0),               target 1: -log(1/3) = log 3
+//   row 1: logits (0, log 2, log 5) = log (1, 2, 5), target 2: -log(5/8)
+Tensor two_rows() { return from_vector(std::vector<double>{0, 0, 0, 0, std::log(2.0), std::log(5.0)}, {2, 3}); }
+
+TEST(CrossEntropy, HandComputed) {
+  const Tensor targets = from_vector(std::vector<int64_t>{1, 2}, {2});
+  Tensor logits = two_rows();
+  logits.requires_grad_();
+  const Tensor loss = cross_entropy(logits, targets);
+  EXPECT_EQ(loss.dim(), 0);
+  EXPECT_NEAR(loss.item<double>(), (std::log(3.0) - std::log(5.0 / 8)) / 2, 1e-12);
+  // dloss/dlogits[r] = (softmax(logits[r]) - onehot(t_r)) / 2
+  loss.backward();
+  expect_near(logits.grad().to_vector<double>(),
+              {1.0 / 6, (1.0 / 3 - 1) / 2, 1.0 / 6, 1.0 / 16, 2.0 / 16, (5.0 / 8 - 1) / 2});
+  // float32 gives the same loss.
+  const Tensor loss32 = cross_entropy(to_dtype(two_rows(), DType::Float32), targets);
+  EXPECT_NEAR(loss32.item<float>(), (std::log(3.0) - std::log(5.0 / 8)) / 2, 1e-6);
+}
+
+TEST(CrossEntropy, LargeInputGradientRows) {
+  // 300 x 256 logits all zero: loss log 256; dx[r, c] = (1/256 - [c == t_r]) / 300.
+  Tensor logits = zeros({300, 256}, DType::Float64);
+  logits.requires_grad_();
+  std::vector<int64_t> t(300);
+  for (size_t r = 0; r < t.size(); ++r) t[r] = static_cast<int64_t>((r * 7) % 256);
+  t[5] = -100;
+  const Tensor loss = cross_entropy(logits, from_vector(t, {300}));
+  EXPECT_NEAR(loss.item<double>(), std::log(256.0), 1e-12);
+  loss.backward();
+  const std::vector<double> g = logits.grad().to_vector<double>();
+  for (size_t r = 0; r < 300; ++r) {
+    for (size_t c = 0; c < 256; ++c) {
+      const double expected = t[r] == -100 ? 0 : (1.0 / 256 - (static_cast<int64_t>(c) == t[r] ? 1 : 0)) / 299;
+      ASSERT_NEAR(g[r * 256 + c], expected, 1e-15) << r << " " << c;
+    }
+  }
+}
+
+TEST(CrossEntropy, LargeLogits) {
+  // Shift-invariant: (1000, 1000) with target 0 is log 2.
+  const Tensor logits = from_vector(std::vector<float>{1000, 1000}, {1, 2});
+  const Tensor loss = cross_entropy(logits, from_vector(std::vector<int64_t>{0}, {1}));
+  EXPECT_NEAR(loss.item<float>(), std::log(2.0), 1e-6);
+}
+
+TEST(CrossEntropy, IgnoredRowsDoNotCount) {
+  // Rows 0 and 2 as in two_rows(); row 1 is ignored whatever its logits.
+  Tensor logits = from_vector(std::vector<double>{0, 0, 0, 9, -3, 4, 0, std::log(2.0), std::log(5.0)}, {3, 3});
+  logits.requires_grad_();
+  const Tensor targets = from_vector(std::vector<int64_t>{1, -100, 2}, {3});
+  const Tensor loss = cross_entropy(logits, targets);
+  EXPECT_NEAR(loss.item<double>(), (std::log(3.0) - std::log(5.0 / 8)) / 2, 1e-12);
+  loss.backward();
+  expect_near(logits.grad().to_vector<double>(),
+              {1.0 / 6, (1.0 / 3 - 1) / 2, 1.0 / 6, 0, 0, 0, 1.0 / 16, 2.0 / 16, (5.0 / 8 - 1) / 2});
+
+  // Another ignore_index: class 1 rows are skipped.
+  const Tensor t2 = from_vector(std::vector<int64_t>{1, 0, 2}, {3});
+  // Rows 1 and 2: row 1 = (9, -3, 4), target 0: log(e^9 + e^-3 + e^4) - 9.
+  const double row1 = std::log(std::exp(9.0) + std::exp(-3.0) + std::exp(4.0)) - 9;
+  EXPECT_NEAR(cross_entropy(logits.detach(), t2, 1).item<double>(), (row1 - std::log(5.0 / 8)) / 2, 1e-12);
+
+  // Every row ignored: NaN, as in PyTorch.
+  const Tensor all_ignored = from_vector(std::vector<int64_t>{-100, -100, -100}, {3});
+  EXPECT_TRUE(std::isnan(cross_entropy(logits.detach(), all_ignored).item<double>()));
+}
+
+TEST(CrossEntropy, TargetOutOfRangeNamesTargetAndRow) {
+  const std::string message =
+      error_of([] { cross_entropy(two_rows(), from_vector(std::vector<int64_t>{0, 7}, {2})); });
+  EXPECT_TRUE(contains(message, "target 7")) << message;
+  EXPECT_TRUE(contains(message, "row 1")) << message;
+  const std::string negative =
+      error_of([] { cross_entropy(two_rows(), from_vector(std::vector<int64_t>{-1, 0}, {2})); });
+  EXPECT_TRUE(contains(negative, "target -1")) << negative;
+  EXPECT_TRUE(contains(negative, "row 0")) << negative;
+  EXPECT_THROW(cross_entropy(two_rows(), from_vector(std::vector<int64_t>{3, 0}, {2})), Error);
+}
+
+TEST(CrossEntropy, TargetsShapeMismatch) {
+  const std::string message =
+      error_of([] { cross_entropy(two_rows(), from_vector(std::vector<int64_t>{0, 1, 2}, {3})); });
+  EXPECT_TRUE(contains(message, "(3)")) << message;
+  EXPECT_TRUE(contains(message, "(2, 3)")) << message;
+  EXPECT_THROW(cross_entropy(two_rows(), from_vector(std::vector<int64_t>{0, 1}, {2, 1})), Error);
+  EXPECT_THROW(cross_entropy(two_rows(), from_vector(std::vector<double>{0, 1}, {2})), Error);
+  EXPECT_THROW(cross_entropy(from_vector(std::vector<double>{0, 1}, {2}), from_vector(std::vector<int64_t>{0}, {1})),
+               Error);
+}
+
+TEST(CrossEntropy, Gradients) {
+  const Tensor targets = from_vector(std::vector<int64_t>{4, 0, 2, 2}, {4});
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return cross_entropy(x[0], x[1]); },
+                         (Tensors{random_leaf({4, 5}, -2, 2), targets}));
+  const Tensor with_ignored = from_vector(std::vector<int64_t>{4, -100, 2, 1}, {4});
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return cross_entropy(x[0], x[1]); },
+                         (Tensors{random_leaf({4, 5}, -2, 2, 3), with_ignored}));
+  // Through a transposed view of the logits and a scale of the loss.
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return mul(cross_entropy(transpose(x[0], 0, 1), x[1]), 3.0); },
+                         (Tensors{random_leaf({5, 4}, -2, 2, 5), targets}));
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,71 @@
+// The remat program as a user meets it: bad flags, bad values and missing
+// data give a message naming what was wrong and a non-zero exit code.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome run_remat(const std::string& args) {
+  const std::string command = std::string(REMAT_BINARY) + " " + args + " 2>&1";
+  Outcome run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return run;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe)) run.output += buffer.data();
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Cli, UnknownFlagIsNamed) {
+  const Outcome run = run_remat("bench --workload W1 --polcy none");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_TRUE(contains(run.output, "--polcy")) << run.output;
+}
+
+TEST(Cli, MissingDatasetNamesPathAndPackage) {
+  const Outcome run = run_remat("train --task fashion-mnist --data-dir /nonexistent/fashion");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "/nonexistent/fashion/train-images-idx3-ubyte.gz")) << run.output;
+  EXPECT_TRUE(contains(run.output, "dataset-fashion-mnist")) << run.output;
+}
+
+TEST(Cli, UnknownTaskWorkloadAndPolicyAreNamed) {
+  Outcome run = run_remat("train --task imagenet");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "imagenet")) << run.output;
+  run = run_remat("bench --workload W9");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "W9")) << run.output;
+  run = run_remat("bench --workload W1 --policy magic");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "magic")) << run.output;
+}
+
+TEST(Cli, BadNumberIsNamed) {
+  const Outcome run = run_remat("bench --workload W1 --threads zero");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_TRUE(contains(run.output, "zero")) << run.output;
+}
+
+TEST(Cli, BenchPrintsTheWorkloadFieldsAsJson) {
+  const Outcome run = run_remat("bench --workload W1 --policy none --threads 1 --steps 1 --warmup 0 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const char* field : {"\"workload\":\"W1\"", "\"step_ms_median\"", "\"saved_bytes_after_forward\"",
+                            "\"peak_activation_bytes\"", "\"predicted_peak_activation_bytes\"", "\"peak_total_bytes\"",
+                            "\"recompute_ms\"", "\"recompute_flops\"", "\"loss_first\"", "\"loss_last\""}) {
+    EXPECT_TRUE(contains(run.output, field)) << field << " missing in " << run.output;
+  }
+}
+
+}  // namespace

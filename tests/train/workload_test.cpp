@@ -1,0 +1,35 @@
+// W1 as `remat bench` runs it: the memory figures are exact sums of known
+// tensor sizes, and training steps lower the loss.
+#include "train/workload.h"
+
+#include <gtest/gtest.h>
+
+namespace remat::train {
+namespace {
+
+TEST(WorkloadSlow, W1MemoryFiguresAreExact) {
+  const WorkloadReport report = run_workload({.workload = "W1", .steps = 2, .warmup = 1});
+  constexpr int64_t kMiB = 1024 * 1024;
+  // After forward: the batch (256 x 1024 float32 = 1 MiB) and the 15 ReLU
+  // outputs that the next Linear and the ReLU backward read (1 MiB each),
+  // the int64 labels (2 KiB), the logits that cross-entropy saves (10 KiB),
+  // its per-row log-sum-exp (1 KiB), and the loss (4 bytes).
+  EXPECT_EQ(report.saved_bytes_after_forward, 16 * kMiB + 2048 + 10240 + 1024 + 4);
+  // Backward's peak is at the 15th Linear: 14 saved ReLU outputs, the
+  // incoming gradient, dx and dW (4 MiB) -- 20 MiB plus small tensors.
+  EXPECT_GE(report.peak_activation_bytes, 20 * kMiB);
+  EXPECT_LT(report.peak_activation_bytes, 20 * kMiB + 64 * 1024);
+  EXPECT_EQ(report.parameters, 15754250);
+  EXPECT_LT(report.loss_last, report.loss_first);
+  EXPECT_EQ(report.recompute_flops, 0);
+  EXPECT_FALSE(report.predicted_peak_activation_bytes.has_value());
+}
+
+TEST(Workload, UnknownNamesAreErrors) {
+  EXPECT_THROW(run_workload({.workload = "W7"}), Error);
+  EXPECT_THROW(run_workload({.policy = "sqrt"}), Error);
+  EXPECT_THROW(run_workload({.threads = 0}), Error);
+}
+
+}  // namespace
+}  // namespace remat::train
