@@ -25,6 +25,7 @@ std::string_view category_name(MemoryCategory category) {
     case MemoryCategory::OptimizerState: return "optimizer_state";
     case MemoryCategory::Activation: return "activation";
     case MemoryCategory::Temporary: return "temporary";
+    case MemoryCategory::Data: return "data";
   }
   return "?";
 }

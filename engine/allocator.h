@@ -24,8 +24,10 @@
 
 namespace remat {
 
-enum class MemoryCategory { Parameter, Gradient, OptimizerState, Activation, Temporary };
-inline constexpr size_t kMemoryCategories = 5;
+// Data is what datasets hold before a batch is drawn from them (not part of
+// any step); a drawn batch is an Activation, as the input of forward.
+enum class MemoryCategory { Parameter, Gradient, OptimizerState, Activation, Temporary, Data };
+inline constexpr size_t kMemoryCategories = 6;
 
 std::string_view category_name(MemoryCategory category);
 

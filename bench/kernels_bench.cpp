@@ -1,0 +1,85 @@
+// Micro benchmarks of the CPU kernels, for comparing with the hardware's
+// limits and with PyTorch on the same BLAS (see WORKLOADS.md):
+//   BM_Gemm  1024^3 float32 through kernels::cpu::gemm, in GFLOP/s;
+//   BM_Add   ops add of two 4M-element float32 tensors, in GB/s moved;
+//   BM_Relu  ops relu of one 4M-element float32 tensor, in GB/s moved.
+// Threads: REMAT_THREADS (default 1), for OpenMP loops and OpenBLAS alike.
+//   REMAT_THREADS=2 build/bench/bench_kernels --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "engine/factory.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
+#include "ops/binary.h"
+#include "ops/unary.h"
+
+namespace remat {
+namespace {
+
+constexpr int64_t kGemmSize = 1024;
+constexpr int64_t kElements = int64_t{4} << 20;  // 4M elements, 16 MiB per float32 tensor
+
+// Applies REMAT_THREADS and labels the result with it.
+int use_threads(benchmark::State& state) {
+  const char* env = std::getenv("REMAT_THREADS");
+  const int threads = env && *env ? std::atoi(env) : 1;
+  kernels::cpu::set_num_threads(threads > 0 ? threads : 1);
+  state.SetLabel("threads=" + std::to_string(kernels::cpu::num_threads()));
+  return threads;
+}
+
+// A rate counter in units of 1e9 per second: "GFLOP/s=150/s" reads 150 GFLOP/s.
+benchmark::Counter giga_per_second(double per_iteration) {
+  return benchmark::Counter(per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Gemm(benchmark::State& state) {
+  use_threads(state);
+  const int64_t n = kGemmSize;
+  const Tensor a = uniform({n, n}, -1.0, 1.0);  // (n, n)
+  const Tensor b = uniform({n, n}, -1.0, 1.0);  // (n, n)
+  const Tensor c = zeros({n, n});               // (n, n)
+  for (auto _ : state) {
+    kernels::cpu::gemm<float>(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f,
+                              c.data<float>(), n);
+    benchmark::DoNotOptimize(c.data<float>());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = giga_per_second(2.0 * n * n * n);  // one multiply-add is 2 FLOPs
+}
+
+void BM_Add(benchmark::State& state) {
+  use_threads(state);
+  const Tensor a = uniform({kElements}, -1.0, 1.0);
+  const Tensor b = uniform({kElements}, -1.0, 1.0);
+  for (auto _ : state) {
+    Tensor c = add(a, b);  // allocates its output each time, as a step would
+    benchmark::DoNotOptimize(c.raw_data());
+  }
+  const double bytes = 3.0 * 4.0 * kElements;  // read a, read b, write c
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["GB/s"] = giga_per_second(bytes);
+}
+
+void BM_Relu(benchmark::State& state) {
+  use_threads(state);
+  const Tensor x = uniform({kElements}, -1.0, 1.0);
+  for (auto _ : state) {
+    Tensor y = relu(x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  const double bytes = 2.0 * 4.0 * kElements;  // read x, write y
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["GB/s"] = giga_per_second(bytes);
+}
+
+BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Relu)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace remat

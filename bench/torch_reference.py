@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""PyTorch reference for the workloads of WORKLOADS.md (W1 so far).
+
+Runs one workload in PyTorch on the CPU and prints one JSON line with the
+fields `remat bench` prints, so both engines can be compared side by side on
+the same machine, BLAS and thread count. Not part of the build; needs Debian's
+/usr/bin/python3 with python3-torch (plain `python3` may not see it).
+
+  /usr/bin/python3 bench/torch_reference.py --workload W1 --threads 1 [--steps 10]
+
+Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
+  1. 3 warm-up steps; the first step's loss is `loss_first`.
+  2. 1 step under torch.autograd.graph.saved_tensors_hooks:
+     `saved_bytes_after_forward` is the bytes of the unique storages packed
+     for backward during the forward pass (deduplicated by storage
+     data_ptr), parameters excluded -- the figure of WORKLOADS.md.
+  3. 3 steps with a background thread sampling the resident set size
+     (/proc/self/statm) every 0.5 ms: `peak_activation_bytes` is the largest
+     rise of RSS above its level just before a step, over those steps.
+     For RSS to follow the live bytes, glibc malloc is told before torch
+     loads to serve every block of 64 KiB or more with its own mmap, unmapped
+     when freed (M_MMAP_THRESHOLD, which also stops glibc raising that
+     threshold), and to trim the heap top at once (M_TRIM_THRESHOLD 0).
+     Parameters and their gradients exist before the step, so the rise is
+     activations, activation gradients and temporaries; SGD without momentum
+     has no state. A sample can miss a spike shorter than 0.5 ms, so this is
+     a lower bound; "peak_method" names the method.
+  4. --steps timed steps (wall clock, perf_counter); `loss_last` is the last.
+Random data: inputs N(0, 1) and labels uniform in 0..9, drawn once from the
+fixed seed and used for every step; the model's initialisation is PyTorch's
+default from the same seed.
+
+New workloads: add a builder to WORKLOADS returning (model, inputs, targets,
+loss_fn); everything else is shared.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import statistics
+import sys
+import threading
+import time
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+MMAP_THRESHOLD_BYTES = 64 * 1024
+SAMPLE_SECONDS = 0.0005
+WARMUP_STEPS = 3
+PEAK_STEPS = 3
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="W1", choices=sorted(WORKLOAD_NAMES))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps after %d warm-ups" % WARMUP_STEPS)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args()
+
+
+def configure_malloc():
+    """Makes freed memory leave the process at once (see the header)."""
+    libc = ctypes.CDLL("libc.so.6")
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
+    ok = libc.mallopt(m_mmap_threshold, MMAP_THRESHOLD_BYTES) == 1
+    ok = libc.mallopt(m_trim_threshold, 0) == 1 and ok
+    return ok
+
+
+def loaded_libraries(substring):
+    """Paths of the shared libraries mapped into this process whose name holds substring."""
+    paths = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and substring in os.path.basename(fields[-1]) and fields[-1] not in paths:
+                paths.append(fields[-1])
+    return paths
+
+
+def set_openblas_threads(threads):
+    """torch.set_num_threads does not reach OpenBLAS's own pool; this does."""
+    for path in loaded_libraries("openblas"):
+        lib = ctypes.CDLL(path)
+        if hasattr(lib, "openblas_set_num_threads"):
+            lib.openblas_set_num_threads(threads)
+
+
+def storage_of(tensor):
+    """The tensor's storage as bytes (torch >= 2.0 names it untyped_storage)."""
+    return tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
+
+
+def resident_bytes(fd):
+    return int(os.pread(fd, 128, 0).split()[1]) * PAGE_BYTES
+
+
+# --- workloads ---------------------------------------------------------------
+
+def build_w1(torch, seed):
+    """15 x [Linear(1024,1024) + ReLU] + Linear(1024,10); batch 256; cross-entropy."""
+    torch.manual_seed(seed)
+    layers = []
+    for _ in range(15):
+        layers += [torch.nn.Linear(1024, 1024), torch.nn.ReLU()]
+    layers.append(torch.nn.Linear(1024, 10))
+    model = torch.nn.Sequential(*layers)
+    inputs = torch.randn(256, 1024)
+    targets = torch.randint(0, 10, (256,))
+    return model, inputs, targets, torch.nn.functional.cross_entropy
+
+
+WORKLOADS = {"W1": build_w1}
+WORKLOAD_NAMES = list(WORKLOADS)
+
+
+# --- measurement -------------------------------------------------------------
+
+class Runner:
+    def __init__(self, torch, model, inputs, targets, loss_fn):
+        self.torch = torch
+        self.model, self.inputs, self.targets, self.loss_fn = model, inputs, targets, loss_fn
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(self):
+        self.optimizer.zero_grad()
+        loss = self.loss_fn(self.model(self.inputs), self.targets)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def saved_bytes_after_forward(self):
+        """Runs one step; returns bytes of unique non-parameter storages saved in its forward."""
+        torch = self.torch
+        parameter_storages = {storage_of(p).data_ptr() for p in self.model.parameters()}
+        saved = {}  # storage data_ptr -> nbytes
+
+        def pack(tensor):
+            storage = storage_of(tensor)
+            if storage.data_ptr() not in parameter_storages:
+                saved[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        self.optimizer.zero_grad()
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            loss = self.loss_fn(self.model(self.inputs), self.targets)
+        after_forward = sum(saved.values())
+        loss.backward()
+        self.optimizer.step()
+        return after_forward
+
+    def peak_rss_rise(self, steps):
+        """Largest RSS rise above the pre-step level over `steps` steps (see the header)."""
+        fd = os.open("/proc/self/statm", os.O_RDONLY)
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SAMPLE_SECONDS / 5)  # let the sampler in between Python-level ops
+        try:
+            rise = 0
+            for _ in range(steps):
+                before = resident_bytes(fd)
+                high = [before]
+                done = threading.Event()
+
+                def sample():
+                    while not done.is_set():
+                        high[0] = max(high[0], resident_bytes(fd))
+                        time.sleep(SAMPLE_SECONDS)
+
+                sampler = threading.Thread(target=sample)
+                sampler.start()
+                self.step()
+                high[0] = max(high[0], resident_bytes(fd))
+                done.set()
+                sampler.join()
+                rise = max(rise, high[0] - before)
+            return rise
+        finally:
+            sys.setswitchinterval(switch_interval)
+            os.close(fd)
+
+
+def main():
+    args = parse_args()
+    # Thread settings must be in place before torch (and OpenBLAS) start.
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = str(args.threads)
+    malloc_ok = configure_malloc()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed)
+    runner = Runner(torch, model, inputs, targets, loss_fn)
+
+    losses = [runner.step() for _ in range(WARMUP_STEPS)]
+    set_openblas_threads(args.threads)  # OpenBLAS is mapped once the first GEMM has run
+    saved_bytes = runner.saved_bytes_after_forward()
+    peak_bytes = runner.peak_rss_rise(PEAK_STEPS)
+
+    times_ms = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        losses.append(runner.step())
+        times_ms.append((time.perf_counter() - start) * 1e3)
+
+    blas_info = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    record = {
+        "workload": args.workload,
+        "policy": "none",
+        "threads": args.threads,
+        "device": "cpu",
+        "step_ms_median": round(statistics.median(times_ms), 3),
+        "step_ms_min": round(min(times_ms), 3),
+        "step_ms_max": round(max(times_ms), 3),
+        "saved_bytes_after_forward": saved_bytes,
+        "peak_activation_bytes": peak_bytes,
+        "peak_method": "rss_rise_sampled_0.5ms_max_of_%d_steps%s" % (
+            PEAK_STEPS, "" if malloc_ok else "_mallopt_failed"),
+        "predicted_peak_activation_bytes": None,
+        "peak_total_bytes": None,
+        "recompute_ms": 0,
+        "recompute_flops": 0,
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+        "steps_timed": args.steps,
+        "engine": "pytorch",
+        "torch_version": torch.__version__,
+        "blas": ":".join(loaded_libraries("blas")) or "none loaded",
+        "blas_config": "BLAS_INFO=" + (blas_info.group(1) if blas_info else "unknown"),
+    }
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package remat needs to build, test and benchmark,
+# idempotently: packages already installed are left alone, and apt-get update
+# runs only when something is missing. Runs as root (CI) or through sudo.
+#   scripts/setup.sh
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config   # toolchain
+  libopenblas-dev libopenblas0-pthread           # CPU GEMM (also libblas.so.3 for PyTorch)
+  libgtest-dev libgmock-dev libbenchmark-dev     # tests and benchmarks
+  libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  dataset-fashion-mnist bible-kjv                # data (no downloads at run time)
+  python3-torch python3-numpy                    # bench/torch_reference.py
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)
+  if [[ "$status" != "installed" ]]; then
+    missing+=("$package")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "setup: missing packages: ${missing[*]}" >&2
+  echo "setup: not root and no sudo; install them as root with: apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
