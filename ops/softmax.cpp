@@ -83,12 +83,12 @@ class CrossEntropyNode final : public Node {
     REMAT_CHECK(targets.shape() == Shape{logits.shape()[0]}, "cross_entropy: targets {} do not match logits {} "
                 "(expected ({}))", str(targets.shape()), str(logits.shape()), logits.shape()[0]);
     const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
-    lse_ = Tensor({rows}, logits.dtype(), logits.device());
+    log_probs_ = Tensor({rows, classes}, logits.dtype(), logits.device());
     Tensor out({}, logits.dtype(), logits.device());
     dispatch_floating(logits.dtype(), name(), [&]<class T>() {
       double total = 0;
       int64_t bad_row = -1;
-      const bool ok = kernels::cpu::cross_entropy_forward<T>(&total, &count_, lse_.data<T>(), &bad_row,
+      const bool ok = kernels::cpu::cross_entropy_forward<T>(&total, &count_, log_probs_.data<T>(), &bad_row,
                                                              logits.data<T>(), targets.data<int64_t>(), rows, classes,
                                                              ignore_index_);
       REMAT_CHECK(ok, "cross_entropy: target {} at row {} is outside [0, {}) and is not ignore_index {}",
@@ -99,22 +99,22 @@ class CrossEntropyNode final : public Node {
     return out;
   }
 
+  // Backward reads the log-probabilities and the targets, not the logits
+  // (as PyTorch's log_softmax + nll_loss): the logits can be freed.
   void save(const Tensors& in, const Tensor&) override {
-    save_value(dense(in[0]));
+    save_value(log_probs_);
     save_value(dense(in[1]));
-    save_value(lse_);
-    lse_ = Tensor();
+    log_probs_ = Tensor();
   }
 
-  // loss = mean_r (lse_r - x[r, t_r]):  dx[r, c] = (softmax(x)[r, c] - [c == t_r]) / count
+  // loss = -mean_r logp[r, t_r]:  dx[r, c] = (exp(logp[r, c]) - [c == t_r]) / count
   Tensors backward(const Tensor& dout) override {
-    const Tensor logits = saved(0), targets = saved(1), lse = saved(2);
-    Tensor dlogits(logits.shape(), logits.dtype(), logits.device());
-    dispatch_floating(logits.dtype(), name(), [&]<class T>() {
+    const Tensor log_probs = saved(0), targets = saved(1);
+    Tensor dlogits(log_probs.shape(), log_probs.dtype(), log_probs.device());
+    dispatch_floating(log_probs.dtype(), name(), [&]<class T>() {
       const T scale = count_ > 0 ? dout.item<T>() / static_cast<T>(count_) : T(0);
-      kernels::cpu::cross_entropy_backward<T>(dlogits.data<T>(), logits.data<T>(), lse.data<T>(),
-                                              targets.data<int64_t>(), logits.shape()[0], logits.shape()[1],
-                                              ignore_index_, scale);
+      kernels::cpu::cross_entropy_backward<T>(dlogits.data<T>(), log_probs.data<T>(), targets.data<int64_t>(),
+                                              log_probs.shape()[0], log_probs.shape()[1], ignore_index_, scale);
     });
     return {dlogits, Tensor()};
   }
@@ -124,7 +124,7 @@ class CrossEntropyNode final : public Node {
  private:
   int64_t ignore_index_;
   int64_t count_ = 0;  // rows not ignored in the last forward
-  Tensor lse_;         // from forward to save(); not kept otherwise
+  Tensor log_probs_;   // from forward to save(); not kept otherwise
 };
 
 }  // namespace

@@ -70,23 +70,19 @@ void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int
 }
 
 template <class T>
-bool cross_entropy_forward(double* loss_sum, int64_t* count, T* lse, int64_t* bad_row, const T* logits,
+bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64_t* bad_row, const T* logits,
                            const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index) {
+  log_softmax_forward(log_probs, logits, rows, classes, 1);
   double total = 0;
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const T* row = logits + r * classes;
-    const T m = row_max(row, classes, 1);
-    T sum = 0;
-    for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - m);
-    lse[r] = m + std::log(sum);
     const int64_t t = targets[r];
     if (t == ignore_index) continue;
     if (t < 0 || t >= classes) {
       *bad_row = r;
       return false;
     }
-    total += static_cast<double>(std::log(sum) - (row[t] - m));  // not lse - row[t]; see log_softmax_forward
+    total -= static_cast<double>(log_probs[r * classes + t]);
     ++counted;
   }
   *loss_sum = total;
@@ -95,17 +91,17 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* lse, int64_t* ba
 }
 
 template <class T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int64_t* targets, int64_t rows,
-                            int64_t classes, int64_t ignore_index, T scale) {
+void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targets, int64_t rows, int64_t classes,
+                            int64_t ignore_index, T scale) {
 #pragma omp parallel for schedule(static) if (rows * classes >= 65536)
   for (int64_t r = 0; r < rows; ++r) {
     T* d = dlogits + r * classes;
-    const T* row = logits + r * classes;
+    const T* row = log_probs + r * classes;
     if (targets[r] == ignore_index) {
       std::fill(d, d + classes, T(0));
       continue;
     }
-    for (int64_t c = 0; c < classes; ++c) d[c] = scale * std::exp(row[c] - lse[r]);
+    for (int64_t c = 0; c < classes; ++c) d[c] = scale * std::exp(row[c]);
     d[targets[r]] -= scale;
   }
 }
@@ -117,7 +113,7 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
   template void log_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);                        \
   template bool cross_entropy_forward<T>(double*, int64_t*, T*, int64_t*, const T*, const int64_t*, int64_t,      \
                                          int64_t, int64_t);                                                        \
-  template void cross_entropy_backward<T>(T*, const T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T);
+  template void cross_entropy_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T);
 REMAT_INSTANTIATE_SOFTMAX(float)
 REMAT_INSTANTIATE_SOFTMAX(double)
 #undef REMAT_INSTANTIATE_SOFTMAX

@@ -13,16 +13,17 @@ template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, i
 // dx = dout - exp(out) * sum_n(dout)
 template <class T> void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner);
 
-// Returns the summed loss over rows whose target is not ignore_index, writes
-// each row's log-sum-exp to lse (rows) and the number of counted rows to
-// *count. A target outside [0, classes) that is not ignore_index makes it
-// return false with *bad_row set.
+// Writes log_softmax(logits) to log_probs (rows, classes) -- the one
+// tensor backward needs -- and returns the summed loss -log_probs[r, t_r]
+// over rows whose target is not ignore_index, with their number in *count.
+// A target outside [0, classes) that is not ignore_index makes it return
+// false with *bad_row set.
 template <class T>
-bool cross_entropy_forward(double* loss_sum, int64_t* count, T* lse, int64_t* bad_row, const T* logits,
+bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64_t* bad_row, const T* logits,
                            const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index);
-// dlogits = scale * (softmax(logits) - onehot(target)) for counted rows, 0 for ignored ones.
+// dlogits = scale * (exp(log_probs) - onehot(target)) for counted rows, 0 for ignored ones.
 template <class T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int64_t* targets, int64_t rows,
-                            int64_t classes, int64_t ignore_index, T scale);
+void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targets, int64_t rows, int64_t classes,
+                            int64_t ignore_index, T scale);
 
 }  // namespace remat::kernels::cpu

@@ -2,6 +2,7 @@
 // threads above kParallelGrain elements.
 #include "kernels/cpu/unary.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/parallel.h"
@@ -9,11 +10,19 @@
 namespace remat::kernels::cpu {
 namespace {
 
-// Runs body(i) for i in [0, n), on every thread when n is large enough.
+// Runs body(i) for i in [0, n): a plain vector loop, split into chunks of
+// kParallelGrain over the threads when n is large (no parallel region at
+// all for small n or one thread).
 template <class Body>
 inline void elementwise(int64_t n, Body body) {
-#pragma omp parallel for simd schedule(static) if (n >= 2 * kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) body(i);
+  auto run = [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) body(i);
+  };
+  if (n < 2 * kParallelGrain || num_threads() == 1) return run(0, n);
+  const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) run(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain));
 }
 
 }  // namespace
