@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -66,6 +68,26 @@ TEST(Cli, BenchPrintsTheWorkloadFieldsAsJson) {
                             "\"recompute_ms\"", "\"recompute_flops\"", "\"loss_first\"", "\"loss_last\""}) {
     EXPECT_TRUE(contains(run.output, field)) << field << " missing in " << run.output;
   }
+}
+
+// The main job as the README runs it: 3 epochs reach 85% test accuracy.
+TEST(CliSlow, FashionMnistReaches85PercentIn3Epochs) {
+  if (!std::ifstream("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const Outcome run = run_remat("train --task fashion-mnist --json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  double accuracy = -1;
+  int epochs = 0;
+  std::istringstream lines(run.output);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find("\"test_accuracy\": ");
+    if (at == std::string::npos) continue;
+    accuracy = std::stod(line.substr(at + 17));
+    ++epochs;
+  }
+  EXPECT_EQ(epochs, 3) << run.output;
+  EXPECT_GE(accuracy, 0.85) << run.output;
 }
 
 }  // namespace
