@@ -16,6 +16,9 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 Tensor SavedValue::materialize(std::string_view op) const {
   REMAT_CHECK(!released_, "{}: its saved values were already freed by a backward pass; call backward(grad, "
               "/*retain_graph=*/true) to backward through a graph twice", op);
+  REMAT_CHECK(!value_.defined() || value_.storage()->version() == version_, "{}: a tensor it saved for backward ({}) "
+              "was modified in place after it was saved (version {}, now {}); for example an optimizer step ran "
+              "between forward and backward", op, value_.str(), version_, value_.storage()->version());
   return value_;
 }
 

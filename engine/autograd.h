@@ -26,11 +26,15 @@ namespace remat {
 // values right after the node's backward has run (unless retain_graph), so
 // activation bytes fall during backward as the graph is consumed. A released
 // value cannot be read again: a second backward through the same graph is an
-// error, as in PyTorch.
+// error, as in PyTorch. A value whose storage was written in place after it
+// was saved (an optimizer step between forward and backward) is an error
+// too, never a silently wrong gradient: the storage's version is recorded.
 class SavedValue {
  public:
   SavedValue() = default;
-  explicit SavedValue(const Tensor& value) : value_(value.defined() ? value.detach() : Tensor()) {}
+  explicit SavedValue(const Tensor& value)
+      : value_(value.defined() ? value.detach() : Tensor()),
+        version_(value.defined() ? value.storage()->version() : 0) {}
 
   // The saved tensor, ready for backward to read.
   Tensor materialize(std::string_view op) const;
@@ -39,6 +43,7 @@ class SavedValue {
 
  private:
   Tensor value_;
+  uint64_t version_ = 0;
   bool released_ = false;
 };
 

@@ -57,6 +57,7 @@ Tensors AccumulateGrad::backward(const Tensor& grad_output) {
       kernels::cpu::binary_forward<T>(kernels::cpu::BinaryOp::Add, grad.data<T>(), grad.data<T>(), grad.strides(),
                                       grad_output.data<T>(), grad_output.strides(), grad.shape());
     });
+    grad.storage()->bump_version();
   }
   return {};
 }
@@ -64,6 +65,8 @@ Tensors AccumulateGrad::backward(const Tensor& grad_output) {
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   REMAT_CHECK(root.defined(), "backward: called on an undefined tensor");
   REMAT_CHECK(root.requires_grad(), "backward: tensor {} does not require grad and has no grad_fn", root.str());
+  NoGradGuard no_grad;
+  CategoryGuard temporaries(MemoryCategory::Temporary);
   Tensor root_grad = grad;
   if (!root_grad.defined()) {
     REMAT_CHECK(root.numel() == 1, "backward: a gradient can be implied only for a one-element output; tensor {} "
@@ -74,9 +77,6 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   }
   REMAT_CHECK(root_grad.shape() == root.shape() && root_grad.dtype() == root.dtype(),
               "backward: grad {} does not match output {}", root_grad.str(), root.str());
-
-  NoGradGuard no_grad;
-  CategoryGuard temporaries(MemoryCategory::Temporary);
 
   std::shared_ptr<Node> root_node = gradient_edge(root).node;
   // Pass 1: dependency counts over the reachable graph.
@@ -119,6 +119,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         const Shape& expected = node->record().input_shapes[i];
         REMAT_CHECK(grad_inputs[i].shape() == expected, "{} backward: gradient of input {} has shape {}, expected {}",
                     node->name(), i, str(grad_inputs[i].shape()), str(expected));
+        REMAT_CHECK(grad_inputs[i].dtype() == node->record().input_dtypes[i], "{} backward: gradient of input {} is "
+                    "{}, expected {}", node->name(), i, dtype_name(grad_inputs[i].dtype()),
+                    dtype_name(node->record().input_dtypes[i]));
         accumulate(buffers[next], grad_inputs[i]);
         grad_inputs[i] = Tensor();
       }

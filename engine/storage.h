@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "engine/allocator.h"
@@ -25,12 +26,17 @@ class Storage {
   MemoryCategory category() const { return category_; }
   // Moves this storage's bytes to another counter (e.g. to Parameter).
   void set_category(MemoryCategory category);
+  // Bumped by every in-place write (optimizer steps, gradient clipping), so
+  // that backward can tell a saved value was changed after it was saved.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   MemoryCategory category_;
+  uint64_t version_ = 0;
 };
 
 }  // namespace remat

@@ -7,8 +7,12 @@
 namespace remat {
 
 Tensor::Tensor(Shape shape, DType dtype, Device device) : impl_(std::make_shared<TensorImpl>()) {
-  for (int64_t s : shape) REMAT_CHECK(s >= 0, "Tensor: negative size {} in shape {}", s, remat::str(shape));
-  const int64_t n = remat::numel(shape);
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    REMAT_CHECK(s >= 0, "Tensor: negative size {} in shape {}", s, remat::str(shape));
+    REMAT_CHECK(!__builtin_mul_overflow(n, s, &n) && n <= (int64_t{1} << 56), "Tensor: shape {} has too many elements",
+                remat::str(shape));
+  }
   impl_->storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dtype), device);
   impl_->strides = contiguous_strides(shape);
   impl_->shape = std::move(shape);

@@ -104,4 +104,8 @@ class Tensor {
 // contiguous is copied too); the copy's storage takes the current category.
 Tensor contiguous_copy(const Tensor& t);
 
+// t itself when contiguous, else contiguous_copy(t): what a kernel that reads
+// dense memory calls on its inputs. No autograd history is recorded.
+inline Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : contiguous_copy(t); }
+
 }  // namespace remat

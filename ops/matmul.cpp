@@ -5,6 +5,7 @@
 // transpose flag and leading dimension, so transpose() costs no copy.
 #include "ops/matmul.h"
 
+#include <climits>
 #include <cstring>
 
 #include "engine/autograd.h"
@@ -35,6 +36,12 @@ template <class T>
 void gemm_into(T* c, const Tensor& a, const Tensor& b, T beta) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
+  REMAT_CHECK(n <= INT32_MAX && m <= INT32_MAX && k <= INT32_MAX, "matmul: ({}, {}) @ ({}, {}) exceeds BLAS's 32-bit "
+              "sizes", n, k, k, m);
+  if (k == 0) {  // an empty sum: C = beta * C
+    for (int64_t i = 0; i < n * m; ++i) c[i] = beta * c[i];
+    return;
+  }
   const GemmOperand ga = gemm_operand(a), gb = gemm_operand(b);
   kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, T(1), ga.dense.template data<T>(), ga.ld,
                         gb.dense.template data<T>(), gb.ld, beta, c, std::max<int64_t>(m, 1));
@@ -67,7 +74,8 @@ class MatmulNode final : public Node {
     Tensor out(out_shape, a.dtype(), a.device());
     if (b.dim() == 2 && a.is_contiguous()) {
       // (..., n, k) @ (k, m): one GEMM over all rows.
-      const Tensor rows = a.alias({a.numel() / a.shape().back(), a.shape().back()}, {a.shape().back(), 1}, a.offset());
+      const int64_t k = a.shape().back();
+      const Tensor rows = a.alias({numel(batch) * n, k}, {k, 1}, a.offset());
       dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out.data<T>(), rows, b, T(0)); });
       return out;
     }
@@ -150,7 +158,7 @@ class LinearNode final : public Node {
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
       T* y = out.data<T>();
       if (has_bias) {
-        const Tensor bias = in[2].is_contiguous() ? in[2] : contiguous_copy(in[2]);
+        const Tensor bias = dense(in[2]);
         for (int64_t r = 0; r < rows.shape()[0]; ++r) std::memcpy(y + r * out_features, bias.data<T>(), out_features * sizeof(T));
       }
       gemm_into<T>(y, rows, matrix_t(weight), has_bias ? T(1) : T(0));
@@ -195,16 +203,16 @@ class LinearNode final : public Node {
   }
 
   int64_t flops() const override {
-    const Shape& w = record().input_shapes[1];
-    return 2 * numel(record().input_shapes[0]) / w[1] * w[0] * w[1];
+    return 2 * numel(record().output_shape) * record().input_shapes[1][1];
   }
 
  private:
   // x (..., f) as a dense (rows, f) matrix (a copy only if x is not contiguous).
   static Tensor as_rows(const Tensor& x) {
-    const Tensor dense = x.is_contiguous() ? x : contiguous_copy(x);
-    const int64_t f = x.shape().back();
-    return dense.alias({f == 0 ? 0 : dense.numel() / f, f}, {f, 1}, dense.offset());
+    const Tensor rows = dense(x);
+    const Shape& shape = x.shape();
+    const int64_t f = shape.back();
+    return rows.alias({numel(Shape(shape.begin(), shape.end() - 1)), f}, {f, 1}, rows.offset());
   }
 };
 

@@ -76,7 +76,10 @@ class MaxNode final : public Node {
     return values;
   }
 
-  void save(const Tensors&, const Tensor&) override { save_value(indices_); }
+  void save(const Tensors&, const Tensor&) override {
+    save_value(indices_);
+    indices_ = Tensor();
+  }
 
   // d max(x)/dx = 1 at the (first) maximal element, 0 elsewhere
   Tensors backward(const Tensor& dout_any) override {
@@ -94,13 +97,12 @@ class MaxNode final : public Node {
         for (int64_t j = 0; j < inner; ++j) d[(o * n + idx[o * inner + j]) * inner + j] = g[o * inner + j];
       }
     });
-    indices_ = Tensor();
     return {dx};
   }
 
   // (values, indices) along axis_ of x.
   std::pair<Tensor, Tensor> max_with_indices(const Tensor& x_any) const {
-    const Tensor x = contiguous_copy_if_needed(x_any);
+    const Tensor x = dense(x_any);
     REMAT_CHECK(x.shape()[static_cast<size_t>(axis_)] > 0, "max: axis {} of tensor {} is empty", axis_, x.str());
     const Shape out_shape = reduced_shape(x.shape(), {axis_}, keepdim_);
     Tensor values(out_shape, x.dtype(), x.device());
@@ -113,8 +115,6 @@ class MaxNode final : public Node {
   }
 
  private:
-  static Tensor contiguous_copy_if_needed(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
-
   std::tuple<int64_t, int64_t, int64_t> split(const Shape& shape) const {
     const auto a = static_cast<size_t>(axis_);
     int64_t outer = 1, inner = 1;

@@ -114,6 +114,7 @@ class ExpandNode final : public Node {
     REMAT_CHECK(shape_.size() >= x.shape().size(), "expand: cannot expand {} to fewer axes {}", str(x.shape()),
                 str(shape_));
     const size_t lead = shape_.size() - x.shape().size();
+    for (int64_t s : shape_) REMAT_CHECK(s >= 0, "expand: negative size in target shape {} (from {})", str(shape_), str(x.shape()));
     Strides strides(shape_.size(), 0);
     for (size_t i = 0; i < x.shape().size(); ++i) {
       const int64_t from = x.shape()[i], to = shape_[lead + i];
@@ -243,7 +244,12 @@ Tensor concat(const Tensors& xs, int64_t axis) {
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
+  REMAT_CHECK(shape.size() <= x.shape().size(), "sum_to_shape: cannot sum {} to more axes {}", str(x.shape()), str(shape));
   const size_t lead = x.shape().size() - shape.size();
+  for (size_t i = 0; i < shape.size(); ++i) {
+    REMAT_CHECK(shape[i] == x.shape()[lead + i] || shape[i] == 1, "sum_to_shape: {} does not broadcast to {} (axis {})",
+                str(shape), str(x.shape()), lead + i);
+  }
   std::vector<int64_t> axes;
   for (size_t i = 0; i < x.shape().size(); ++i) {
     if (i < lead || (shape[i - lead] == 1 && x.shape()[i] != 1)) axes.push_back(static_cast<int64_t>(i));

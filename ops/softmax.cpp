@@ -25,8 +25,6 @@ Split split_at(const Shape& shape, int64_t axis) {
   return s;
 }
 
-Tensor dense(const Tensor& x) { return x.is_contiguous() ? x : contiguous_copy(x); }
-
 template <bool kLog>
 class SoftmaxNode final : public Node {
  public:
@@ -35,6 +33,7 @@ class SoftmaxNode final : public Node {
 
   Tensor forward(const Tensors& in) override {
     const Tensor x = dense(in[0]);
+    REMAT_CHECK(x.shape()[static_cast<size_t>(axis_)] > 0, "{}: axis {} of tensor {} is empty", name(), axis_, x.str());
     Tensor out(x.shape(), x.dtype(), x.device());
     const Split s = split_at(x.shape(), axis_);
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
@@ -83,6 +82,7 @@ class CrossEntropyNode final : public Node {
     REMAT_CHECK(targets.shape() == Shape{logits.shape()[0]}, "cross_entropy: targets {} do not match logits {} "
                 "(expected ({}))", str(targets.shape()), str(logits.shape()), logits.shape()[0]);
     const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
+    REMAT_CHECK(classes > 0, "cross_entropy: logits {} have no classes", logits.str());
     log_probs_ = Tensor({rows, classes}, logits.dtype(), logits.device());
     Tensor out({}, logits.dtype(), logits.device());
     dispatch_floating(logits.dtype(), name(), [&]<class T>() {

@@ -59,7 +59,7 @@ class UnaryNode final : public Node {
 
   Tensor forward(const Tensors& in) override {
     // contiguous_copy, not contiguous(): forward must record no node of its own.
-    const Tensor x = in[0].is_contiguous() ? in[0] : contiguous_copy(in[0]);
+    const Tensor x = dense(in[0]);
     Tensor out(x.shape(), x.dtype(), x.device());
     dispatch_floating(x.dtype(), name(), [&]<class T>() { Op::forward(out.data<T>(), x.data<T>(), x.numel()); });
     return out;

@@ -44,6 +44,7 @@ void AdamW::step() {
       kernels::cpu::adamw_step<T>(p.data<T>(), state.exp_avg.data<T>(), state.exp_avg_sq.data<T>(), grad.data<T>(),
                                   p.numel(), hyper);
     });
+    p.storage()->bump_version();
   }
 }
 

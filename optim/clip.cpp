@@ -33,6 +33,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       dispatch_floating(grad.dtype(), "clip_grad_norm", [&]<class T>() {
         kernels::cpu::scale<T>(grad.data<T>(), grad.data<T>(), static_cast<T>(coef), grad.numel());
       });
+      grad.storage()->bump_version();
     }
   }
   return norm;

@@ -33,6 +33,7 @@ void SGD::step() {
       kernels::cpu::sgd_step<T>(p.data<T>(), buf.defined() ? buf.data<T>() : nullptr, grad.data<T>(), p.numel(),
                                 hyper, first);
     });
+    p.storage()->bump_version();
   }
 }
 

@@ -114,6 +114,9 @@ int main(int argc, char** argv) {
   } catch (const remat::Error& e) {
     fmt::print(stderr, "remat: error: {}\n", e.what());
     return 1;
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc
+    fmt::print(stderr, "remat: error: {}\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -152,11 +152,28 @@ TEST(Autograd, SavedActivationsAreFreedDuringBackward) {
 TEST(Autograd, GradientBufferOfALeafIsAdoptedWithoutCopy) {
   Tensor w = ones({128, 64}).requires_grad_();
   Tensor x = ones({8, 64});
+  const int64_t gradient_bytes = cpu_allocator().stats().live_of(MemoryCategory::Gradient);
   const int64_t allocations_before = cpu_allocator().stats().allocations;
   sum(linear(x, w)).backward();
   // linear output, sum output, root grad, sum's gradient, dW: no copy for .grad
   EXPECT_EQ(cpu_allocator().stats().allocations - allocations_before, 5);
-  EXPECT_EQ(cpu_allocator().stats().live_of(MemoryCategory::Gradient) >= 128 * 64 * 4, true);
+  EXPECT_EQ(cpu_allocator().stats().live_of(MemoryCategory::Gradient) - gradient_bytes, 128 * 64 * 4);
+  EXPECT_EQ(w.grad().storage()->category(), MemoryCategory::Gradient);
+  EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(128 * 64, 8.0f));  // dW = dy^T x: 8 rows of ones
+}
+
+TEST(Autograd, InPlaceChangeOfASavedValueIsAnError) {
+  Tensor w = from_vector(std::vector<double>{1, 2}, {2}).requires_grad_();
+  Tensor x = from_vector(std::vector<double>{3, 4}, {2}).requires_grad_();
+  Tensor loss = sum(mul(w, x));  // saves w and x
+  w.data<double>()[0] = 5;       // an optimizer would do this...
+  w.storage()->bump_version();   // ...and say so
+  try {
+    loss.backward();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified in place"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

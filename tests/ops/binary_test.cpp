@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "kernels/cpu/parallel.h"
 #include "ops/ops.h"
 #include "tests/support/gradcheck.h"
 
@@ -115,6 +116,10 @@ TEST(Binary, NonContiguousOperand) {
 }
 
 TEST(Binary, LargeTensorsTakeTheThreadedPaths) {
+  // Two threads even where OMP_NUM_THREADS=1, so the split loops really run.
+  const int threads_before = kernels::cpu::num_threads();
+  kernels::cpu::set_num_threads(2);
+  struct Restore { int n; ~Restore() { kernels::cpu::set_num_threads(n); } } restore{threads_before};
   // Above 2 * kParallelGrain elements the kernel splits rows (or one long
   // row) across threads; every element must still be computed once.
   const int64_t n = 70001;

@@ -79,5 +79,18 @@ TEST(Linear, Gradients) {
                          (Tensors{random_leaf({3, 4}), random_leaf({2, 4}, -1, 1, 2)}));
 }
 
+TEST(Matmul, EmptyInnerAxisGivesZeros) {
+  const Tensor c = matmul(zeros({2, 0}), zeros({0, 3}));
+  EXPECT_EQ(c.shape(), (Shape{2, 3}));
+  EXPECT_EQ(c.to_vector<float>(), std::vector<float>(6, 0.0f));
+  const Tensor batched = matmul(zeros({4, 2, 0}), zeros({0, 3}));
+  EXPECT_EQ(batched.to_vector<float>(), std::vector<float>(24, 0.0f));
+}
+
+TEST(Linear, NoInputFeaturesGivesTheBias) {
+  const Tensor b = from_vector(std::vector<float>{1, 2}, {2});
+  EXPECT_EQ(linear(zeros({3, 0}), zeros({2, 0}), b).to_vector<float>(), (std::vector<float>{1, 2, 1, 2, 1, 2}));
+}
+
 }  // namespace
 }  // namespace remat

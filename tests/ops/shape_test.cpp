@@ -282,5 +282,15 @@ TEST(Concat, Gradients) {
                          (Tensors{random_leaf({2, 2})}));
 }
 
+TEST(Shape, ExpandToANegativeSizeIsAnError) {
+  EXPECT_THROW(expand(zeros({1, 3}), {-1, 3}), Error);
+  EXPECT_THROW(expand(zeros({3}), {-2, 3}), Error);
+}
+
+TEST(Shape, SumToShapeChecksTheTarget) {
+  EXPECT_THROW(sum_to_shape(zeros({3}), {2, 3}), Error);
+  EXPECT_THROW(sum_to_shape(zeros({2, 3}), {2}), Error);
+}
+
 }  // namespace
 }  // namespace remat

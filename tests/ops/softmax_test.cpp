@@ -246,5 +246,11 @@ TEST(CrossEntropy, Gradients) {
                          (Tensors{random_leaf({5, 4}, -2, 2, 5), targets}));
 }
 
+TEST(Softmax, EmptyAxisIsAnError) {
+  EXPECT_THROW(softmax(zeros({3, 0})), Error);
+  EXPECT_THROW(log_softmax(zeros({0, 2}), 0), Error);
+  EXPECT_THROW(cross_entropy(zeros({2, 0}), zeros({2}, DType::Int64)), Error);
+}
+
 }  // namespace
 }  // namespace remat

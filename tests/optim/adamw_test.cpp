@@ -1,6 +1,7 @@
 // AdamW: the update against torch.optim.AdamW's formulas written out in
 // double, decoupled decay, per-parameter step counts, state bytes, and a
 // tiny MLP that learns.
+#include "kernels/cpu/parallel.h"
 #include "optim/adamw.h"
 
 #include <gtest/gtest.h>
@@ -96,6 +97,10 @@ TEST(AdamW, DecayIsDecoupledFromTheGradient) {
 }
 
 TEST(AdamW, LargeTensorTakesTheThreadedPath) {
+  // Two threads even where OMP_NUM_THREADS=1, so the split loops really run.
+  const int threads_before = kernels::cpu::num_threads();
+  kernels::cpu::set_num_threads(2);
+  struct Restore { int n; ~Restore() { kernels::cpu::set_num_threads(n); } } restore{threads_before};
   // Above 2 * kParallelGrain elements the kernel splits across threads.
   const int64_t n = 100000;
   std::vector<double> p0(n), g(n);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/allocator.h"
+#include "kernels/cpu/parallel.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "tests/optim/toy_problem.h"
@@ -93,6 +94,10 @@ TEST(SGD, Float32FollowsTheSameFormula) {
 }
 
 TEST(SGD, LargeTensorTakesTheThreadedPath) {
+  // Two threads even where OMP_NUM_THREADS=1, so the split loops really run.
+  const int threads_before = kernels::cpu::num_threads();
+  kernels::cpu::set_num_threads(2);
+  struct Restore { int n; ~Restore() { kernels::cpu::set_num_threads(n); } } restore{threads_before};
   // Above 2 * kParallelGrain elements the kernel splits across threads.
   const int64_t n = 100000;
   std::vector<double> p0(n), g(n);
@@ -196,6 +201,18 @@ TEST(SGD, TinyMLPFitsAToyProblem) {
   const auto [first, last] =
       testing::fit_toy_problem([](std::vector<Tensor> ps) { return SGD(std::move(ps), {.lr = 0.1, .momentum = 0.9}); }, 500);
   EXPECT_LT(last, first / 50) << "loss " << first << " -> " << last;
+}
+
+TEST(SGD, StepBetweenForwardAndBackwardIsCaught) {
+  const Tensor w = leaf({1.0, 2.0});
+  const Tensor x = from_vector(std::vector<double>{3.0, 4.0}, {2});
+  w.set_grad(from_vector(std::vector<double>{1.0, 1.0}, {2}));
+  Tensor loss = sum(mul(w, x));  // mul saves x only (w's gradient needs x), so w is read nowhere...
+  Tensor loss_reading_w = sum(mul(w, w));  // ...but here it is
+  SGD sgd({w}, {.lr = 0.1});
+  sgd.step();
+  loss.backward();  // fine: nothing saved was changed
+  EXPECT_THROW(loss_reading_w.backward(), Error);
 }
 
 }  // namespace
