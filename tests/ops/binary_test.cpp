@@ -8,24 +8,15 @@
 
 #include "kernels/cpu/parallel.h"
 #include "ops/ops.h"
+#include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
 
 namespace remat {
 namespace {
 
+using testing::contains;
+using testing::error_of;
 using testing::random_leaf;
-
-// The message of the Error that f throws ("" and a test failure if none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 // [[1, 2, 3], [4, 5, 6]]
 Tensor a23() { return from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}); }

@@ -8,25 +8,15 @@
 
 #include "engine/allocator.h"
 #include "ops/ops.h"
+#include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
 
 namespace remat {
 namespace {
 
+using testing::contains;
+using testing::error_of;
 using testing::random_leaf;
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // 0, 1, ..., n-1 as float32 in `shape`.
 Tensor iota(const Shape& shape) {

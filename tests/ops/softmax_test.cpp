@@ -9,25 +9,15 @@
 #include <string>
 
 #include "ops/ops.h"
+#include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
 
 namespace remat {
 namespace {
 
+using testing::contains;
+using testing::error_of;
 using testing::random_leaf;
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 void expect_near(const std::vector<double>& actual, const std::vector<double>& expected, double tol = 1e-12) {
   ASSERT_EQ(actual.size(), expected.size());
