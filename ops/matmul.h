@@ -13,4 +13,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // y = x W^T + b for x (..., in), weight (out, in), bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
+// y = x W + b for x (..., in), weight (in, out), bias (out) or undefined: the
+// layout of GPT-2's Conv1D layers, so their weights load without a transpose.
+Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
 }  // namespace remat

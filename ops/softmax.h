@@ -11,7 +11,8 @@ Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 
 // logits (N, C), targets (N) int64 -> scalar: the mean over rows whose
 // target is not ignore_index of -log softmax(logits)[target]. All rows
-// ignored gives NaN, as in PyTorch.
+// ignored gives NaN, as in PyTorch. Logits (..., C) with targets (...) are
+// flattened to (N, C) and (N) (a language model's (B, T, V) and (B, T)).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 
 }  // namespace remat
