@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference for the workloads of WORKLOADS.md (W1 so far).
+"""PyTorch reference for the workloads of WORKLOADS.md (W1 and W2).
 
 Runs one workload in PyTorch on the CPU and prints one JSON line with the
 fields `remat bench` prints, so both engines can be compared side by side on
@@ -26,9 +26,10 @@ Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
      has no state. A sample can miss a spike shorter than 0.5 ms, so this is
      a lower bound; "peak_method" names the method.
   4. --steps timed steps (wall clock, perf_counter); `loss_last` is the last.
-Random data: inputs N(0, 1) and labels uniform in 0..9, drawn once from the
-fixed seed and used for every step; the model's initialisation is PyTorch's
-default from the same seed.
+Random data, drawn once from the fixed seed and used for every step. W1:
+inputs N(0, 1) and labels uniform in 0..9, PyTorch's default initialisation.
+W2: token ids and targets uniform in 0..255, the GPT of bench/torch_gpt.py
+with its own initialisation (weights N(0, 0.02), biases 0).
 
 New workloads: add a builder to WORKLOADS returning (model, inputs, targets,
 loss_fn); everything else is shared.
@@ -112,7 +113,23 @@ def build_w1(torch, seed):
     return model, inputs, targets, torch.nn.functional.cross_entropy
 
 
-WORKLOADS = {"W1": build_w1}
+def build_w2(torch, seed):
+    """GPT-mini: vocab 256, context 128, 6 blocks, d_model 256, 4 heads, untied head; batch 16."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_gpt
+
+    torch.manual_seed(seed)
+    config = torch_gpt.GPTConfig(vocab_size=256, block_size=128, n_layer=6, n_head=4, n_embd=256,
+                                 dropout=0.0, tie_weights=False, dtype="float32")
+    model = torch_gpt.GPT(config)
+    inputs = torch.randint(0, config.vocab_size, (16, config.block_size))
+    targets = torch.randint(0, config.vocab_size, (16, config.block_size))
+    # The model returns (logits, None) without targets; the loss is taken outside,
+    # as the Runner does for every workload.
+    return model, inputs, targets, lambda output, labels: torch_gpt.lm_loss(output[0], labels)
+
+
+WORKLOADS = {"W1": build_w1, "W2": build_w2}
 WORKLOAD_NAMES = list(WORKLOADS)
 
 
@@ -225,6 +242,7 @@ def main():
         "loss_first": losses[0],
         "loss_last": losses[-1],
         "steps_timed": args.steps,
+        "parameters": sum(p.numel() for p in model.parameters()),
         "engine": "pytorch",
         "torch_version": torch.__version__,
         "blas": ":".join(loaded_libraries("blas")) or "none loaded",

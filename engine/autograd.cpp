@@ -9,6 +9,7 @@ namespace remat {
 namespace {
 
 thread_local bool t_grad_enabled = true;
+thread_local std::shared_ptr<const std::string> t_block;
 std::atomic<uint64_t> g_next_sequence_nr{0};
 
 }  // namespace
@@ -29,6 +30,11 @@ void Node::release_saved() {
 bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+BlockScope::BlockScope(std::string name) : previous_(t_block) {
+  t_block = std::make_shared<const std::string>(std::move(name));
+}
+BlockScope::~BlockScope() { t_block = previous_; }
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
@@ -64,6 +70,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   record.sequence_nr = g_next_sequence_nr++;
   record.output_shape = output.shape();
   record.output_dtype = output.dtype();
+  record.block = t_block;
   node->edges_.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     node->edges_.push_back(gradient_edge(input));

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -62,6 +63,9 @@ struct NodeRecord {
   Shape output_shape;
   DType output_dtype = DType::Float32;
   uint64_t sequence_nr = 0;  // recording order; later nodes run first in backward
+  // The innermost BlockScope open when the node was recorded (e.g.
+  // "transformer.h.3"), or null: how module boundaries reach the scheduler.
+  std::shared_ptr<const std::string> block;
 };
 
 class Node {
@@ -106,6 +110,20 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
 Edge gradient_edge(const Tensor& t);
 
 bool grad_enabled();
+
+// Marks every node recorded while it lives as part of block `name` (a
+// transformer block, say); scopes nest, the innermost wins. Modules open one
+// around a block's forward; the scheduler reads NodeRecord::block.
+class BlockScope {
+ public:
+  explicit BlockScope(std::string name);
+  ~BlockScope();
+  BlockScope(const BlockScope&) = delete;
+  BlockScope& operator=(const BlockScope&) = delete;
+
+ private:
+  std::shared_ptr<const std::string> previous_;
+};
 
 class NoGradGuard {
  public:

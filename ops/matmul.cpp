@@ -1,4 +1,4 @@
-// matmul and linear; see matmul.h.
+// matmul, linear and affine; see matmul.h.
 //
 // Both reach BLAS through gemm_into(), which takes 2-D views as they are:
 // a view whose rows or columns are unit-stride goes to GEMM with the matching
@@ -134,34 +134,43 @@ class MatmulNode final : public Node {
   }
 };
 
+// Where a linear layer's weight keeps its input features: linear's (out, in)
+// as torch.nn.Linear, or affine's (in, out) as GPT-2's Conv1D. Both reach
+// GEMM as they are stored, with the transpose flag that fits; no copy.
+enum class WeightLayout { OutIn, InOut };
+
 class LinearNode final : public Node {
  public:
-  std::string_view name() const override { return "linear"; }
+  explicit LinearNode(WeightLayout layout) : layout_(layout) {}
+  std::string_view name() const override { return layout_ == WeightLayout::OutIn ? "linear" : "affine"; }
 
   Tensor forward(const Tensors& in) override {
     const Tensor& x = in[0];
     const Tensor& weight = in[1];
-    REMAT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.shape().back() == weight.shape()[1], "linear: input {} does not "
-                "fit weight {} (expected input (..., {}))", str(x.shape()), str(weight.shape()),
-                weight.dim() == 2 ? weight.shape()[1] : -1);
-    REMAT_CHECK(x.dtype() == weight.dtype(), "linear: dtypes differ: input {} and weight {}", x.str(), weight.str());
-    const int64_t out_features = weight.shape()[0];
+    const size_t in_axis = layout_ == WeightLayout::OutIn ? 1 : 0;
+    REMAT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.shape().back() == weight.shape()[in_axis], "{}: input {} does "
+                "not fit weight {} (expected input (..., {}))", name(), str(x.shape()), str(weight.shape()),
+                weight.dim() == 2 ? weight.shape()[in_axis] : -1);
+    REMAT_CHECK(x.dtype() == weight.dtype(), "{}: dtypes differ: input {} and weight {}", name(), x.str(), weight.str());
+    const int64_t out_features = weight.shape()[1 - in_axis];
     const bool has_bias = in.size() == 3;
     if (has_bias) {
-      REMAT_CHECK(in[2].shape() == Shape{out_features} && in[2].dtype() == x.dtype(), "linear: bias {} does not fit "
-                  "weight {} (expected ({}))", in[2].str(), str(weight.shape()), out_features);
+      REMAT_CHECK(in[2].shape() == Shape{out_features} && in[2].dtype() == x.dtype(), "{}: bias {} does not fit "
+                  "weight {} (expected ({}))", name(), in[2].str(), str(weight.shape()), out_features);
     }
     const Tensor rows = as_rows(x);
     Shape out_shape = x.shape();
     out_shape.back() = out_features;
     Tensor out(out_shape, x.dtype(), x.device());
+    // (in, out) as GEMM's right operand: W^T for linear, W for affine.
+    const Tensor w_in_out = layout_ == WeightLayout::OutIn ? matrix_t(weight) : weight;
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
       T* y = out.data<T>();
       if (has_bias) {
         const Tensor bias = dense(in[2]);
         for (int64_t r = 0; r < rows.shape()[0]; ++r) std::memcpy(y + r * out_features, bias.data<T>(), out_features * sizeof(T));
       }
-      gemm_into<T>(y, rows, matrix_t(weight), has_bias ? T(1) : T(0));
+      gemm_into<T>(y, rows, w_in_out, has_bias ? T(1) : T(0));
     });
     return out;
   }
@@ -171,21 +180,24 @@ class LinearNode final : public Node {
     save_value(needs_input_grad(0) ? in[1] : Tensor());
   }
 
-  // y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum over rows of dy
+  // linear, y = x W^T + b:  dx = dy W,    dW = dy^T x,  db = sum over rows of dy
+  // affine, y = x W + b:    dx = dy W^T,  dW = x^T dy,  db = sum over rows of dy
   Tensors backward(const Tensor& dout_any) override {
     const Tensor dout = as_rows(dout_any);
     const int64_t rows = dout.shape()[0], out_features = dout.shape()[1];
+    const bool out_in = layout_ == WeightLayout::OutIn;
     Tensor dx, dweight, dbias;
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       if (needs_input_grad(0)) {
         const Tensor weight = saved(1);
         dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
-        gemm_into<T>(dx.data<T>(), dout, weight, T(0));
+        gemm_into<T>(dx.data<T>(), dout, out_in ? weight : matrix_t(weight), T(0));
       }
       if (needs_input_grad(1)) {
         const Tensor x = as_rows(saved(0));
         dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
-        gemm_into<T>(dweight.data<T>(), matrix_t(dout), x, T(0));
+        if (out_in) gemm_into<T>(dweight.data<T>(), matrix_t(dout), x, T(0));
+        else gemm_into<T>(dweight.data<T>(), matrix_t(x), dout, T(0));
       }
       if (needs_input_grad(2)) {
         dbias = Tensor({out_features}, dout.dtype(), dout.device());
@@ -203,10 +215,12 @@ class LinearNode final : public Node {
   }
 
   int64_t flops() const override {
-    return 2 * numel(record().output_shape) * record().input_shapes[1][1];
+    return 2 * numel(record().output_shape) * record().input_shapes[0].back();
   }
 
  private:
+  WeightLayout layout_;
+
   // x (..., f) as a dense (rows, f) matrix (a copy only if x is not contiguous).
   static Tensor as_rows(const Tensor& x) {
     const Tensor rows = dense(x);
@@ -221,8 +235,15 @@ class LinearNode final : public Node {
 Tensor matmul(const Tensor& a, const Tensor& b) { return apply_op(std::make_shared<MatmulNode>(), {a, b}); }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (bias.defined()) return apply_op(std::make_shared<LinearNode>(), {x, weight, bias});
-  return apply_op(std::make_shared<LinearNode>(), {x, weight});
+  auto node = std::make_shared<LinearNode>(WeightLayout::OutIn);
+  if (bias.defined()) return apply_op(std::move(node), {x, weight, bias});
+  return apply_op(std::move(node), {x, weight});
+}
+
+Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  auto node = std::make_shared<LinearNode>(WeightLayout::InOut);
+  if (bias.defined()) return apply_op(std::move(node), {x, weight, bias});
+  return apply_op(std::move(node), {x, weight});
 }
 
 }  // namespace remat

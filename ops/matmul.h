@@ -1,5 +1,5 @@
-// matmul (2-D and batched, with broadcast batch axes) and linear, through
-// BLAS GEMM. Transposed views are passed to GEMM as transposes, not copied.
+// matmul (2-D and batched, with broadcast batch axes), linear and affine,
+// through BLAS GEMM. Transposed views are passed to GEMM as transposes, not copied.
 #pragma once
 
 #include "engine/tensor.h"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "engine/autograd.h"
 #include "engine/factory.h"
@@ -36,16 +37,47 @@ Shape infer_shape(const Shape& shape, int64_t count, std::string_view op, const 
   return out;
 }
 
-// view: same storage, new dense shape.
+// Strides that show (shape, strides) as `target` without moving an element,
+// or nullopt when no such strides exist (PyTorch's computeStride): each run
+// of axes that is contiguous in memory may be split or merged freely.
+std::optional<Strides> view_strides(const Shape& shape, const Strides& strides, const Shape& target) {
+  if (numel(shape) == 0 || shape.empty()) return contiguous_strides(target);
+  Strides out(target.size());
+  int64_t view_axis = static_cast<int64_t>(target.size()) - 1;
+  int64_t chunk_stride = strides.back();
+  int64_t chunk_numel = 1, view_numel = 1;
+  for (int64_t axis = static_cast<int64_t>(shape.size()) - 1; axis >= 0; --axis) {
+    const auto a = static_cast<size_t>(axis);
+    chunk_numel *= shape[a];
+    const bool chunk_ends = axis == 0 || (shape[a - 1] != 1 && strides[a - 1] != chunk_numel * chunk_stride);
+    if (!chunk_ends) continue;
+    while (view_axis >= 0 && (view_numel < chunk_numel || target[static_cast<size_t>(view_axis)] == 1)) {
+      out[static_cast<size_t>(view_axis)] = view_numel * chunk_stride;
+      view_numel *= target[static_cast<size_t>(view_axis)];
+      --view_axis;
+    }
+    if (view_numel != chunk_numel) return std::nullopt;
+    if (axis > 0) {
+      chunk_stride = strides[a - 1];
+      chunk_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_axis != -1) return std::nullopt;
+  return out;
+}
+
+// view: same storage, new shape.
 class ViewNode final : public Node {
  public:
   explicit ViewNode(Shape shape) : shape_(std::move(shape)) {}
   std::string_view name() const override { return "view"; }
   Tensor forward(const Tensors& in) override {
     const Tensor& x = in[0];
-    REMAT_CHECK(x.is_contiguous(), "view: tensor {} with strides {} is not contiguous; use reshape(), which copies",
-                x.str(), str(x.strides()));
-    return x.alias(shape_, contiguous_strides(shape_), x.offset());
+    const std::optional<Strides> strides = view_strides(x.shape(), x.strides(), shape_);
+    REMAT_CHECK(strides.has_value(), "view: tensor {} with strides {} cannot be viewed as {} without a copy; use "
+                "reshape(), which copies", x.str(), str(x.strides()), str(shape_));
+    return x.alias(shape_, *strides, x.offset());
   }
   // d view(x)/dx: the same elements back in x's shape
   Tensors backward(const Tensor& dout) override { return {reshape(dout, record().input_shapes[0])}; }
@@ -191,6 +223,7 @@ Tensor view(const Tensor& x, const Shape& shape) {
 Tensor reshape(const Tensor& x, const Shape& shape) {
   const Shape target = infer_shape(shape, x.numel(), "reshape", x.shape());
   if (target == x.shape()) return x;
+  if (view_strides(x.shape(), x.strides(), target)) return view(x, target);
   return view(contiguous(x), target);
 }
 

@@ -138,7 +138,16 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
-  return apply_op(std::make_shared<CrossEntropyNode>(ignore_index), {logits, targets});
+  if (logits.dim() <= 2) return apply_op(std::make_shared<CrossEntropyNode>(ignore_index), {logits, targets});
+  // (..., C) and (...): flatten to (N, C) and (N). reshape() is a view of a
+  // contiguous tensor, so a language model's (B, T, V) logits are not copied;
+  // the gradient flows back through the views to the original shapes.
+  const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
+  REMAT_CHECK(targets.shape() == leading, "cross_entropy: targets {} do not match logits {} (expected {})",
+              str(targets.shape()), str(logits.shape()), str(leading));
+  const int64_t classes = logits.shape().back();
+  return apply_op(std::make_shared<CrossEntropyNode>(ignore_index),
+                  {reshape(logits, {numel(leading), classes}), reshape(targets, {numel(leading)})});
 }
 
 }  // namespace remat

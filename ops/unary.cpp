@@ -12,7 +12,7 @@ namespace {
 
 namespace k = kernels::cpu;
 
-// Backward reads the output (relu, tanh, sigmoid, exp) or the input (log).
+// Backward reads the output (relu, tanh, sigmoid, exp) or the input (log, gelu).
 enum class Reads { Nothing, Input, Output };
 
 struct Neg {  // d(-x)/dx = -1
@@ -52,6 +52,23 @@ struct Log {  // d log(x)/dx = 1/x
   template <class T> static void backward(T* dx, const T* dout, const T* x, int64_t n) { k::log_backward(dx, dout, x, n); }
 };
 
+// u = sqrt(2/pi) (x + 0.044715 x^3):
+// d gelu(x)/dx = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+struct Gelu {
+  static constexpr std::string_view kName = "gelu";
+  static constexpr Reads kReads = Reads::Input;
+  static constexpr int64_t kFlops = 10;  // the cubic, the tanh, the products: about ten per element
+  template <class T> static void forward(T* out, const T* x, int64_t n) { k::gelu_forward(out, x, n); }
+  template <class T> static void backward(T* dx, const T* dout, const T* x, int64_t n) { k::gelu_backward(dx, dout, x, n); }
+};
+
+// FLOPs per element of a forward: Op::kFlops where given, else one.
+template <class Op>
+constexpr int64_t flops_per_element() {
+  if constexpr (requires { Op::kFlops; }) return Op::kFlops;
+  else return 1;
+}
+
 template <class Op>
 class UnaryNode final : public Node {
  public:
@@ -80,7 +97,7 @@ class UnaryNode final : public Node {
     return {dx};
   }
 
-  int64_t flops() const override { return numel(record().output_shape); }
+  int64_t flops() const override { return flops_per_element<Op>() * numel(record().output_shape); }
 };
 
 template <class Op>
@@ -96,5 +113,6 @@ Tensor tanh(const Tensor& x) { return unary<Tanh>(x); }
 Tensor sigmoid(const Tensor& x) { return unary<Sigmoid>(x); }
 Tensor exp(const Tensor& x) { return unary<Exp>(x); }
 Tensor log(const Tensor& x) { return unary<Log>(x); }
+Tensor gelu(const Tensor& x) { return unary<Gelu>(x); }
 
 }  // namespace remat

@@ -1,33 +1,52 @@
 // remat: the command line program. Parses flags (CLI11) and calls train/;
 // no training or measuring logic lives here.
 //
-//   remat train --task fashion-mnist [--epochs 3] [--json]
-//   remat bench --workload W1 --policy none [--threads 1] [--steps 10] [--json]
+//   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
+//   remat bench --workload W1|W2 --policy none [--threads 1] [--steps 10] [--json]
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
-// bad flags are reported by CLI11 with exit code 105 (its own codes).
+// bad flags are reported by CLI11 with its own non-zero exit codes.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "engine/error.h"
 #include "train/fashion_mnist_task.h"
+#include "train/kjv_gpt_task.h"
 #include "train/workload.h"
 
 namespace {
 
 using remat::train::EpochResult;
+using remat::train::KjvEval;
 
 std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 
-void run_train(const std::string& task, const remat::train::FashionMnistOptions& options, bool json) {
-  REMAT_CHECK(task == "fashion-mnist", "train: unknown task '{}' (available: fashion-mnist)", task);
+// Flags that several tasks take; each task keeps its own default for a flag
+// that is not given.
+struct CommonFlags {
+  std::optional<int64_t> batch_size;
+  std::optional<double> lr, weight_decay;
+  std::optional<uint64_t> seed;
+  std::optional<int> threads;
+};
+
+template <class Options>
+void apply(const CommonFlags& flags, Options& options) {
+  if (flags.batch_size) options.batch_size = *flags.batch_size;
+  if (flags.lr) options.lr = *flags.lr;
+  if (flags.weight_decay) options.weight_decay = *flags.weight_decay;
+  if (flags.seed) options.seed = *flags.seed;
+  if (flags.threads) options.threads = *flags.threads;
+}
+
+void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool json) {
   if (!json) {
     fmt::print("task fashion-mnist: MLP 784-{}-10, AdamW lr {}, batch {}, {} epochs, {} threads\n",
                fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads);
@@ -51,13 +70,41 @@ void run_train(const std::string& task, const remat::train::FashionMnistOptions&
   remat::train::train_fashion_mnist(options, on_epoch, on_progress);
 }
 
+void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
+  if (!json) {
+    fmt::print("task kjv-gpt: GPT {} layers x {} channels, {} heads, context {}, batch {}, AdamW lr {}, up to {} "
+               "steps or {} s, {} threads\n", options.n_layer, options.n_embd, options.n_head, options.block_size,
+               options.batch_size, options.lr, options.max_steps, options.time_limit_seconds, options.threads);
+    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>9} {:>16}\n", "step", "train_loss", "val_loss", "lr", "seconds",
+               "tokens/s", "peak_activation");
+  }
+  auto on_eval = [&](const KjvEval& e) {
+    if (json) {
+      fmt::print("{{\"step\": {}, \"train_loss\": {:.6f}, \"val_loss\": {:.6f}, \"lr\": {:.6g}, \"seconds\": {:.3f}, "
+                 "\"tokens_per_second\": {:.1f}, \"peak_activation_bytes\": {}}}\n",
+                 e.step, e.train_loss, e.val_loss, e.lr, e.seconds, e.tokens_per_second, e.peak_activation_bytes);
+    } else {
+      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.2e} {:>8.1f} {:>9.0f} {:>16}\n", e.step, e.train_loss, e.val_loss,
+                 e.lr, e.seconds, e.tokens_per_second, mib(e.peak_activation_bytes));
+    }
+    std::fflush(stdout);
+  };
+  const remat::train::KjvResult result = remat::train::train_kjv_gpt(options, on_eval);
+  if (json) {
+    fmt::print("{}\n", nlohmann::json{{"sample", result.sample}, {"parameters", result.parameters}}.dump());
+  } else {
+    fmt::print("\n{} parameters, vocabulary {}. Sample (temperature {}):\n{}\n", result.parameters, result.vocab_size,
+               options.temperature, result.sample);
+  }
+}
+
 void run_bench(const remat::train::WorkloadOptions& options, bool json) {
   const remat::train::WorkloadReport report = remat::train::run_workload(options);
+  const nlohmann::ordered_json fields = report.to_json();
   if (json) {
-    fmt::print("{}\n", report.to_json().dump());
+    fmt::print("{}\n", fields.dump());
     return;
   }
-  const nlohmann::ordered_json fields = report.to_json();
   for (const auto& [key, value] : fields.items()) {
     std::string text = value.is_string() ? value.get<std::string>() : value.dump();
     if (value.is_number_integer() && key.find("bytes") != std::string::npos) text += " (" + mib(value.get<int64_t>()) + ")";
@@ -81,25 +128,45 @@ int main(int argc, char** argv) {
   make_openmp_threads_sleep_when_idle(argv);
   CLI::App app{"remat: an autograd engine for efficient training"};
   app.require_subcommand(1);
-
   bool json = false;
+
   std::string task;
-  remat::train::FashionMnistOptions train_options;
+  CommonFlags common;
+  remat::train::FashionMnistOptions mnist;
+  remat::train::KjvGptOptions kjv;
   CLI::App* train = app.add_subcommand("train", "train a model on a task");
-  train->add_option("--task", task, "fashion-mnist")->required();
-  train->add_option("--epochs", train_options.epochs, "epochs")->capture_default_str();
-  train->add_option("--batch-size", train_options.batch_size, "examples per step")->capture_default_str();
-  train->add_option("--lr", train_options.lr, "AdamW learning rate")->capture_default_str();
-  train->add_option("--weight-decay", train_options.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
-  train->add_option("--seed", train_options.seed, "seed of initialisation and shuffling")->capture_default_str();
-  train->add_option("--threads", train_options.threads, "CPU threads")->capture_default_str();
-  train->add_option("--data-dir", train_options.data_dir, "folder of the IDX .gz files")->capture_default_str();
-  train->add_option("--max-batches", train_options.max_batches, "stop each epoch after N batches (0: all)");
+  train->add_option("--task", task, "fashion-mnist or kjv-gpt")->required()->check(CLI::IsMember({"fashion-mnist", "kjv-gpt"}));
+  train->add_option("--batch-size", common.batch_size, "examples per step (fashion-mnist 64, kjv-gpt 32)");
+  train->add_option("--lr", common.lr, "AdamW peak learning rate (fashion-mnist 1e-3, kjv-gpt 3e-3)");
+  train->add_option("--weight-decay", common.weight_decay, "AdamW decoupled weight decay (1e-2, 0.1)");
+  train->add_option("--seed", common.seed, "seed of initialisation, shuffling and sampling (0)");
+  train->add_option("--threads", common.threads, "CPU threads (2)");
+  train->add_option("--epochs", mnist.epochs, "fashion-mnist: epochs")->capture_default_str();
+  train->add_option("--data-dir", mnist.data_dir, "fashion-mnist: folder of the IDX .gz files")->capture_default_str();
+  train->add_option("--max-batches", mnist.max_batches, "fashion-mnist: stop each epoch after N batches (0: all)");
+  train->add_option("--max-steps", kjv.max_steps, "kjv-gpt: optimizer steps")->capture_default_str();
+  train->add_option("--time-limit", kjv.time_limit_seconds, "kjv-gpt: stop after this many seconds (0: none)")
+      ->capture_default_str();
+  train->add_option("--n-layer", kjv.n_layer, "kjv-gpt: blocks")->capture_default_str();
+  train->add_option("--n-head", kjv.n_head, "kjv-gpt: attention heads")->capture_default_str();
+  train->add_option("--n-embd", kjv.n_embd, "kjv-gpt: channels")->capture_default_str();
+  train->add_option("--block-size", kjv.block_size, "kjv-gpt: context length")->capture_default_str();
+  train->add_option("--dropout", kjv.dropout, "kjv-gpt: dropout probability")->capture_default_str();
+  train->add_option("--warmup-steps", kjv.warmup_steps, "kjv-gpt: linear warm-up steps")->capture_default_str();
+  train->add_option("--eval-interval", kjv.eval_interval, "kjv-gpt: steps between validation losses")
+      ->capture_default_str();
+  train->add_option("--eval-batches", kjv.eval_batches, "kjv-gpt: validation batches per measurement")
+      ->capture_default_str();
+  train->add_option("--sample-chars", kjv.sample_chars, "kjv-gpt: characters to generate at the end")
+      ->capture_default_str();
+  train->add_option("--temperature", kjv.temperature, "kjv-gpt: sampling temperature")->capture_default_str();
+  train->add_option("--prompt", kjv.prompt, "kjv-gpt: text the sample starts from")->capture_default_str();
+  train->add_option("--text", kjv.text_path, "kjv-gpt: train on this text file instead of the KJV");
   train->add_flag("--json", json, "print JSON lines");
 
   remat::train::WorkloadOptions bench_options;
   CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
-  bench->add_option("--workload", bench_options.workload, "W1")->capture_default_str();
+  bench->add_option("--workload", bench_options.workload, "W1 or W2")->capture_default_str();
   bench->add_option("--policy", bench_options.policy, "checkpointing policy (none)")->capture_default_str();
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
@@ -109,12 +176,16 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*train) run_train(task, train_options, json);
+    if (*train && task == "fashion-mnist") {
+      apply(common, mnist);
+      train_fashion_mnist(mnist, json);
+    }
+    if (*train && task == "kjv-gpt") {
+      apply(common, kjv);
+      train_kjv_gpt(kjv, json);
+    }
     if (*bench) run_bench(bench_options, json);
-  } catch (const remat::Error& e) {
-    fmt::print(stderr, "remat: error: {}\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {  // e.g. std::bad_alloc
+  } catch (const std::exception& e) {  // remat::Error, and e.g. std::bad_alloc
     fmt::print(stderr, "remat: error: {}\n", e.what());
     return 1;
   }

@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/allocator.h"
 #include "kernels/cpu/parallel.h"
+#include "nn/gpt.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "optim/sgd.h"
@@ -14,13 +17,33 @@
 namespace remat::train {
 namespace {
 
-// W1: 15 x [Linear(1024, 1024) + ReLU] + Linear(1024, 10); batch 256.
-constexpr int64_t kW1Width = 1024, kW1Hidden = 15, kW1Classes = 10, kW1Batch = 256;
+// A workload: its model, and the loss of its fixed batch (one forward).
+struct Workload {
+  std::shared_ptr<nn::Module> model;
+  std::function<Tensor()> loss;
+};
 
-std::vector<int64_t> w1_sizes() {
-  std::vector<int64_t> sizes(kW1Hidden + 1, kW1Width);
-  sizes.push_back(kW1Classes);
-  return sizes;
+// W1: 15 x [Linear(1024, 1024) + ReLU] + Linear(1024, 10); batch 256.
+Workload build_w1(Generator& generator) {
+  constexpr int64_t kWidth = 1024, kHidden = 15, kClasses = 10, kBatch = 256;
+  std::vector<int64_t> sizes(kHidden + 1, kWidth);
+  sizes.push_back(kClasses);
+  auto model = std::make_shared<nn::MLP>(sizes, generator);
+  const Tensor inputs = normal({kBatch, kWidth}, 0.0, 1.0, DType::Float32, generator);
+  const Tensor targets = randint(kClasses, {kBatch}, generator);
+  return {model, [=] { return cross_entropy(model->forward(inputs), targets); }};
+}
+
+// W2: GPT-mini (vocabulary 256, context 128, 6 blocks, d_model 256, 4 heads,
+// untied head, dropout 0); batch 16 of random tokens.
+Workload build_w2(uint64_t seed) {
+  const nn::GPTConfig config{.vocab_size = 256, .block_size = 128, .n_layer = 6, .n_head = 4, .n_embd = 256,
+                             .dropout = 0.0, .tie_weights = false, .seed = seed};
+  auto model = std::make_shared<nn::GPT>(config);
+  Generator generator(seed + 2);
+  const Tensor ids = randint(config.vocab_size, {16, config.block_size}, generator);
+  const Tensor targets = randint(config.vocab_size, {16, config.block_size}, generator);
+  return {model, [=] { return model->forward(ids, targets).loss; }};
 }
 
 double median(std::vector<double> values) {
@@ -56,7 +79,8 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
 }
 
 WorkloadReport run_workload(const WorkloadOptions& options) {
-  REMAT_CHECK(options.workload == "W1", "bench: unknown workload '{}' (available: W1)", options.workload);
+  REMAT_CHECK(options.workload == "W1" || options.workload == "W2", "bench: unknown workload '{}' (available: W1, "
+              "W2)", options.workload);
   REMAT_CHECK(options.policy == "none", "bench: policy '{}' is not available yet; only 'none' (keep every "
               "activation) exists until the recompute scheduler lands", options.policy);
   REMAT_CHECK(options.threads >= 1, "bench: --threads must be at least 1, got {}", options.threads);
@@ -65,17 +89,15 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
   kernels::cpu::set_num_threads(options.threads);
 
   Generator generator(options.seed);
-  nn::MLP model(w1_sizes(), generator);
-  optim::SGD optimizer(model.parameters(), {.lr = 0.01});
-  const Tensor inputs = normal({kW1Batch, kW1Width}, 0.0, 1.0, DType::Float32, generator);
-  const Tensor targets = randint(kW1Classes, {kW1Batch}, generator);
+  const Workload workload = options.workload == "W1" ? build_w1(generator) : build_w2(options.seed);
+  optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
 
   WorkloadReport report;
   report.workload = options.workload;
   report.policy = options.policy;
   report.threads = options.threads;
   report.steps = options.steps;
-  report.parameters = model.num_parameters();
+  report.parameters = workload.model->num_parameters();
 
   Allocator& allocator = cpu_allocator();
   std::vector<double> step_ms;
@@ -84,7 +106,7 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
     ScopedPeak peak;
     const auto start = std::chrono::steady_clock::now();
     optimizer.zero_grad();
-    Tensor loss = cross_entropy(model.forward(inputs), targets);
+    Tensor loss = workload.loss();
     const int64_t saved = allocator.stats().live_of(MemoryCategory::Activation);
     loss.backward();
     optimizer.step();

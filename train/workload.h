@@ -51,8 +51,8 @@ struct WorkloadReport {
   nlohmann::ordered_json to_json() const;
 };
 
-// Runs W1 (the only workload so far) under policy "none"; any other name is
-// an error that lists what exists.
+// Runs W1 or W2 under policy "none"; any other name is an error that lists
+// what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
 
 }  // namespace remat::train

@@ -60,6 +60,26 @@ template <class T> void log_forward(T* out, const T* x, int64_t n) {
 template <class T> void log_backward(T* dx, const T* dout, const T* x, int64_t n) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] / x[i]; });
 }
+// GELU's constants: sqrt(2/pi) and the cubic coefficient of its tanh approximation.
+inline constexpr double kGeluScale = 0.7978845608028654;
+inline constexpr double kGeluCubic = 0.044715;
+
+template <class T> void gelu_forward(T* out, const T* x, int64_t n) {
+  const T s = T(kGeluScale), c = T(kGeluCubic);
+  elementwise(n, [=](int64_t i) {
+    const T v = x[i];
+    out[i] = T(0.5) * v * (T(1) + std::tanh(s * (v + c * v * v * v)));
+  });
+}
+template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n) {
+  const T s = T(kGeluScale), c = T(kGeluCubic);
+  elementwise(n, [=](int64_t i) {
+    const T v = x[i];
+    const T t = std::tanh(s * (v + c * v * v * v));
+    const T du = s * (T(1) + T(3) * c * v * v);  // du/dx
+    dx[i] = dout[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
+  });
+}
 template <class T> void scale(T* out, const T* x, T factor, int64_t n) {
   elementwise(n, [=](int64_t i) { out[i] = x[i] * factor; });
 }
@@ -79,6 +99,8 @@ template <class T> void fill(T* out, T value, int64_t n) {
   template void exp_backward<T>(T*, const T*, const T*, int64_t);         \
   template void log_forward<T>(T*, const T*, int64_t);                    \
   template void log_backward<T>(T*, const T*, const T*, int64_t);         \
+  template void gelu_forward<T>(T*, const T*, int64_t);                   \
+  template void gelu_backward<T>(T*, const T*, const T*, int64_t);        \
   template void scale<T>(T*, const T*, T, int64_t);                       \
   template void fill<T>(T*, T, int64_t);
 REMAT_INSTANTIATE_UNARY(float)

@@ -18,6 +18,10 @@ template <class T> void exp_forward(T* out, const T* x, int64_t n);
 template <class T> void exp_backward(T* dx, const T* dout, const T* out, int64_t n);  // dout * out
 template <class T> void log_forward(T* out, const T* x, int64_t n);
 template <class T> void log_backward(T* dx, const T* dout, const T* x, int64_t n);  // dout / x
+// GELU, tanh approximation: out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+template <class T> void gelu_forward(T* out, const T* x, int64_t n);
+// dout * (0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))
+template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n);
 
 // out = x * scale (scale may be negative); out may equal x.
 template <class T> void scale(T* out, const T* x, T factor, int64_t n);

@@ -1,9 +1,10 @@
-// matmul and linear: hand cases, gradients, transposed views, errors.
+// matmul, linear and affine: hand cases, gradients, transposed views, errors.
 #include "ops/matmul.h"
 
 #include <gtest/gtest.h>
 
 #include "ops/ops.h"
+#include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
 
 namespace remat {
@@ -90,6 +91,84 @@ TEST(Matmul, EmptyInnerAxisGivesZeros) {
 TEST(Linear, NoInputFeaturesGivesTheBias) {
   const Tensor b = from_vector(std::vector<float>{1, 2}, {2});
   EXPECT_EQ(linear(zeros({3, 0}), zeros({2, 0}), b).to_vector<float>(), (std::vector<float>{1, 2, 1, 2, 1, 2}));
+}
+
+TEST(Affine, HandComputed) {
+  // W (in 2, out 3) = [[1, 1, 0], [0, 1, 2]]: x W for x = [[1, 2], [3, 4]] is [[1, 3, 4], [3, 7, 8]].
+  const Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  const Tensor w = from_vector(std::vector<float>{1, 1, 0, 0, 1, 2}, {2, 3});
+  const Tensor b = from_vector(std::vector<float>{10, 20, 30}, {3});
+  const Tensor y = affine(x, w, b);
+  EXPECT_EQ(y.shape(), (Shape{2, 3}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{11, 23, 34, 13, 27, 38}));
+  EXPECT_EQ(affine(x, w).to_vector<float>(), (std::vector<float>{1, 3, 4, 3, 7, 8}));
+  // Leading axes are kept: (2, 1, 2) -> (2, 1, 3).
+  EXPECT_EQ(affine(reshape(x, {2, 1, 2}), w, b).shape(), (Shape{2, 1, 3}));
+}
+
+TEST(Affine, HandComputedGradients) {
+  // d sum(x W + b): dx[r, i] = sum_j W[i, j] = (2, 3); dW[i, j] = sum_r x[r, i] = (4, 6); db[j] = rows = 2.
+  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}).requires_grad_();
+  Tensor w = from_vector(std::vector<double>{1, 1, 0, 0, 1, 2}, {2, 3}).requires_grad_();
+  Tensor b = from_vector(std::vector<double>{10, 20, 30}, {3}).requires_grad_();
+  sum(affine(x, w, b)).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 3, 2, 3}));
+  EXPECT_EQ(w.grad().shape(), (Shape{2, 3}));
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{4, 4, 4, 6, 6, 6}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{2, 2, 2}));
+}
+
+TEST(Affine, Gradients) {
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return affine(x[0], x[1], x[2]); },
+                         (Tensors{random_leaf({2, 3, 4}), random_leaf({4, 5}, -1, 1, 2), random_leaf({5}, -1, 1, 3)}));
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return affine(x[0], x[1]); },
+                         (Tensors{random_leaf({3, 4}), random_leaf({4, 2}, -1, 1, 2)}));
+}
+
+TEST(Affine, EqualsLinearOfTheTransposedWeight) {
+  // affine(x, W, b) == linear(x, W^T, b), values and gradients, to the last bit
+  // up to GEMM's summation order (so compare to 1e-12 in float64).
+  Tensor x1 = random_leaf({4, 3, 6}, -1, 1, 4), w1 = random_leaf({6, 5}, -1, 1, 5), b1 = random_leaf({5}, -1, 1, 6);
+  Tensor x2 = contiguous_copy(x1), w2 = contiguous_copy(w1), b2 = contiguous_copy(b1);
+  x2.requires_grad_();
+  w2.requires_grad_();
+  b2.requires_grad_();
+  const Tensor dy = random_leaf({4, 3, 5}, -1, 1, 7).detach();
+  const Tensor y1 = affine(x1, w1, b1);
+  const Tensor y2 = linear(x2, transpose(w2, 0, 1), b2);
+  ASSERT_EQ(y1.shape(), y2.shape());
+  const auto expect_close = [](const Tensor& a, const Tensor& b) {
+    const std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+    ASSERT_EQ(va.size(), vb.size());
+    for (size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 1e-12) << "element " << i;
+  };
+  expect_close(y1, y2);
+  sum(y1 * dy).backward();
+  sum(y2 * dy).backward();
+  expect_close(x1.grad(), x2.grad());
+  EXPECT_EQ(w1.grad().shape(), (Shape{6, 5}));
+  expect_close(w1.grad(), w2.grad());
+  expect_close(b1.grad(), b2.grad());
+}
+
+TEST(Affine, WeightIsReadWithoutACopy) {
+  const Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  const Tensor w = from_vector(std::vector<float>{1, 1, 0, 0, 1, 2}, {2, 3});
+  const int64_t before = cpu_allocator().stats().allocations;
+  const Tensor y = affine(x, w);
+  EXPECT_EQ(cpu_allocator().stats().allocations - before, 1);  // the output only
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1, 3, 4, 3, 7, 8}));
+}
+
+TEST(Affine, ShapeMismatchNamesBothShapes) {
+  // A weight in linear's (out, in) layout is the usual mistake.
+  const std::string message = testing::error_of([] { affine(zeros({2, 3}), zeros({4, 3})); });
+  EXPECT_TRUE(testing::contains(message, "affine")) << message;
+  EXPECT_TRUE(testing::contains(message, "(2, 3)")) << message;
+  EXPECT_TRUE(testing::contains(message, "(4, 3)")) << message;
+  const std::string bias = testing::error_of([] { affine(zeros({2, 3}), zeros({3, 4}), zeros({3})); });
+  EXPECT_TRUE(testing::contains(bias, "affine")) << bias;
+  EXPECT_TRUE(testing::contains(bias, "(3, 4)")) << bias;
 }
 
 }  // namespace

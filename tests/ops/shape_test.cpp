@@ -63,6 +63,19 @@ TEST(View, NonContiguousIsAnErrorThatSuggestsReshape) {
   EXPECT_TRUE(contains(message, "reshape")) << message;
 }
 
+TEST(View, SplitsAnAxisOfAStridedView) {
+  // Columns 2..5 of a (2, 6) tensor: strides (6, 1), not contiguous, but its
+  // last axis can still be split: (2, 4) -> (2, 2, 2) with strides (6, 2, 1).
+  const Tensor s = slice(iota({2, 6}), 1, 2, 6);
+  const Tensor v = view(s, {2, 2, 2});
+  EXPECT_EQ(v.strides(), (Strides{6, 2, 1}));
+  EXPECT_EQ(v.storage(), s.storage());
+  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{2, 3, 4, 5, 8, 9, 10, 11}));
+  // Merging its two axes is impossible without a copy.
+  EXPECT_THROW(view(s, {8}), Error);
+  EXPECT_EQ(reshape(s, {8}).to_vector<float>(), (std::vector<float>{2, 3, 4, 5, 8, 9, 10, 11}));
+}
+
 TEST(View, ViewOfAnOffsetSlice) {
   // Rows 1..2 of a (3, 2) tensor are contiguous; a view keeps the offset.
   const Tensor s = slice(iota({3, 2}), 0, 1, 3);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/allocator.h"
 #include "ops/ops.h"
 #include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
@@ -234,6 +235,67 @@ TEST(CrossEntropy, Gradients) {
   // Through a transposed view of the logits and a scale of the loss.
   EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return mul(cross_entropy(transpose(x[0], 0, 1), x[1]), 3.0); },
                          (Tensors{random_leaf({5, 4}, -2, 2, 5), targets}));
+}
+
+TEST(CrossEntropy, LeadingAxesAreFlattened) {
+  // (2, 3, 5) logits with (2, 3) targets are the (6, 5) problem, loss and gradient.
+  const Tensor values = normal({2, 3, 5}, 0, 2, DType::Float64);
+  const std::vector<int64_t> t{4, 0, -100, 2, 2, 1};
+  Tensor logits3 = contiguous_copy(values);
+  logits3.requires_grad_();
+  Tensor logits2 = contiguous_copy(view(values, {6, 5}));
+  logits2.requires_grad_();
+  const Tensor loss3 = cross_entropy(logits3, from_vector(t, {2, 3}));
+  const Tensor loss2 = cross_entropy(logits2, from_vector(t, {6}));
+  EXPECT_EQ(loss3.dim(), 0);
+  EXPECT_EQ(loss3.item<double>(), loss2.item<double>());
+  loss3.backward();
+  loss2.backward();
+  EXPECT_EQ(logits3.grad().shape(), (Shape{2, 3, 5}));
+  EXPECT_EQ(logits3.grad().to_vector<double>(), logits2.grad().to_vector<double>());
+
+  // Contiguous logits are flattened by views: the call's peak is the
+  // (6, 5) log-probabilities and the scalar loss, no copy of the logits.
+  {
+    const Tensor targets = from_vector(t, {2, 3});
+    const int64_t before = cpu_allocator().stats().live_of(MemoryCategory::Activation);
+    ScopedPeak peak;
+    const Tensor loss = cross_entropy(logits3, targets);
+    EXPECT_EQ(peak.stats().peak_of(MemoryCategory::Activation) - before, 6 * 5 * 8 + 8);
+  }
+
+  // Hand case (1, 2, 3): the two rows of two_rows() with targets 1 and 2.
+  const Tensor hand = view(two_rows(), {1, 2, 3});
+  EXPECT_NEAR(cross_entropy(hand, from_vector(std::vector<int64_t>{1, 2}, {1, 2})).item<double>(),
+              (std::log(3.0) - std::log(5.0 / 8)) / 2, 1e-12);
+}
+
+TEST(CrossEntropy, LeadingAxesGradients) {
+  const Tensor targets = from_vector(std::vector<int64_t>{4, 0, 2, 2, -100, 1}, {2, 3});
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return cross_entropy(x[0], x[1]); },
+                         (Tensors{random_leaf({2, 3, 5}, -2, 2, 9), targets}));
+  // 4-D logits (2, 1, 3, 4) with (2, 1, 3) targets.
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return cross_entropy(x[0], x[1]); },
+                         (Tensors{random_leaf({2, 1, 3, 4}, -2, 2, 10),
+                                  from_vector(std::vector<int64_t>{3, 0, 1, 2, 2, 0}, {2, 1, 3})}));
+  // A non-contiguous (2, 3, 5) view of (5, 3, 2) logits: reshape copies, the gradient still flows.
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return cross_entropy(transpose(x[0], 0, 2), x[1]); },
+                         (Tensors{random_leaf({5, 3, 2}, -2, 2, 11), targets}));
+}
+
+TEST(CrossEntropy, LeadingAxesMismatch) {
+  const std::string message = error_of([] {
+    cross_entropy(zeros({2, 3, 5}, DType::Float64), from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 0}, {3, 2}));
+  });
+  EXPECT_TRUE(contains(message, "(3, 2)")) << message;
+  EXPECT_TRUE(contains(message, "(2, 3, 5)")) << message;
+  EXPECT_THROW(cross_entropy(zeros({2, 3, 5}), from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 0}, {6})), Error);
+  EXPECT_THROW(cross_entropy(zeros({2, 3, 5}), zeros({2, 3})), Error);
+  // Target out of range is still reported (as a row of the flattened logits).
+  const std::string range = error_of(
+      [] { cross_entropy(zeros({2, 2, 3}), from_vector(std::vector<int64_t>{0, 1, 2, 3}, {2, 2})); });
+  EXPECT_TRUE(contains(range, "target 3")) << range;
+  EXPECT_TRUE(contains(range, "row 3")) << range;
 }
 
 TEST(Softmax, EmptyAxisIsAnError) {

@@ -1,10 +1,12 @@
-// neg, relu, tanh, sigmoid, exp, log: hand cases in float32, gradients in
+// neg, relu, tanh, sigmoid, exp, log, gelu: hand cases in float32, gradients in
 // float64, operator- and inputs read through strides.
 #include "ops/unary.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "kernels/cpu/parallel.h"
 #include "ops/ops.h"
@@ -56,9 +58,62 @@ TEST(Unary, Log) {
   EXPECT_EQ(log(from_vector(std::vector<float>{0}, {1})).item<float>(), -INFINITY);
 }
 
+// GELU's tanh approximation evaluated in double, straight from the formula.
+double gelu_reference(double x) {
+  const double u = std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+
+TEST(Unary, Gelu) {
+  // gelu(0) = 0; gelu(1) = 0.5 (1 + tanh(sqrt(2/pi) 1.044715)) = 0.8411919906...;
+  // gelu(x) - gelu(-x) = x (so gelu(0.5) - gelu(-0.5) = 0.5); gelu(3) is within 0.004 of 3.
+  const Tensor x = from_vector(std::vector<float>{-2, -0.5f, 0, 0.5f, 1, 3}, {6});
+  const std::vector<float> y = gelu(x).to_vector<float>();
+  expect_near(y, {-0.04540230591f, -0.15428599017f, 0, 0.34571400983f, 0.84119199061f, 2.99636260792f});
+  EXPECT_NEAR(gelu_reference(1.0), 0.8411919906082768, 1e-15);
+  EXPECT_NEAR(y[3] - y[1], 0.5f, 1e-6f);
+  const std::vector<double> xd{-2, -0.5, 0, 0.5, 1, 3};
+  const std::vector<double> yd = gelu(from_vector(xd, {6})).to_vector<double>();
+  for (size_t i = 0; i < xd.size(); ++i) EXPECT_NEAR(yd[i], gelu_reference(xd[i]), 1e-15) << xd[i];
+}
+
+TEST(Unary, GeluHandComputedGradient) {
+  // d gelu/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u):
+  // 1/2 at 0, 1.0829640838... at 1, -0.0860992566... at -2.
+  Tensor x = from_vector(std::vector<double>{0, 1, -2}, {3}).requires_grad_();
+  sum(gelu(x)).backward();
+  const std::vector<double> g = x.grad().to_vector<double>();
+  EXPECT_DOUBLE_EQ(g[0], 0.5);
+  EXPECT_NEAR(g[1], 1.0829640838457826, 1e-14);
+  EXPECT_NEAR(g[2], -0.08609925662361825, 1e-14);
+}
+
+TEST(Unary, GeluFloat32AgreesWithFloat64) {
+  // Large enough for the threaded path; values across [-6, 6) including both tails.
+  const int64_t n = 70001;
+  const Tensor x64 = uniform({n}, -6.0, 6.0, DType::Float64);
+  const Tensor x32 = to_dtype(x64, DType::Float32);
+  const std::vector<double> y64 = gelu(x64).to_vector<double>();
+  const std::vector<float> y32 = gelu(x32).to_vector<float>();
+  const std::vector<double> xs = x64.to_vector<double>();
+  for (size_t i = 0; i < y64.size(); ++i) {
+    ASSERT_NEAR(y64[i], gelu_reference(xs[i]), 1e-14) << xs[i];
+    ASSERT_NEAR(y32[i], y64[i], 2e-6 * std::max(1.0, std::abs(y64[i]))) << xs[i];
+  }
+  // The backward too: the same dout through both dtypes.
+  Tensor a = to_dtype(x64, DType::Float64), b = to_dtype(x64, DType::Float32);
+  a.requires_grad_();
+  b.requires_grad_();
+  sum(gelu(a)).backward();
+  sum(gelu(b)).backward();
+  const std::vector<double> ga = a.grad().to_vector<double>();
+  const std::vector<float> gb = b.grad().to_vector<float>();
+  for (size_t i = 0; i < ga.size(); ++i) ASSERT_NEAR(gb[i], ga[i], 2e-6) << xs[i];
+}
+
 TEST(Unary, KeepsShapeAndDtype) {
   const Tensor x = zeros({2, 3, 1}, DType::Float64);
-  for (const Tensor& y : {neg(x), relu(x), tanh(x), sigmoid(x), exp(x)}) {
+  for (const Tensor& y : {neg(x), relu(x), tanh(x), sigmoid(x), exp(x), gelu(x)}) {
     EXPECT_EQ(y.shape(), (Shape{2, 3, 1}));
     EXPECT_EQ(y.dtype(), DType::Float64);
   }
@@ -131,6 +186,8 @@ TEST(Unary, Gradients) {
   EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return tanh(x[0]); }, in);
   EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return sigmoid(x[0]); }, in);
   EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return exp(x[0]); }, in);
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return gelu(x[0]); }, in);
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return gelu(x[0]); }, (Tensors{random_leaf({2, 5}, -5, 5, 7)}));
 }
 
 TEST(Unary, GradientsReluAwayFromZero) {

@@ -44,7 +44,7 @@ TEST(Cli, MissingDatasetNamesPathAndPackage) {
 
 TEST(Cli, UnknownTaskWorkloadAndPolicyAreNamed) {
   Outcome run = run_remat("train --task imagenet");
-  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.exit_code, 0);
   EXPECT_TRUE(contains(run.output, "imagenet")) << run.output;
   run = run_remat("bench --workload W9");
   EXPECT_EQ(run.exit_code, 1);

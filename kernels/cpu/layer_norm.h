@@ -1,0 +1,41 @@
+// Layer normalisation kernels over the last axis of dense (rows, channels)
+// arrays: a fused forward that also writes each row's mean and 1/std, and a
+// fused backward that makes dx, dweight and dbias in one pass over the rows.
+// Called by ops/layer_norm.cpp; knows nothing of tensors or autograd.
+#pragma once
+
+#include <cstdint>
+
+namespace remat::kernels::cpu {
+
+// out (rows, C) = (x - mean) * rstd * weight + bias, with mean (rows) and
+// rstd (rows) = 1 / sqrt(biased var + eps) written too. weight and bias (C)
+// may be null (then 1 and 0). Mean and variance come from a corrected
+// two-pass over (x - first mean), so float32 rows with a large mean lose
+// nothing to cancellation.
+template <class T>
+void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
+                        int64_t channels, double eps);
+
+// Workers layer_norm_backward splits rows over (1: serial), and the scratch
+// elements it then needs when dweight or dbias is wanted: per-worker partial
+// sums of dweight and dbias, (workers, 2, C), or 0 when serial. Workers
+// depend on rows * C and num_threads().
+int64_t layer_norm_backward_workers(int64_t rows, int64_t channels);
+inline int64_t layer_norm_backward_scratch(int64_t workers, int64_t channels) {
+  return workers > 1 ? workers * 2 * channels : 0;
+}
+
+// With xhat = (x - mean) * rstd and g = dout * weight, per row:
+//   dx = rstd * (g - mean_C(g) - xhat * mean_C(g * xhat))
+//   dweight += dout * xhat,  dbias += dout     (summed over rows)
+// dx, dweight, dbias may each be null (not wanted); weight may be null (1).
+// scratch holds layer_norm_backward_scratch(workers, C) elements (may be
+// null when neither dweight nor dbias is wanted); workers
+// comes from layer_norm_backward_workers(). The result does not depend on
+// how many threads OpenMP actually runs, only on `workers`.
+template <class T>
+void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout, const T* x, const T* weight,
+                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers);
+
+}  // namespace remat::kernels::cpu

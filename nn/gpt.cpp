@@ -1,0 +1,160 @@
+// GPT; see gpt.h. Shapes in comments: B batch, T time, C channels, H heads,
+// D = C / H per head, V vocabulary.
+#include "nn/gpt.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/allocator.h"
+#include "engine/autograd.h"
+#include "engine/factory.h"
+#include "ops/ops.h"
+
+namespace remat::nn {
+namespace {
+
+// A module that only holds children (the "transformer" of GPT-2's names).
+class Container : public Module {
+ public:
+  std::string_view type_name() const override { return "Container"; }
+};
+
+void check_config(const GPTConfig& c) {
+  REMAT_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0,
+              "GPT: sizes must be positive (vocab {}, block {}, layers {}, heads {}, embd {})", c.vocab_size,
+              c.block_size, c.n_layer, c.n_head, c.n_embd);
+  REMAT_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd {} is not divisible by n_head {}", c.n_embd, c.n_head);
+  REMAT_CHECK(c.dropout >= 0 && c.dropout < 1, "GPT: dropout must be in [0, 1), got {}", c.dropout);
+}
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& init, Generator& dropout)
+    : n_head_(config.n_head) {
+  c_attn_ = register_module("c_attn", std::make_shared<Conv1D>(config.n_embd, 3 * config.n_embd, config.init_std, init,
+                                                               config.dtype));
+  c_proj_ = register_module("c_proj", std::make_shared<Conv1D>(config.n_embd, config.n_embd, config.init_std, init,
+                                                               config.dtype));
+  attn_dropout_ = register_module("attn_dropout", std::make_shared<Dropout>(config.dropout, dropout));
+  resid_dropout_ = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout, dropout));
+}
+
+const Tensor& CausalSelfAttention::mask_for(int64_t t) {
+  if (!mask_.defined() || mask_.size(0) != t) {
+    CategoryGuard constant(MemoryCategory::Data);
+    mask_ = causal_mask(t);
+  }
+  return mask_;
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  REMAT_CHECK(x.dim() == 3, "CausalSelfAttention: input must be (B, T, C), got {}", str(x.shape()));
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
+  const Tensor qkv = c_attn_->forward(x);  // (B, T, 3C)
+  // Head i of q, k or v: a (B, H, T, D) view into qkv, no copy.
+  auto heads = [&](int64_t part) { return transpose(view(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2); };
+  const Tensor q = heads(0), k = heads(1), v = heads(2);
+  Tensor att = mul(matmul(q, transpose(k, -2, -1)), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
+  att = masked_fill(att, mask_for(T), -std::numeric_limits<double>::infinity());
+  att = attn_dropout_->forward(softmax(att, -1));
+  const Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, C});  // (B, H, T, D) -> (B, T, C)
+  return resid_dropout_->forward(c_proj_->forward(y));
+}
+
+GPTMlp::GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout) {
+  c_fc_ = register_module("c_fc", std::make_shared<Conv1D>(config.n_embd, 4 * config.n_embd, config.init_std, init,
+                                                           config.dtype));
+  c_proj_ = register_module("c_proj", std::make_shared<Conv1D>(4 * config.n_embd, config.n_embd, config.init_std, init,
+                                                               config.dtype));
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(config.dropout, dropout));
+}
+
+Tensor GPTMlp::forward(const Tensor& x) { return dropout_->forward(c_proj_->forward(gelu(c_fc_->forward(x)))); }
+
+Block::Block(const GPTConfig& config, Generator& init, Generator& dropout) {
+  ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, config.layer_norm_eps, config.dtype));
+  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(config, init, dropout));
+  ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd, config.layer_norm_eps, config.dtype));
+  mlp_ = register_module("mlp", std::make_shared<GPTMlp>(config, init, dropout));
+}
+
+Tensor Block::forward(const Tensor& x) {
+  const Tensor h = add(x, attn_->forward(ln_1_->forward(x)));
+  return add(h, mlp_->forward(ln_2_->forward(h)));
+}
+
+GPT::GPT(const GPTConfig& config)
+    : config_((check_config(config), config)), init_generator_(config.seed), dropout_generator_(config.seed + 1) {
+  transformer_ = register_module("transformer", std::make_shared<Container>());
+  wte_ = transformer_->register_module(
+      "wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd, config.init_std, init_generator_, config.dtype));
+  wpe_ = transformer_->register_module(
+      "wpe", std::make_shared<Embedding>(config.block_size, config.n_embd, config.init_std, init_generator_, config.dtype));
+  drop_ = transformer_->register_module("drop", std::make_shared<Dropout>(config.dropout, dropout_generator_));
+  h_ = transformer_->register_module("h", std::make_shared<Sequential>());
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    h_->push_back(std::make_shared<Block>(config, init_generator_, dropout_generator_));
+  }
+  ln_f_ = transformer_->register_module("ln_f",
+                                        std::make_shared<LayerNorm>(config.n_embd, config.layer_norm_eps, config.dtype));
+  if (!config.tie_weights) {
+    lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.n_embd, config.vocab_size, false,
+                                                                    init_generator_, config.dtype));
+    NoGradGuard no_grad;  // GPT-2's init, not PyTorch's Linear default
+    const Tensor w = normal(lm_head_->weight().shape(), 0.0, config.init_std, config.dtype, init_generator_);
+    std::copy_n(static_cast<const char*>(w.raw_data()), w.nbytes(), static_cast<char*>(lm_head_->weight().raw_data()));
+  }
+  CategoryGuard constant(MemoryCategory::Data);
+  positions_ = arange(config.block_size);
+}
+
+GPTOutput GPT::forward(const Tensor& ids, const Tensor& targets) {
+  REMAT_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64, "GPT: ids must be int64 (B, T), got {}", ids.str());
+  const int64_t T = ids.size(1);
+  REMAT_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length {} is outside [1, block_size {}]", T,
+              config_.block_size);
+  Tensor x = drop_->forward(add(wte_->forward(ids), wpe_->forward(slice(positions_, 0, 0, T))));  // (B, T, C)
+  for (size_t i = 0; i < h_->size(); ++i) {
+    BlockScope block(fmt::format("transformer.h.{}", i));
+    x = (*h_)[i]->forward(x);
+  }
+  x = ln_f_->forward(x);
+  GPTOutput out;
+  out.logits = lm_head_ ? lm_head_->forward(x) : linear(x, wte_->weight());  // (B, T, V)
+  if (targets.defined()) out.loss = cross_entropy(out.logits, targets);
+  return out;
+}
+
+std::vector<int64_t> GPT::generate(std::vector<int64_t> ids, int64_t max_new_tokens, double temperature,
+                                   Generator& generator) {
+  REMAT_CHECK(!ids.empty(), "GPT.generate: the prompt is empty");
+  REMAT_CHECK(temperature > 0, "GPT.generate: temperature must be positive, got {}", temperature);
+  NoGradGuard no_grad;
+  const bool was_training = is_training();
+  eval();
+  for (int64_t n = 0; n < max_new_tokens; ++n) {
+    const size_t context = std::min<size_t>(ids.size(), static_cast<size_t>(config_.block_size));
+    const std::vector<int64_t> window(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end());
+    const Tensor logits = forward(from_vector(window, {1, static_cast<int64_t>(context)}));  // (1, T, V)
+    const Tensor last = slice(logits, 1, static_cast<int64_t>(context) - 1, static_cast<int64_t>(context));
+    const std::vector<double> probs = softmax(div(last, temperature), -1).to_vector<double>();
+    const double u = uniform({1}, 0.0, 1.0, DType::Float64, generator).item<double>();
+    double cumulative = 0;
+    int64_t choice = static_cast<int64_t>(probs.size()) - 1;
+    for (size_t v = 0; v < probs.size(); ++v) {
+      cumulative += probs[v];
+      if (u < cumulative) {
+        choice = static_cast<int64_t>(v);
+        break;
+      }
+    }
+    ids.push_back(choice);
+  }
+  train(was_training);
+  return ids;
+}
+
+}  // namespace remat::nn

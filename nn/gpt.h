@@ -1,0 +1,128 @@
+// GPT: a decoder-only transformer with the layout and parameter names of
+// GPT-2 (Hugging Face's GPT2LMHeadModel), so weights move between this engine
+// and the Python ecosystem through safetensors files:
+//
+//   transformer.wte.weight (V, C)            transformer.wpe.weight (block_size, C)
+//   transformer.h.{i}.ln_1.weight/bias (C)   transformer.h.{i}.attn.c_attn.weight (C, 3C), .bias (3C)
+//   transformer.h.{i}.attn.c_proj.weight (C, C), .bias
+//   transformer.h.{i}.ln_2.weight/bias       transformer.h.{i}.mlp.c_fc.weight (C, 4C), .bias (4C)
+//   transformer.h.{i}.mlp.c_proj.weight (4C, C), .bias (C)
+//   transformer.ln_f.weight/bias             lm_head.weight (V, C): only when untied
+//
+// Pre-LayerNorm blocks, learned positions, GELU (tanh), causal attention
+// written as matmul + causal mask + softmax. Each block's forward runs in a
+// BlockScope named like its parameters ("transformer.h.3"), which is how the
+// scheduler learns the block boundaries.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "engine/rng.h"
+#include "nn/conv1d.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/sequential.h"
+
+namespace remat::nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 256;
+  int64_t block_size = 128;  // the longest context
+  int64_t n_layer = 6;
+  int64_t n_head = 4;
+  int64_t n_embd = 256;
+  double dropout = 0.0;
+  bool tie_weights = true;   // lm_head shares transformer.wte.weight
+  double init_std = 0.02;    // every weight and embedding N(0, init_std); biases 0
+  double layer_norm_eps = 1e-5;
+  DType dtype = DType::Float32;
+  uint64_t seed = 0;         // initialisation and dropout
+};
+
+// Causal multi-head self-attention: c_attn (C -> 3C), heads, c_proj (C -> C).
+class CausalSelfAttention : public Module {
+ public:
+  CausalSelfAttention(const GPTConfig& config, Generator& init, Generator& dropout);
+  std::string_view type_name() const override { return "CausalSelfAttention"; }
+  // x (B, T, C) -> (B, T, C)
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  // int64 (T, T) causal mask, made once per T and kept (category Data).
+  const Tensor& mask_for(int64_t t);
+
+  int64_t n_head_;
+  std::shared_ptr<Conv1D> c_attn_, c_proj_;
+  std::shared_ptr<Dropout> attn_dropout_, resid_dropout_;
+  Tensor mask_;
+};
+
+// The feed-forward part of a block: c_fc (C -> 4C), GELU, c_proj (4C -> C).
+class GPTMlp : public Module {
+ public:
+  GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout);
+  std::string_view type_name() const override { return "GPTMlp"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<Conv1D> c_fc_, c_proj_;
+  std::shared_ptr<Dropout> dropout_;
+};
+
+// x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+class Block : public Module {
+ public:
+  Block(const GPTConfig& config, Generator& init, Generator& dropout);
+  std::string_view type_name() const override { return "Block"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<LayerNorm> ln_1_, ln_2_;
+  std::shared_ptr<CausalSelfAttention> attn_;
+  std::shared_ptr<GPTMlp> mlp_;
+};
+
+struct GPTOutput {
+  Tensor logits;  // (B, T, V)
+  Tensor loss;    // scalar mean cross-entropy, when targets were given
+};
+
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& config);
+  std::string_view type_name() const override { return "GPT"; }
+
+  // ids int64 (B, T) with T <= block_size; targets int64 (B, T) or undefined.
+  GPTOutput forward(const Tensor& ids, const Tensor& targets);
+  // The logits only.
+  Tensor forward(const Tensor& ids) override { return forward(ids, Tensor()).logits; }
+
+  // Appends max_new_tokens ids sampled one at a time from softmax(logits /
+  // temperature) of the last position, conditioning on at most block_size
+  // ids. Runs without grad in eval mode and restores the mode after.
+  std::vector<int64_t> generate(std::vector<int64_t> ids, int64_t max_new_tokens, double temperature,
+                                Generator& generator);
+
+  const GPTConfig& config() const { return config_; }
+
+ private:
+  GPTConfig config_;
+  Generator init_generator_;
+  Generator dropout_generator_;
+  std::shared_ptr<Module> transformer_;
+  std::shared_ptr<Embedding> wte_, wpe_;
+  std::shared_ptr<Dropout> drop_;
+  std::shared_ptr<Sequential> h_;
+  std::shared_ptr<LayerNorm> ln_f_;
+  std::shared_ptr<Linear> lm_head_;  // null when tied
+  Tensor positions_;                 // int64 (block_size): 0, 1, ...
+};
+
+}  // namespace remat::nn

@@ -1,0 +1,65 @@
+// Safetensors: a module's named parameters to and from a .safetensors file,
+// the format of Hugging Face's `safetensors` library, so that weights move
+// between remat, PyTorch and NumPy. Checkpoints of a whole training run
+// (optimizer state, step) are train/'s business; this file holds tensors only.
+//
+//   save_safetensors(model, "mlp.safetensors", {{"step", "1000"}});
+//   load_safetensors(model, "mlp.safetensors");   // all or nothing
+//
+// The format: an 8-byte little-endian header length N, N bytes of JSON
+//   {"layers.0.weight": {"dtype": "F32", "shape": [256, 784], "data_offsets": [0, 802816]},
+//    ..., "__metadata__": {"step": "1000"}}
+// padded with spaces so that 8 + N is a multiple of 8, then the body: every
+// tensor's raw little-endian bytes, row-major, at its [begin, end) offsets
+// (relative to the body). The tensors tile the body: no gaps, no overlaps.
+// Supported dtypes: F32, F64, I64; F16 and BF16 are reported as not yet supported.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "nn/module.h"
+
+namespace remat::nn {
+
+// The "__metadata__" map of a file: free-form string keys and values.
+using SafetensorsMetadata = std::map<std::string, std::string>;
+
+struct SafetensorsLoadOptions {
+  // Tensors in the file that name no parameter of the model are an error
+  // unless this is set (e.g. loading a backbone from a larger model's file).
+  bool allow_unused = false;
+};
+
+// Writes `tensors` in the given order to `path`. The bytes go to path + ".tmp"
+// first (flushed with fsync) and are renamed onto `path` only when complete,
+// so a crash never leaves a half-written file under `path`. Names must be
+// unique, non-empty and not "__metadata__"; tensors must be defined, on the
+// CPU, with dtype float32, float64 or int64 (strided views are written dense).
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const SafetensorsMetadata& metadata = {});
+
+// Every tensor of the file at `path`, in header order, as new contiguous CPU
+// tensors with no autograd history. The whole file is validated first; any
+// defect (bad header length or JSON, duplicate names, unknown dtype, offsets
+// that disagree with the shape or leave the body, truncated body) throws
+// remat::Error naming the file, the tensor and the values found.
+std::vector<std::pair<std::string, Tensor>> read_safetensors(const std::string& path);
+// The "__metadata__" map of the file (empty when it has none), validated as above.
+SafetensorsMetadata read_safetensors_metadata(const std::string& path);
+
+// write_safetensors(path, module.named_parameters(), metadata).
+void save_safetensors(const Module& module, const std::string& path, const SafetensorsMetadata& metadata = {});
+
+// Copies the file's tensors into module's parameters of the same names. All or
+// nothing: the file and its agreement with the model (every parameter present,
+// same dtype, same shape; no unused names unless options.allow_unused) are
+// checked before the first byte is copied, so on error every parameter keeps
+// its value. The copy runs under NoGradGuard and bumps each parameter
+// storage's version (it is an in-place write).
+void load_safetensors(Module& module, const std::string& path, SafetensorsLoadOptions options = {});
+
+}  // namespace remat::nn

@@ -1,0 +1,105 @@
+// The kjv-gpt task; see kjv_gpt_task.h.
+#include "train/kjv_gpt_task.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "engine/allocator.h"
+#include "kernels/cpu/parallel.h"
+#include "nn/gpt.h"
+#include "ops/ops.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/lr_schedule.h"
+#include "train/text_data.h"
+
+namespace remat::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Mean loss over a fixed set of validation windows (the same every call).
+double validation_loss(nn::GPT& model, const data::TextWindows& windows, int64_t batches) {
+  NoGradGuard no_grad;
+  model.eval();
+  double total = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    const data::Batch batch = windows.batch(i);
+    total += model.forward(batch.inputs, batch.targets).loss.item<double>();
+  }
+  model.train();
+  return total / static_cast<double>(batches);
+}
+
+}  // namespace
+
+KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval) {
+  REMAT_CHECK(options.max_steps >= 1 && options.eval_interval >= 1 && options.eval_batches >= 1,
+              "train: need max_steps, eval_interval and eval_batches >= 1, got {}, {}, {}", options.max_steps,
+              options.eval_interval, options.eval_batches);
+  REMAT_CHECK(options.threads >= 1, "train: --threads must be at least 1, got {}", options.threads);
+  kernels::cpu::set_num_threads(options.threads);
+
+  const std::string text = options.text_path.empty() ? data::load_kjv() : data::load_text_file(options.text_path);
+  const data::CharTokenizer tokenizer(text);
+  data::TextSplit split;
+  {
+    CategoryGuard data_bytes(MemoryCategory::Data);
+    split = data::split_text(tokenizer.encode(text));
+  }
+  const data::TextWindows train_windows(split.train, options.block_size, options.batch_size, options.seed);
+  const data::TextWindows val_windows(split.validation, options.block_size, options.batch_size, options.seed + 1);
+
+  nn::GPT model({.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size, .n_layer = options.n_layer,
+                 .n_head = options.n_head, .n_embd = options.n_embd, .dropout = options.dropout, .seed = options.seed});
+  optim::AdamW optimizer(model.parameters(), {.lr = options.lr, .beta1 = 0.9, .beta2 = 0.95,
+                                              .weight_decay = options.weight_decay});
+  optim::LRScheduler scheduler(optimizer, optim::ScheduleKind::WarmupCosine,
+                               {.warmup_steps = options.warmup_steps, .total_steps = options.max_steps,
+                                .min_lr_ratio = options.min_lr_ratio});
+
+  KjvResult result;
+  result.parameters = model.num_parameters();
+  result.vocab_size = tokenizer.vocab_size();
+  Allocator& allocator = cpu_allocator();
+  const auto start = Clock::now();
+  double loss_sum = 0;
+  int64_t losses = 0, peak = 0;
+  for (int64_t step = 0; step < options.max_steps; ++step) {
+    const data::Batch batch = train_windows.batch(step);
+    const int64_t transient_before = allocator.stats().live_transient;
+    ScopedPeak scope;
+    optimizer.zero_grad();
+    Tensor loss = model.forward(batch.inputs, batch.targets).loss;
+    loss.backward();
+    optim::clip_grad_norm(model.parameters(), options.grad_clip);
+    optimizer.step();
+    scheduler.step();
+    peak = std::max(peak, scope.stats().peak_transient - transient_before);
+    loss_sum += loss.item<double>();
+    ++losses;
+
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const bool out_of_time = options.time_limit_seconds > 0 && seconds >= options.time_limit_seconds;
+    const bool last = step + 1 == options.max_steps || out_of_time;
+    if ((step + 1) % options.eval_interval == 0 || last) {
+      KjvEval eval{.step = step + 1, .train_loss = loss_sum / static_cast<double>(losses),
+                   .val_loss = validation_loss(model, val_windows, options.eval_batches), .lr = scheduler.last_lr(),
+                   .seconds = seconds,
+                   .tokens_per_second = static_cast<double>((step + 1) * options.batch_size * options.block_size) / seconds,
+                   .peak_activation_bytes = peak};
+      result.curve.push_back(eval);
+      if (on_eval) on_eval(eval);
+      loss_sum = 0;
+      losses = 0;
+    }
+    if (out_of_time) break;
+  }
+  Generator sampler(options.seed + 7);
+  const std::vector<int64_t> ids =
+      model.generate(tokenizer.encode(options.prompt), options.sample_chars, options.temperature, sampler);
+  result.sample = tokenizer.decode(ids);
+  return result;
+}
+
+}  // namespace remat::train

@@ -1,0 +1,60 @@
+// The kjv-gpt task: a small GPT trained as a character-level language model
+// on the King James Bible (Debian's bible-kjv), AdamW with warm-up and cosine
+// decay, validation loss measured as it goes, and a sample of generated text
+// at the end. Called by `remat train --task kjv-gpt`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace remat::train {
+
+struct KjvGptOptions {
+  // Model.
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  int64_t block_size = 128;
+  double dropout = 0.0;
+  // Optimisation.
+  int64_t batch_size = 32;
+  int64_t max_steps = 3000;
+  double time_limit_seconds = 540;  // stops early at this wall time (0: none)
+  double lr = 3e-3;
+  double min_lr_ratio = 0.1;
+  int64_t warmup_steps = 100;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  // Measurement and output.
+  int64_t eval_interval = 250;  // steps between validation measurements
+  int64_t eval_batches = 16;    // windows of validation text per measurement
+  int64_t sample_chars = 400;
+  double temperature = 0.8;
+  std::string prompt = "And God said";
+  std::string text_path;  // a text file instead of the KJV (tests, other corpora)
+  uint64_t seed = 0;
+  int threads = 2;
+};
+
+struct KjvEval {
+  int64_t step = 0;
+  double train_loss = 0;  // mean over the steps since the previous eval
+  double val_loss = 0;    // nats per character on the validation split
+  double lr = 0;
+  double seconds = 0;     // since training started
+  double tokens_per_second = 0;
+  int64_t peak_activation_bytes = 0;  // largest rise over a step so far
+};
+
+struct KjvResult {
+  std::vector<KjvEval> curve;
+  std::string sample;
+  int64_t parameters = 0;
+  int64_t vocab_size = 0;
+};
+
+KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval = {});
+
+}  // namespace remat::train
