@@ -4,20 +4,31 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+
+#include "kernels/cpu/fast_math.h"
 
 namespace remat::kernels::cpu {
 namespace {
 
-// Calls body(x_row, out_row, stride) for each of the outer*inner rows of length n.
+// Calls body(base, stride) for each of the outer*inner rows of length n,
+// whose elements are base + i * stride. When inner == 1 (normalising the last
+// axis, the common case) stride is the compile-time constant 1, so that the
+// row loops vectorise.
 template <class Body>
 void for_each_softmax_row(int64_t outer, int64_t n, int64_t inner, Body body) {
+  if (inner == 1) {
+#pragma omp parallel for schedule(static) if (outer * n >= 65536)
+    for (int64_t o = 0; o < outer; ++o) body(o * n, std::integral_constant<int64_t, 1>{});
+    return;
+  }
 #pragma omp parallel for collapse(2) schedule(static) if (outer * n * inner >= 65536)
   for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t j = 0; j < inner; ++j) body(o * n * inner + j);
+    for (int64_t j = 0; j < inner; ++j) body(o * n * inner + j, inner);
   }
 }
 
-template <class T> T row_max(const T* x, int64_t n, int64_t s) {
+template <class T, class Stride> T row_max(const T* x, int64_t n, Stride s) {
   T m = x[0];
   for (int64_t i = 1; i < n; ++i) m = std::max(m, x[i * s]);
   return m;
@@ -26,46 +37,58 @@ template <class T> T row_max(const T* x, int64_t n, int64_t s) {
 }  // namespace
 
 template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
-  for_each_softmax_row(outer, n, inner, [&](int64_t base) {
+  for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
     const T* xr = x + base;
     T* orow = out + base;
-    const T m = row_max(xr, n, inner);
+    const T m = row_max(xr, n, s);
     T total = 0;
-    for (int64_t i = 0; i < n; ++i) total += orow[i * inner] = std::exp(xr[i * inner] - m);
+#pragma omp simd reduction(+ : total)
+    for (int64_t i = 0; i < n; ++i) {
+      orow[i * s] = fast_exp(xr[i * s] - m);
+      total += orow[i * s];
+    }
     const T inv = T(1) / total;
-    for (int64_t i = 0; i < n; ++i) orow[i * inner] *= inv;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) orow[i * s] *= inv;
   });
 }
 
 template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner) {
-  for_each_softmax_row(outer, n, inner, [&](int64_t base) {
+  for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
+    const T* g = dout + base;
+    const T* y = out + base;
     T dot = 0;
-    for (int64_t i = 0; i < n; ++i) dot += dout[base + i * inner] * out[base + i * inner];
-    for (int64_t i = 0; i < n; ++i) dx[base + i * inner] = out[base + i * inner] * (dout[base + i * inner] - dot);
+#pragma omp simd reduction(+ : dot)
+    for (int64_t i = 0; i < n; ++i) dot += g[i * s] * y[i * s];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dx[base + i * s] = y[i * s] * (g[i * s] - dot);
   });
 }
 
 template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
-  for_each_softmax_row(outer, n, inner, [&](int64_t base) {
+  for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
     const T* xr = x + base;
-    const T m = row_max(xr, n, inner);
+    const T m = row_max(xr, n, s);
     T total = 0;
-    for (int64_t i = 0; i < n; ++i) total += std::exp(xr[i * inner] - m);
+#pragma omp simd reduction(+ : total)
+    for (int64_t i = 0; i < n; ++i) total += fast_exp(xr[i * s] - m);
     // (x - m) - log(total), not x - (m + log(total)): m + log(total) rounds
     // away the small term when m is large (float32 logits near 1000).
     const T log_total = std::log(total);
-    for (int64_t i = 0; i < n; ++i) out[base + i * inner] = (xr[i * inner] - m) - log_total;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[base + i * s] = (xr[i * s] - m) - log_total;
   });
 }
 
 template <class T>
 void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner) {
-  for_each_softmax_row(outer, n, inner, [&](int64_t base) {
+  for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
+    const T* g = dout + base;
     T total = 0;
-    for (int64_t i = 0; i < n; ++i) total += dout[base + i * inner];
-    for (int64_t i = 0; i < n; ++i) {
-      dx[base + i * inner] = dout[base + i * inner] - std::exp(out[base + i * inner]) * total;
-    }
+#pragma omp simd reduction(+ : total)
+    for (int64_t i = 0; i < n; ++i) total += g[i * s];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dx[base + i * s] = g[i * s] - fast_exp(out[base + i * s]) * total;
   });
 }
 
@@ -101,7 +124,7 @@ void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targe
       std::fill(d, d + classes, T(0));
       continue;
     }
-    for (int64_t c = 0; c < classes; ++c) d[c] = scale * std::exp(row[c]);
+    for (int64_t c = 0; c < classes; ++c) d[c] = scale * fast_exp(row[c]);
     d[targets[r]] -= scale;
   }
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/parallel.h"
 
 namespace remat::kernels::cpu {
@@ -37,19 +38,19 @@ template <class T> void relu_backward(T* dx, const T* dout, const T* out, int64_
   elementwise(n, [=](int64_t i) { dx[i] = out[i] > T(0) ? dout[i] : T(0); });
 }
 template <class T> void tanh_forward(T* out, const T* x, int64_t n) {
-  elementwise(n, [=](int64_t i) { out[i] = std::tanh(x[i]); });
+  elementwise(n, [=](int64_t i) { out[i] = fast_tanh(x[i]); });
 }
 template <class T> void tanh_backward(T* dx, const T* dout, const T* out, int64_t n) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] * (T(1) - out[i] * out[i]); });
 }
 template <class T> void sigmoid_forward(T* out, const T* x, int64_t n) {
-  elementwise(n, [=](int64_t i) { out[i] = T(1) / (T(1) + std::exp(-x[i])); });
+  elementwise(n, [=](int64_t i) { out[i] = T(1) / (T(1) + fast_exp(-x[i])); });
 }
 template <class T> void sigmoid_backward(T* dx, const T* dout, const T* out, int64_t n) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] * out[i] * (T(1) - out[i]); });
 }
 template <class T> void exp_forward(T* out, const T* x, int64_t n) {
-  elementwise(n, [=](int64_t i) { out[i] = std::exp(x[i]); });
+  elementwise(n, [=](int64_t i) { out[i] = fast_exp(x[i]); });
 }
 template <class T> void exp_backward(T* dx, const T* dout, const T* out, int64_t n) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] * out[i]; });
@@ -68,14 +69,14 @@ template <class T> void gelu_forward(T* out, const T* x, int64_t n) {
   const T s = T(kGeluScale), c = T(kGeluCubic);
   elementwise(n, [=](int64_t i) {
     const T v = x[i];
-    out[i] = T(0.5) * v * (T(1) + std::tanh(s * (v + c * v * v * v)));
+    out[i] = T(0.5) * v * (T(1) + fast_tanh(s * (v + c * v * v * v)));
   });
 }
 template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n) {
   const T s = T(kGeluScale), c = T(kGeluCubic);
   elementwise(n, [=](int64_t i) {
     const T v = x[i];
-    const T t = std::tanh(s * (v + c * v * v * v));
+    const T t = fast_tanh(s * (v + c * v * v * v));
     const T du = s * (T(1) + T(3) * c * v * v);  // du/dx
     dx[i] = dout[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
   });

@@ -1,0 +1,59 @@
+// exp and tanh for float32 loops that the compiler can vectorise: plain
+// arithmetic, no library calls (a call to std::expf or std::tanhf keeps a
+// loop scalar; in W2 they took a quarter of the step). float64 goes to the
+// standard library, so the float64 gradient checks test the math exactly.
+//
+// exp: Cephes' expf (range reduction e^x = 2^n e^r with ln 2 split in two
+// parts, a degree-6 polynomial for e^r), with 2^n applied as two factors so
+// that results near the overflow and underflow limits stay right. tanh:
+// Cephes' tanhf (an odd polynomial below |x| = 0.625, 1 - 2 / (e^2|x| + 1)
+// above). Both are within a few ulp of the exact values
+// (tests/kernels/fast_math_test.cpp measures it).
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace remat::kernels::cpu {
+
+inline float fast_exp(float x) {
+  // Vectorises only under -fno-trapping-math (set for kernels/ in CMake).
+  const float low = x < -104.0f ? -104.0f : x;  // written so that NaN passes through
+  const float clamped = low > 89.0f ? 89.0f : low;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float shifted = clamped * 1.44269504088896341f + kRound;
+  const float n = shifted - kRound;
+  const int32_t ni = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
+  float r = clamped - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * (r * r) + r + 1.0f;
+  // 2^n = 2^half * 2^(n - half): each factor is a normal float for n in [-150, 129].
+  const int32_t half = ni / 2;
+  const float scale_a = std::bit_cast<float>((half + 127) << 23);
+  const float scale_b = std::bit_cast<float>((ni - half + 127) << 23);
+  const float y = er * scale_a * scale_b;
+  return x < -104.0f ? 0.0f : y;
+}
+
+inline float fast_tanh(float x) {
+  const float a = std::abs(x);
+  const float z = x * x;
+  const float small =
+      ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
+       3.33332819422e-1f) * z * x + x;
+  const float large = 1.0f - 2.0f / (fast_exp(2.0f * a) + 1.0f);
+  return std::copysign(a < 0.625f ? small : large, x);  // copysign keeps tanh(-0) = -0
+}
+
+inline double fast_exp(double x) { return std::exp(x); }
+inline double fast_tanh(double x) { return std::tanh(x); }
+
+}  // namespace remat::kernels::cpu

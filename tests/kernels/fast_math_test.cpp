@@ -1,0 +1,93 @@
+// fast_exp and fast_tanh against the double-precision library, in units in
+// the last place of the float result, over their whole useful range.
+#include "kernels/cpu/fast_math.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/unary.h"
+
+namespace remat::kernels::cpu {
+namespace {
+
+// |approx - exact| in ulps of the float nearest to exact.
+double ulps(float approx, double exact) {
+  const float nearest = static_cast<float>(exact);
+  const float next = std::nextafter(nearest, std::numeric_limits<float>::infinity());
+  const double ulp = static_cast<double>(next) - static_cast<double>(nearest);
+  return std::abs(static_cast<double>(approx) - exact) / ulp;
+}
+
+template <class F, class G>
+double worst_ulps(F approx, G exact, float low, float high, float step) {
+  double worst = 0;
+  for (float x = low; x <= high; x += step) worst = std::max(worst, ulps(approx(x), exact(static_cast<double>(x))));
+  return worst;
+}
+
+TEST(FastMath, ExpIsWithinTwoUlps) {
+  const auto approx = [](float x) { return fast_exp(x); };
+  const auto exact = [](double x) { return std::exp(x); };
+  EXPECT_LE(worst_ulps(approx, exact, -87.0f, 88.5f, 1e-3f), 2.0);
+  EXPECT_LE(worst_ulps(approx, exact, -1.0f, 1.0f, 1e-5f), 2.0);
+}
+
+TEST(FastMath, ExpAtTheLimits) {
+  EXPECT_EQ(fast_exp(0.0f), 1.0f);
+  EXPECT_EQ(fast_exp(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(fast_exp(-200.0f), 0.0f);
+  EXPECT_EQ(fast_exp(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(fast_exp(89.0f), std::numeric_limits<float>::infinity());  // e^89 > FLT_MAX
+  EXPECT_GT(fast_exp(88.7f), 3.0e38f);                                  // still finite
+  EXPECT_TRUE(std::isnan(fast_exp(std::numeric_limits<float>::quiet_NaN())));
+  // Subnormal results: e^-100 = 3.72e-44.
+  EXPECT_NEAR(fast_exp(-100.0f), 3.720076e-44f, 2e-45f);
+}
+
+TEST(FastMath, TanhIsWithinThreeUlps) {
+  const auto approx = [](float x) { return fast_tanh(x); };
+  const auto exact = [](double x) { return std::tanh(x); };
+  EXPECT_LE(worst_ulps(approx, exact, -10.0f, 10.0f, 1e-4f), 3.0);
+  EXPECT_LE(worst_ulps(approx, exact, -1e-3f, 1e-3f, 1e-7f), 3.0);
+}
+
+TEST(FastMath, TanhAtTheLimits) {
+  EXPECT_EQ(fast_tanh(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(fast_tanh(-0.0f)));
+  EXPECT_EQ(fast_tanh(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(fast_tanh(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_EQ(fast_tanh(50.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(fast_tanh(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// The kernels are compiled vectorised (-fno-trapping-math); their lanes must
+// give what the scalar functions give, special values included.
+TEST(FastMath, VectorisedKernelsAgreeWithTheScalarFunctions) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, -0.0f, 0.0f, 50.0f, -200.0f, 88.9f};
+  for (int i = 0; i < 1000; ++i) x.push_back(-12.0f + 0.024f * static_cast<float>(i));
+  std::vector<float> out(x.size());
+  tanh_forward(out.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float expected = fast_tanh(x[i]);
+    if (std::isnan(expected)) EXPECT_TRUE(std::isnan(out[i])) << i;
+    else EXPECT_EQ(out[i], expected) << "x = " << x[i];
+  }
+  exp_forward(out.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float expected = fast_exp(x[i]);
+    if (std::isnan(expected)) EXPECT_TRUE(std::isnan(out[i])) << i;
+    else EXPECT_EQ(out[i], expected) << "x = " << x[i];
+  }
+}
+
+TEST(FastMath, DoubleUsesTheLibrary) {
+  EXPECT_EQ(fast_exp(0.7), std::exp(0.7));
+  EXPECT_EQ(fast_tanh(0.7), std::tanh(0.7));
+}
+
+}  // namespace
+}  // namespace remat::kernels::cpu
