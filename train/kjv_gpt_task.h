@@ -20,15 +20,15 @@ struct KjvGptOptions {
   double dropout = 0.0;
   // Optimisation.
   int64_t batch_size = 32;
-  int64_t max_steps = 3000;
-  double time_limit_seconds = 540;  // stops early at this wall time (0: none)
+  int64_t max_steps = 1000;          // the cosine schedule ends here
+  double time_limit_seconds = 570;  // stops early at this wall time (0: none)
   double lr = 3e-3;
   double min_lr_ratio = 0.1;
   int64_t warmup_steps = 100;
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   // Measurement and output.
-  int64_t eval_interval = 250;  // steps between validation measurements
+  int64_t eval_interval = 100;  // steps between validation measurements
   int64_t eval_batches = 16;    // windows of validation text per measurement
   int64_t sample_chars = 400;
   double temperature = 0.8;
