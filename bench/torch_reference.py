@@ -10,6 +10,8 @@ the same machine, BLAS and thread count. Not part of the build; needs Debian's
 
 Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
   1. 3 warm-up steps; the first step's loss is `loss_first`.
+  Steps 2 and 3 run in a child process of their own (after its own warm-up),
+  because the malloc settings they need would slow the timed steps down:
   2. 1 step under torch.autograd.graph.saved_tensors_hooks:
      `saved_bytes_after_forward` is the bytes of the unique storages packed
      for backward during the forward pass (deduplicated by storage
@@ -25,7 +27,8 @@ Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
      activations, activation gradients and temporaries; SGD without momentum
      has no state. A sample can miss a spike shorter than 0.5 ms, so this is
      a lower bound; "peak_method" names the method.
-  4. --steps timed steps (wall clock, perf_counter); `loss_last` is the last.
+  4. --steps timed steps (wall clock, perf_counter), with glibc's malloc as
+     PyTorch users have it; `loss_last` is the last.
 Random data, drawn once from the fixed seed and used for every step. W1:
 inputs N(0, 1) and labels uniform in 0..9, PyTorch's default initialisation.
 W2: token ids and targets uniform in 0..255, the GPT of bench/torch_gpt.py
@@ -41,6 +44,7 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -58,6 +62,7 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=10, help="timed steps after %d warm-ups" % WARMUP_STEPS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -203,18 +208,25 @@ def main():
     # Thread settings must be in place before torch (and OpenBLAS) start.
     for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[variable] = str(args.threads)
-    malloc_ok = configure_malloc()
+    if args.memory_only:
+        print(json.dumps(measure_memory(args)))
+        return
+    # Memory is measured in a child process whose malloc returns every large
+    # block at once (so that RSS follows the live bytes); timing runs here
+    # with malloc as PyTorch users have it, so the mallopt settings do not
+    # slow the timed steps down.
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--workload", args.workload,
+                            "--threads", str(args.threads), "--seed", str(args.seed), "--memory-only"],
+                           check=True, capture_output=True, text=True)
+    memory = json.loads(child.stdout.strip().splitlines()[-1])
 
     import torch
 
     torch.set_num_threads(args.threads)
     model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed)
     runner = Runner(torch, model, inputs, targets, loss_fn)
-
     losses = [runner.step() for _ in range(WARMUP_STEPS)]
     set_openblas_threads(args.threads)  # OpenBLAS is mapped once the first GEMM has run
-    saved_bytes = runner.saved_bytes_after_forward()
-    peak_bytes = runner.peak_rss_rise(PEAK_STEPS)
 
     times_ms = []
     for _ in range(args.steps):
@@ -231,10 +243,9 @@ def main():
         "step_ms_median": round(statistics.median(times_ms), 3),
         "step_ms_min": round(min(times_ms), 3),
         "step_ms_max": round(max(times_ms), 3),
-        "saved_bytes_after_forward": saved_bytes,
-        "peak_activation_bytes": peak_bytes,
-        "peak_method": "rss_rise_sampled_0.5ms_max_of_%d_steps%s" % (
-            PEAK_STEPS, "" if malloc_ok else "_mallopt_failed"),
+        "saved_bytes_after_forward": memory["saved_bytes_after_forward"],
+        "peak_activation_bytes": memory["peak_activation_bytes"],
+        "peak_method": memory["peak_method"],
         "predicted_peak_activation_bytes": None,
         "peak_total_bytes": None,
         "recompute_ms": 0,
@@ -249,6 +260,26 @@ def main():
         "blas_config": "BLAS_INFO=" + (blas_info.group(1) if blas_info else "unknown"),
     }
     print(json.dumps(record))
+
+
+def measure_memory(args):
+    """Saved bytes and the RSS rise of a step, in a process of its own."""
+    malloc_ok = configure_malloc()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed)
+    runner = Runner(torch, model, inputs, targets, loss_fn)
+    for _ in range(WARMUP_STEPS):
+        runner.step()
+    set_openblas_threads(args.threads)
+    return {
+        "saved_bytes_after_forward": runner.saved_bytes_after_forward(),
+        "peak_activation_bytes": runner.peak_rss_rise(PEAK_STEPS),
+        "peak_method": "rss_rise_sampled_0.5ms_max_of_%d_steps_in_a_child_process%s" % (
+            PEAK_STEPS, "" if malloc_ok else "_mallopt_failed"),
+    }
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ namespace remat {
 namespace {
 
 constexpr size_t kAlignment = 64;
+constexpr size_t kCacheMinBytes = 64 * 1024;
+constexpr size_t kCachePage = 4096;
+constexpr size_t kMaxCachedBytes = size_t{2} << 30;
 
 bool is_transient(MemoryCategory c) { return c == MemoryCategory::Activation || c == MemoryCategory::Temporary; }
 
@@ -45,11 +48,24 @@ void Allocator::add(int64_t nbytes, MemoryCategory category) {
 void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
   REMAT_CHECK(device_.is_cpu(), "allocate: no allocator for device {} in this build", device_.str());
   if (nbytes == 0) return nullptr;
-  const size_t padded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, padded);
+  std::lock_guard lock(mutex_);
+  void* ptr = nullptr;
+  if (nbytes >= kCacheMinBytes) {
+    const size_t size = (nbytes + kCachePage - 1) / kCachePage * kCachePage;
+    auto it = free_blocks_.lower_bound(size);
+    if (it != free_blocks_.end() && it->first <= size + size / 8) {
+      ptr = it->second;
+      stats_.cached -= static_cast<int64_t>(it->first);
+      free_blocks_.erase(it);
+    } else {
+      ptr = std::aligned_alloc(kAlignment, size);
+      if (ptr) block_sizes_[ptr] = size;
+    }
+  } else {
+    ptr = std::aligned_alloc(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
+  }
   REMAT_CHECK(ptr != nullptr, "allocate: out of memory asking for {} bytes ({}) on {}", nbytes,
               category_name(category), device_.str());
-  std::lock_guard lock(mutex_);
   add(static_cast<int64_t>(nbytes), category);
   ++stats_.allocations;
   return ptr;
@@ -57,9 +73,30 @@ void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
 
 void Allocator::deallocate(void* ptr, size_t nbytes, MemoryCategory category) {
   if (ptr == nullptr) return;
-  std::free(ptr);
   std::lock_guard lock(mutex_);
   add(-static_cast<int64_t>(nbytes), category);
+  if (nbytes < kCacheMinBytes) {
+    std::free(ptr);
+    return;
+  }
+  const size_t size = block_sizes_.at(ptr);
+  if (static_cast<size_t>(stats_.cached) + size > kMaxCachedBytes) {
+    block_sizes_.erase(ptr);
+    std::free(ptr);
+    return;
+  }
+  free_blocks_.emplace(size, ptr);
+  stats_.cached += static_cast<int64_t>(size);
+}
+
+void Allocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  for (const auto& [size, ptr] : free_blocks_) {
+    block_sizes_.erase(ptr);
+    std::free(ptr);
+  }
+  free_blocks_.clear();
+  stats_.cached = 0;
 }
 
 void Allocator::recategorize(size_t nbytes, MemoryCategory from, MemoryCategory to) {

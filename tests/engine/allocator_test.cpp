@@ -77,5 +77,36 @@ TEST(Allocator, TemporariesCountAsTransient) {
   EXPECT_EQ(scope.stats().peak_of(MemoryCategory::Temporary) - scope.stats().live_of(MemoryCategory::Temporary), 80);
 }
 
+TEST(Allocator, LargeBlocksAreCachedAndReused) {
+  Allocator& a = cpu_allocator();
+  a.empty_cache();
+  void* first = nullptr;
+  {
+    Tensor t({256, 1024}, DType::Float32);  // 1 MiB
+    first = t.raw_data();
+  }
+  EXPECT_EQ(a.stats().cached, 1024 * 1024);
+  const int64_t live = a.stats().live_of(MemoryCategory::Activation);
+  Tensor again({1024, 256}, DType::Float32);  // same size: the same block
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_EQ(a.stats().cached, 0);
+  EXPECT_EQ(a.stats().live_of(MemoryCategory::Activation) - live, 1024 * 1024);  // counted as requested
+  // A request far smaller than a cached block does not take it.
+  { Tensor other({256, 1024}, DType::Float32); }
+  Tensor quarter({64, 1024}, DType::Float32);
+  EXPECT_EQ(a.stats().cached, 1024 * 1024);
+}
+
+TEST(Allocator, SmallBlocksAreNotCachedAndEmptyCacheReturnsAll) {
+  Allocator& a = cpu_allocator();
+  a.empty_cache();
+  { Tensor small({100}, DType::Float32); }
+  EXPECT_EQ(a.stats().cached, 0);
+  { Tensor big({1 << 20}, DType::Float32); }
+  EXPECT_EQ(a.stats().cached, 4 << 20);
+  a.empty_cache();
+  EXPECT_EQ(a.stats().cached, 0);
+}
+
 }  // namespace
 }  // namespace remat
