@@ -5,8 +5,12 @@
 #include <limits>
 
 #include "engine/autograd.h"
+#include "engine/factory.h"
 #include "kernels/cpu/softmax.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
+#include "ops/unary.h"
 
 namespace remat {
 namespace {
@@ -148,6 +152,25 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const int64_t classes = logits.shape().back();
   return apply_op(std::make_shared<CrossEntropyNode>(ignore_index),
                   {reshape(logits, {numel(leading), classes}), reshape(targets, {numel(leading)})});
+}
+
+Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const int64_t classes = logits.shape().back();
+  const Tensor rows = reshape(logits, {-1, classes});
+  const std::vector<int64_t> t = targets.to_vector<int64_t>();
+  REMAT_CHECK(static_cast<int64_t>(t.size()) == rows.size(0), "cross_entropy_reference: {} targets for {} rows",
+              t.size(), rows.size(0));
+  // onehot[r, c] = 1 where c is row r's target (rows with ignore_index stay 0).
+  std::vector<double> onehot(t.size() * static_cast<size_t>(classes), 0.0);
+  int64_t count = 0;
+  for (size_t r = 0; r < t.size(); ++r) {
+    if (t[r] == ignore_index) continue;
+    onehot[r * static_cast<size_t>(classes) + static_cast<size_t>(t[r])] = 1.0;
+    ++count;
+  }
+  const Tensor mask = to_dtype(from_vector(onehot, {rows.size(0), classes}), logits.dtype());
+  // -sum(onehot * log_softmax) / count
+  return div(neg(sum(mul(log_softmax(rows, -1), mask))), static_cast<double>(count));
 }
 
 }  // namespace remat

@@ -15,4 +15,8 @@ Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 // flattened to (N, C) and (N) (a language model's (B, T, V) and (B, T)).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 
+// The same loss composed of log_softmax, a one-hot mask, mul and sum: the
+// unfused reference that tests hold the fused op to.
+Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+
 }  // namespace remat

@@ -2,7 +2,10 @@
 // per parameter and step; the kernel does the per-element work.
 #include "optim/adamw.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <string>
 
 #include "engine/allocator.h"
 #include "engine/error.h"
@@ -46,6 +49,49 @@ void AdamW::step() {
     });
     p.storage()->bump_version();
   }
+}
+
+std::vector<std::pair<std::string, Tensor>> AdamW::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    if (state_[i].step == 0) continue;
+    out.emplace_back(fmt::format("{}.exp_avg", i), state_[i].exp_avg);
+    out.emplace_back(fmt::format("{}.exp_avg_sq", i), state_[i].exp_avg_sq);
+    out.emplace_back(fmt::format("{}.step", i), from_vector(std::vector<int64_t>{state_[i].step}, {1}));
+  }
+  return out;
+}
+
+void AdamW::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  // Check everything, then copy (all or nothing).
+  std::vector<State> loaded(state_.size());
+  for (const auto& [name, value] : state) {
+    const size_t dot = name.find('.');
+    REMAT_CHECK(dot != std::string::npos && dot > 0 && name.find_first_not_of("0123456789") == dot,
+                "AdamW.load_state_dict: unexpected name '{}'", name);
+    const size_t i = std::stoul(name.substr(0, dot));
+    const std::string field = name.substr(dot + 1);
+    REMAT_CHECK(i < params().size(), "AdamW.load_state_dict: '{}' names parameter {} of {}", name, i, params().size());
+    const Tensor& p = params()[i];
+    if (field == "step") {
+      REMAT_CHECK(value.dtype() == DType::Int64 && value.numel() == 1, "AdamW.load_state_dict: '{}' is {}, expected "
+                  "int64 (1)", name, value.str());
+      loaded[i].step = value.item<int64_t>();
+      continue;
+    }
+    REMAT_CHECK(field == "exp_avg" || field == "exp_avg_sq", "AdamW.load_state_dict: unexpected name '{}'", name);
+    REMAT_CHECK(value.shape() == p.shape() && value.dtype() == p.dtype(), "AdamW.load_state_dict: '{}' is {}, "
+                "parameter {} is {}", name, value.str(), i, p.str());
+    CategoryGuard category(MemoryCategory::OptimizerState);
+    (field == "exp_avg" ? loaded[i].exp_avg : loaded[i].exp_avg_sq) = contiguous_copy(value);
+  }
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const bool complete = loaded[i].exp_avg.defined() && loaded[i].exp_avg_sq.defined() && loaded[i].step > 0;
+    const bool absent = !loaded[i].exp_avg.defined() && !loaded[i].exp_avg_sq.defined() && loaded[i].step == 0;
+    REMAT_CHECK(complete || absent, "AdamW.load_state_dict: the state of parameter {} is incomplete (needs exp_avg, "
+                "exp_avg_sq and a positive step)", i);
+  }
+  state_ = std::move(loaded);
 }
 
 }  // namespace remat::optim

@@ -36,6 +36,11 @@ class AdamW : public Optimizer {
   const Tensor& exp_avg_sq(size_t i) const { return state_.at(i).exp_avg_sq; }
   int64_t step_count(size_t i) const { return state_.at(i).step; }
 
+  // "{i}.exp_avg", "{i}.exp_avg_sq" (the parameter's shape) and "{i}.step"
+  // (int64 (1)) for every parameter that has taken a step.
+  std::vector<std::pair<std::string, Tensor>> state_dict() const override;
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) override;
+
  private:
   struct State {
     Tensor exp_avg;     // m, same shape as the parameter

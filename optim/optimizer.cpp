@@ -48,4 +48,9 @@ Tensor dense_grad_of(const Tensor& param, const char* who) {
   return grad;
 }
 
+void Optimizer::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  REMAT_CHECK(state.empty(), "load_state_dict: this optimizer keeps no state, but {} tensors were given (first '{}')",
+              state.size(), state.front().first);
+}
+
 }  // namespace remat::optim

@@ -9,6 +9,8 @@
 // moments) is allocated under MemoryCategory::OptimizerState.
 #pragma once
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -31,6 +33,14 @@ class Optimizer {
   // (as PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
   virtual void step() = 0;
+
+  // The optimizer's state as named tensors ("3.exp_avg": the first moment of
+  // params()[3]), for training checkpoints; empty before the first step.
+  virtual std::vector<std::pair<std::string, Tensor>> state_dict() const { return {}; }
+  // Restores what state_dict() gave, all or nothing: every name must belong
+  // to this optimizer and fit its parameter's shape and dtype, else an
+  // error naming it, and no state changes.
+  virtual void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state);
 
  private:
   std::vector<Tensor> params_;

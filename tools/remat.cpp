@@ -90,6 +90,7 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
     std::fflush(stdout);
   };
   const remat::train::KjvResult result = remat::train::train_kjv_gpt(options, on_eval);
+  if (result.first_step > 0 && !json) fmt::print("(resumed from {} at step {})\n", options.checkpoint_path, result.first_step);
   if (json) {
     fmt::print("{}\n", nlohmann::json{{"sample", result.sample}, {"parameters", result.parameters}}.dump());
   } else {
@@ -162,6 +163,8 @@ int main(int argc, char** argv) {
   train->add_option("--temperature", kjv.temperature, "kjv-gpt: sampling temperature")->capture_default_str();
   train->add_option("--prompt", kjv.prompt, "kjv-gpt: text the sample starts from")->capture_default_str();
   train->add_option("--text", kjv.text_path, "kjv-gpt: train on this text file instead of the KJV");
+  train->add_option("--checkpoint", kjv.checkpoint_path, "kjv-gpt: write a checkpoint here at every validation");
+  train->add_flag("--resume", kjv.resume, "kjv-gpt: start from --checkpoint when it exists");
   train->add_flag("--json", json, "print JSON lines");
 
   remat::train::WorkloadOptions bench_options;

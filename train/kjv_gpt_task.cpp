@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "engine/allocator.h"
 #include "kernels/cpu/parallel.h"
@@ -11,6 +12,7 @@
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/lr_schedule.h"
+#include "train/checkpoint.h"
 #include "train/text_data.h"
 
 namespace remat::train {
@@ -59,13 +61,17 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
                                 .min_lr_ratio = options.min_lr_ratio});
 
   KjvResult result;
+  if (options.resume && !options.checkpoint_path.empty() && std::filesystem::exists(options.checkpoint_path)) {
+    result.first_step = load_checkpoint(options.checkpoint_path, model, optimizer);
+    for (int64_t step = 0; step < result.first_step; ++step) scheduler.step();
+  }
   result.parameters = model.num_parameters();
   result.vocab_size = tokenizer.vocab_size();
   Allocator& allocator = cpu_allocator();
   const auto start = Clock::now();
   double loss_sum = 0;
   int64_t losses = 0, peak = 0;
-  for (int64_t step = 0; step < options.max_steps; ++step) {
+  for (int64_t step = result.first_step; step < options.max_steps; ++step) {
     const data::Batch batch = train_windows.batch(step);
     const int64_t transient_before = allocator.stats().live_transient;
     ScopedPeak scope;
@@ -86,9 +92,14 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
       KjvEval eval{.step = step + 1, .train_loss = loss_sum / static_cast<double>(losses),
                    .val_loss = validation_loss(model, val_windows, options.eval_batches), .lr = scheduler.last_lr(),
                    .seconds = seconds,
-                   .tokens_per_second = static_cast<double>((step + 1) * options.batch_size * options.block_size) / seconds,
+                   .tokens_per_second =
+                       static_cast<double>((step + 1 - result.first_step) * options.batch_size * options.block_size) /
+                       seconds,
                    .peak_activation_bytes = peak};
       result.curve.push_back(eval);
+      if (!options.checkpoint_path.empty()) {
+        save_checkpoint(options.checkpoint_path, model, optimizer, step + 1, {{"task", "kjv-gpt"}});
+      }
       if (on_eval) on_eval(eval);
       loss_sum = 0;
       losses = 0;

@@ -34,6 +34,10 @@ struct KjvGptOptions {
   double temperature = 0.8;
   std::string prompt = "And God said";
   std::string text_path;  // a text file instead of the KJV (tests, other corpora)
+  // Written at every validation measurement (train/checkpoint.h); with
+  // resume, a run starts from it when it exists. Empty: no checkpoints.
+  std::string checkpoint_path;
+  bool resume = false;
   uint64_t seed = 0;
   int threads = 2;
 };
@@ -49,6 +53,7 @@ struct KjvEval {
 };
 
 struct KjvResult {
+  int64_t first_step = 0;  // > 0 when resumed from a checkpoint
   std::vector<KjvEval> curve;
   std::string sample;
   int64_t parameters = 0;

@@ -200,5 +200,33 @@ TEST(AdamW, TinyMLPFitsAToyProblem) {
   EXPECT_LT(last, first / 50) << "loss " << first << " -> " << last;
 }
 
+TEST(AdamW, StateDictRoundTripAndErrors) {
+  Tensor p = from_vector(std::vector<double>{1.0, 2.0}, {2});
+  p.requires_grad_();
+  AdamW a({p});
+  EXPECT_TRUE(a.state_dict().empty());
+  p.set_grad(from_vector(std::vector<double>{0.5, -1.0}, {2}));
+  a.step();
+  const auto state = a.state_dict();
+  ASSERT_EQ(state.size(), 3u);
+  EXPECT_EQ(state[0].first, "0.exp_avg");
+  // m after one step: (1 - beta1) g
+  EXPECT_NEAR(state[0].second.to_vector<double>()[0], 0.1 * 0.5, 1e-15);
+
+  Tensor q = from_vector(std::vector<double>{0.0, 0.0}, {2});
+  q.requires_grad_();
+  AdamW b({q});
+  b.load_state_dict(state);
+  EXPECT_EQ(b.step_count(0), 1);
+  EXPECT_EQ(b.exp_avg(0).to_vector<double>(), a.exp_avg(0).to_vector<double>());
+
+  AdamW c({q});
+  EXPECT_THROW(c.load_state_dict({{"x.exp_avg", state[0].second}}), Error);
+  EXPECT_THROW(c.load_state_dict({{"0.exp_avg", zeros({3}, DType::Float64)}}), Error);
+  EXPECT_THROW(c.load_state_dict({state[0]}), Error);  // exp_avg_sq and step missing
+  EXPECT_EQ(c.step_count(0), 0);                      // nothing changed
+  EXPECT_FALSE(c.exp_avg(0).defined());
+}
+
 }  // namespace
 }  // namespace remat::optim

@@ -1,0 +1,57 @@
+// Training checkpoints; see checkpoint.h.
+#include "train/checkpoint.h"
+
+#include <cstring>
+#include <map>
+
+#include "engine/autograd.h"
+#include "engine/factory.h"
+
+namespace remat::train {
+namespace {
+
+constexpr std::string_view kModel = "model.", kOptimizer = "optimizer.";
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer, int64_t step,
+                     nn::SafetensorsMetadata metadata) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, p] : model.named_parameters()) tensors.emplace_back(std::string(kModel) + name, p);
+  for (const auto& [name, t] : optimizer.state_dict()) tensors.emplace_back(std::string(kOptimizer) + name, t);
+  metadata["step"] = std::to_string(step);
+  nn::write_safetensors(path, tensors, metadata);
+}
+
+int64_t load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer) {
+  const nn::SafetensorsMetadata metadata = nn::read_safetensors_metadata(path);
+  const auto step_entry = metadata.find("step");
+  REMAT_CHECK(step_entry != metadata.end(), "load_checkpoint '{}': no \"step\" in its metadata (not a checkpoint?)", path);
+  const int64_t step = std::stoll(step_entry->second);
+
+  std::map<std::string, Tensor> model_tensors;
+  std::vector<std::pair<std::string, Tensor>> optimizer_state;
+  for (auto& [name, t] : nn::read_safetensors(path)) {
+    if (name.starts_with(kModel)) model_tensors.emplace(name.substr(kModel.size()), t);
+    else if (name.starts_with(kOptimizer)) optimizer_state.emplace_back(name.substr(kOptimizer.size()), t);
+    else REMAT_FAIL("load_checkpoint '{}': tensor '{}' is neither model. nor optimizer.", path, name);
+  }
+  const auto parameters = model.named_parameters();
+  for (const auto& [name, p] : parameters) {
+    const auto it = model_tensors.find(name);
+    REMAT_CHECK(it != model_tensors.end(), "load_checkpoint '{}': parameter '{}' is missing", path, name);
+    REMAT_CHECK(it->second.shape() == p.shape() && it->second.dtype() == p.dtype(), "load_checkpoint '{}': parameter "
+                "'{}' is {} in the file, {} in the model", path, name, it->second.str(), p.str());
+  }
+  REMAT_CHECK(model_tensors.size() == parameters.size(), "load_checkpoint '{}': the file has {} model tensors, the "
+              "model {} parameters", path, model_tensors.size(), parameters.size());
+  optimizer.load_state_dict(optimizer_state);  // all or nothing on its own; the model copy below cannot fail
+  NoGradGuard no_grad;
+  for (const auto& [name, p] : parameters) {
+    std::memcpy(p.raw_data(), model_tensors.at(name).raw_data(), p.nbytes());
+    p.storage()->bump_version();
+  }
+  return step;
+}
+
+}  // namespace remat::train
