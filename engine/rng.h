@@ -24,6 +24,8 @@ class Generator {
   uint64_t seed() const { return seed_; }
   uint64_t offset() const { return offset_; }
   void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
+  // Continues a stream from a saved offset (resuming a training run).
+  void set_offset(uint64_t offset) { offset_ = offset; }
   // Reserves `counters` consecutive counters and returns the first.
   uint64_t reserve(uint64_t counters) { const uint64_t first = offset_; offset_ += counters; return first; }
 

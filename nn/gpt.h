@@ -111,6 +111,9 @@ class GPT : public Module {
                                 Generator& generator);
 
   const GPTConfig& config() const { return config_; }
+  // The generator every Dropout of the model draws from; its offset is part
+  // of a training checkpoint.
+  Generator& dropout_generator() { return dropout_generator_; }
 
  private:
   GPTConfig config_;

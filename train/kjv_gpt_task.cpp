@@ -63,6 +63,10 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   KjvResult result;
   if (options.resume && !options.checkpoint_path.empty() && std::filesystem::exists(options.checkpoint_path)) {
     result.first_step = load_checkpoint(options.checkpoint_path, model, optimizer);
+    const auto metadata = nn::read_safetensors_metadata(options.checkpoint_path);
+    if (const auto it = metadata.find("dropout_offset"); it != metadata.end()) {
+      model.dropout_generator().set_offset(std::stoull(it->second));
+    }
     for (int64_t step = 0; step < result.first_step; ++step) scheduler.step();
   }
   result.parameters = model.num_parameters();
@@ -98,7 +102,8 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
                    .peak_activation_bytes = peak};
       result.curve.push_back(eval);
       if (!options.checkpoint_path.empty()) {
-        save_checkpoint(options.checkpoint_path, model, optimizer, step + 1, {{"task", "kjv-gpt"}});
+        save_checkpoint(options.checkpoint_path, model, optimizer, step + 1,
+                        {{"task", "kjv-gpt"}, {"dropout_offset", std::to_string(model.dropout_generator().offset())}});
       }
       if (on_eval) on_eval(eval);
       loss_sum = 0;
