@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
   train->add_option("--text", kjv.text_path, "kjv-gpt: train on this text file instead of the KJV");
   train->add_option("--checkpoint", kjv.checkpoint_path, "kjv-gpt: write a checkpoint here at every validation");
   train->add_flag("--resume", kjv.resume, "kjv-gpt: start from --checkpoint when it exists");
+  train->add_option("--save-weights", kjv.weights_path, "kjv-gpt: write the trained weights (GPT-2 names) here");
   train->add_flag("--json", json, "print JSON lines");
 
   remat::train::WorkloadOptions bench_options;

@@ -8,6 +8,7 @@
 #include "engine/allocator.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/gpt.h"
+#include "nn/safetensors.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
@@ -57,7 +58,9 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   optim::AdamW optimizer(model.parameters(), {.lr = options.lr, .beta1 = 0.9, .beta2 = 0.95,
                                               .weight_decay = options.weight_decay});
   optim::LRScheduler scheduler(optimizer, optim::ScheduleKind::WarmupCosine,
-                               {.warmup_steps = options.warmup_steps, .total_steps = options.max_steps,
+                               // A run shorter than the warm-up warms up over all of it.
+                               {.warmup_steps = std::min(options.warmup_steps, options.max_steps),
+                                .total_steps = options.max_steps,
                                 .min_lr_ratio = options.min_lr_ratio});
 
   KjvResult result;
@@ -110,6 +113,11 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
       losses = 0;
     }
     if (out_of_time) break;
+  }
+  if (!options.weights_path.empty()) {
+    nn::save_safetensors(model, options.weights_path,
+                         {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()}, {"steps", std::to_string(
+                             result.curve.empty() ? result.first_step : result.curve.back().step)}});
   }
   Generator sampler(options.seed + 7);
   const std::vector<int64_t> ids =

@@ -38,6 +38,9 @@ struct KjvGptOptions {
   // resume, a run starts from it when it exists. Empty: no checkpoints.
   std::string checkpoint_path;
   bool resume = false;
+  // At the end, the model's weights alone with GPT-2's names (safetensors;
+  // the vocabulary in the metadata), for other tools. Empty: not written.
+  std::string weights_path;
   uint64_t seed = 0;
   int threads = 2;
 };

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "engine/error.h"
+#include "nn/safetensors.h"
 
 namespace remat::train {
 namespace {
@@ -39,6 +40,21 @@ TEST(KjvGptTask, LearnsARepeatingText) {
   EXPECT_GT(result.curve[1].peak_activation_bytes, 0);
   EXPECT_EQ(result.sample.size(), 2u + 20u);
   EXPECT_EQ(result.sample.substr(0, 2), "ab");
+}
+
+TEST(KjvGptTask, SavesWeightsWithGpt2NamesAndTheVocabulary) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "abcd efg\n";
+  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_test4.txt", text));
+  options.max_steps = 2;
+  options.weights_path = (std::filesystem::temp_directory_path() / "remat_kjv_weights.safetensors").string();
+  train_kjv_gpt(options);
+  const auto tensors = nn::read_safetensors(options.weights_path);
+  EXPECT_EQ(tensors.front().first, "transformer.wte.weight");
+  EXPECT_EQ(tensors.front().second.shape(), (Shape{9, 16}));
+  const auto metadata = nn::read_safetensors_metadata(options.weights_path);
+  EXPECT_EQ(metadata.at("symbols"), "\n abcdefg");
+  EXPECT_EQ(metadata.at("steps"), "2");
 }
 
 TEST(KjvGptTask, APromptOutsideTheVocabularyIsAnError) {
