@@ -59,8 +59,13 @@ void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
       free_blocks_.erase(it);
     } else {
       ptr = std::aligned_alloc(kAlignment, size);
-      if (ptr) block_sizes_[ptr] = size;
+      if (!ptr && !free_blocks_.empty()) {  // out of memory: give the cache back and try once more
+        release_cache();
+        ptr = std::aligned_alloc(kAlignment, size);
+      }
+      if (ptr) blocks_[ptr] = {size, false};
     }
+    if (ptr) blocks_[ptr].in_use = true;
   } else {
     ptr = std::aligned_alloc(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
   }
@@ -74,25 +79,34 @@ void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
 void Allocator::deallocate(void* ptr, size_t nbytes, MemoryCategory category) {
   if (ptr == nullptr) return;
   std::lock_guard lock(mutex_);
-  add(-static_cast<int64_t>(nbytes), category);
   if (nbytes < kCacheMinBytes) {
+    add(-static_cast<int64_t>(nbytes), category);
     std::free(ptr);
     return;
   }
-  const size_t size = block_sizes_.at(ptr);
+  const auto it = blocks_.find(ptr);
+  REMAT_CHECK(it != blocks_.end() && it->second.in_use, "deallocate: block {} of {} bytes was not allocated here or "
+              "is already free", fmt::ptr(ptr), nbytes);
+  add(-static_cast<int64_t>(nbytes), category);
+  const size_t size = it->second.size;
   if (static_cast<size_t>(stats_.cached) + size > kMaxCachedBytes) {
-    block_sizes_.erase(ptr);
+    blocks_.erase(it);
     std::free(ptr);
     return;
   }
+  it->second.in_use = false;
   free_blocks_.emplace(size, ptr);
   stats_.cached += static_cast<int64_t>(size);
 }
 
 void Allocator::empty_cache() {
   std::lock_guard lock(mutex_);
+  release_cache();
+}
+
+void Allocator::release_cache() {
   for (const auto& [size, ptr] : free_blocks_) {
-    block_sizes_.erase(ptr);
+    blocks_.erase(ptr);
     std::free(ptr);
   }
   free_blocks_.clear();
@@ -126,9 +140,10 @@ void Allocator::merge_peaks(const MemoryStats& floor) {
 }
 
 Allocator& allocator_for(Device device) {
-  static Allocator cpu(Device::cpu());
+  // Never destroyed: a tensor freed during static destruction still finds it.
+  static Allocator* cpu = new Allocator(Device::cpu());
   REMAT_CHECK(device.is_cpu(), "allocator_for: device {} is not available in this build", device.str());
-  return cpu;
+  return *cpu;
 }
 
 MemoryCategory current_category() { return t_category; }

@@ -74,12 +74,18 @@ class Allocator {
 
  private:
   void add(int64_t nbytes, MemoryCategory category);  // caller holds mutex_
+  void release_cache();                               // caller holds mutex_
+
+  struct Block {
+    size_t size = 0;
+    bool in_use = false;  // a second free of a block is an error, not two owners of it
+  };
 
   Device device_;
   mutable std::mutex mutex_;
   MemoryStats stats_;
-  std::multimap<size_t, void*> free_blocks_;           // block size -> block, cached
-  std::unordered_map<void*, size_t> block_sizes_;      // every cacheable block in use or cached
+  std::multimap<size_t, void*> free_blocks_;  // block size -> block, cached
+  std::unordered_map<void*, Block> blocks_;   // every cacheable block, in use or cached
 };
 
 // The allocator of a device (one per device, living for the whole process).

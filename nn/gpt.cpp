@@ -133,7 +133,11 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> ids, int64_t max_new_tok
   REMAT_CHECK(!ids.empty(), "GPT.generate: the prompt is empty");
   REMAT_CHECK(temperature > 0, "GPT.generate: temperature must be positive, got {}", temperature);
   NoGradGuard no_grad;
-  const bool was_training = is_training();
+  struct RestoreMode {  // even when a forward throws
+    Module& module;
+    bool training;
+    ~RestoreMode() { module.train(training); }
+  } restore{*this, is_training()};
   eval();
   for (int64_t n = 0; n < max_new_tokens; ++n) {
     const size_t context = std::min<size_t>(ids.size(), static_cast<size_t>(config_.block_size));
@@ -153,7 +157,6 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> ids, int64_t max_new_tok
     }
     ids.push_back(choice);
   }
-  train(was_training);
   return ids;
 }
 

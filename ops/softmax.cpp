@@ -155,6 +155,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 }
 
 Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  REMAT_CHECK(logits.dim() >= 1 && targets.dtype() == DType::Int64, "cross_entropy_reference: logits {} and "
+              "targets {} (need (..., C) and int64 (...))", logits.str(), targets.str());
   const int64_t classes = logits.shape().back();
   const Tensor rows = reshape(logits, {-1, classes});
   const std::vector<int64_t> t = targets.to_vector<int64_t>();
@@ -165,6 +167,8 @@ Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int6
   int64_t count = 0;
   for (size_t r = 0; r < t.size(); ++r) {
     if (t[r] == ignore_index) continue;
+    REMAT_CHECK(t[r] >= 0 && t[r] < classes, "cross_entropy_reference: target {} at row {} is outside [0, {})", t[r],
+                r, classes);
     onehot[r * static_cast<size_t>(classes) + static_cast<size_t>(t[r])] = 1.0;
     ++count;
   }

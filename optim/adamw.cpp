@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -57,6 +58,7 @@ std::vector<std::pair<std::string, Tensor>> AdamW::state_dict() const {
     if (state_[i].step == 0) continue;
     out.emplace_back(fmt::format("{}.exp_avg", i), state_[i].exp_avg);
     out.emplace_back(fmt::format("{}.exp_avg_sq", i), state_[i].exp_avg_sq);
+    CategoryGuard category(MemoryCategory::OptimizerState);
     out.emplace_back(fmt::format("{}.step", i), from_vector(std::vector<int64_t>{state_[i].step}, {1}));
   }
   return out;
@@ -69,7 +71,8 @@ void AdamW::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& s
     const size_t dot = name.find('.');
     REMAT_CHECK(dot != std::string::npos && dot > 0 && name.find_first_not_of("0123456789") == dot,
                 "AdamW.load_state_dict: unexpected name '{}'", name);
-    const size_t i = std::stoul(name.substr(0, dot));
+    size_t i = 0;
+    std::from_chars(name.data(), name.data() + dot, i);  // digits only, checked above
     const std::string field = name.substr(dot + 1);
     REMAT_CHECK(i < params().size(), "AdamW.load_state_dict: '{}' names parameter {} of {}", name, i, params().size());
     const Tensor& p = params()[i];

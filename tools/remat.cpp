@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/error.h"
 #include "train/fashion_mnist_task.h"
@@ -142,30 +144,33 @@ int main(int argc, char** argv) {
   train->add_option("--weight-decay", common.weight_decay, "AdamW decoupled weight decay (1e-2, 0.1)");
   train->add_option("--seed", common.seed, "seed of initialisation, shuffling and sampling (0)");
   train->add_option("--threads", common.threads, "CPU threads (2)");
-  train->add_option("--epochs", mnist.epochs, "fashion-mnist: epochs")->capture_default_str();
-  train->add_option("--data-dir", mnist.data_dir, "fashion-mnist: folder of the IDX .gz files")->capture_default_str();
-  train->add_option("--max-batches", mnist.max_batches, "fashion-mnist: stop each epoch after N batches (0: all)");
-  train->add_option("--max-steps", kjv.max_steps, "kjv-gpt: optimizer steps")->capture_default_str();
-  train->add_option("--time-limit", kjv.time_limit_seconds, "kjv-gpt: stop after this many seconds (0: none)")
-      ->capture_default_str();
-  train->add_option("--n-layer", kjv.n_layer, "kjv-gpt: blocks")->capture_default_str();
-  train->add_option("--n-head", kjv.n_head, "kjv-gpt: attention heads")->capture_default_str();
-  train->add_option("--n-embd", kjv.n_embd, "kjv-gpt: channels")->capture_default_str();
-  train->add_option("--block-size", kjv.block_size, "kjv-gpt: context length")->capture_default_str();
-  train->add_option("--dropout", kjv.dropout, "kjv-gpt: dropout probability")->capture_default_str();
-  train->add_option("--warmup-steps", kjv.warmup_steps, "kjv-gpt: linear warm-up steps")->capture_default_str();
-  train->add_option("--eval-interval", kjv.eval_interval, "kjv-gpt: steps between validation losses")
-      ->capture_default_str();
-  train->add_option("--eval-batches", kjv.eval_batches, "kjv-gpt: validation batches per measurement")
-      ->capture_default_str();
-  train->add_option("--sample-chars", kjv.sample_chars, "kjv-gpt: characters to generate at the end")
-      ->capture_default_str();
-  train->add_option("--temperature", kjv.temperature, "kjv-gpt: sampling temperature")->capture_default_str();
-  train->add_option("--prompt", kjv.prompt, "kjv-gpt: text the sample starts from")->capture_default_str();
-  train->add_option("--text", kjv.text_path, "kjv-gpt: train on this text file instead of the KJV");
-  train->add_option("--checkpoint", kjv.checkpoint_path, "kjv-gpt: write a checkpoint here at every validation");
-  train->add_flag("--resume", kjv.resume, "kjv-gpt: start from --checkpoint when it exists");
-  train->add_option("--save-weights", kjv.weights_path, "kjv-gpt: write the trained weights (GPT-2 names) here");
+  std::vector<CLI::Option*> mnist_only, kjv_only;
+  mnist_only.push_back(train->add_option("--epochs", mnist.epochs, "fashion-mnist: epochs")->capture_default_str());
+  mnist_only.push_back(train->add_option("--data-dir", mnist.data_dir, "fashion-mnist: folder of the IDX .gz files")
+                           ->capture_default_str());
+  mnist_only.push_back(
+      train->add_option("--max-batches", mnist.max_batches, "fashion-mnist: stop each epoch after N batches (0: all)"));
+  kjv_only.push_back(train->add_option("--max-steps", kjv.max_steps, "kjv-gpt: optimizer steps")->capture_default_str());
+  kjv_only.push_back(train->add_option("--time-limit", kjv.time_limit_seconds, "kjv-gpt: stop after this many seconds (0: none)")
+      ->capture_default_str());
+  kjv_only.push_back(train->add_option("--n-layer", kjv.n_layer, "kjv-gpt: blocks")->capture_default_str());
+  kjv_only.push_back(train->add_option("--n-head", kjv.n_head, "kjv-gpt: attention heads")->capture_default_str());
+  kjv_only.push_back(train->add_option("--n-embd", kjv.n_embd, "kjv-gpt: channels")->capture_default_str());
+  kjv_only.push_back(train->add_option("--block-size", kjv.block_size, "kjv-gpt: context length")->capture_default_str());
+  kjv_only.push_back(train->add_option("--dropout", kjv.dropout, "kjv-gpt: dropout probability")->capture_default_str());
+  kjv_only.push_back(train->add_option("--warmup-steps", kjv.warmup_steps, "kjv-gpt: linear warm-up steps")->capture_default_str());
+  kjv_only.push_back(train->add_option("--eval-interval", kjv.eval_interval, "kjv-gpt: steps between validation losses")
+      ->capture_default_str());
+  kjv_only.push_back(train->add_option("--eval-batches", kjv.eval_batches, "kjv-gpt: validation batches per measurement")
+      ->capture_default_str());
+  kjv_only.push_back(train->add_option("--sample-chars", kjv.sample_chars, "kjv-gpt: characters to generate at the end")
+      ->capture_default_str());
+  kjv_only.push_back(train->add_option("--temperature", kjv.temperature, "kjv-gpt: sampling temperature")->capture_default_str());
+  kjv_only.push_back(train->add_option("--prompt", kjv.prompt, "kjv-gpt: text the sample starts from")->capture_default_str());
+  kjv_only.push_back(train->add_option("--text", kjv.text_path, "kjv-gpt: train on this text file instead of the KJV"));
+  kjv_only.push_back(train->add_option("--checkpoint", kjv.checkpoint_path, "kjv-gpt: write a checkpoint here at every validation"));
+  kjv_only.push_back(train->add_flag("--resume", kjv.resume, "kjv-gpt: start from --checkpoint when it exists"));
+  kjv_only.push_back(train->add_option("--save-weights", kjv.weights_path, "kjv-gpt: write the trained weights (GPT-2 names) here"));
   train->add_flag("--json", json, "print JSON lines");
 
   remat::train::WorkloadOptions bench_options;
@@ -180,6 +185,15 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    // A flag of the other task would be silently ignored: say so instead.
+    for (const auto& [owner, flags] : {std::pair{"kjv-gpt", &kjv_only}, std::pair{"fashion-mnist", &mnist_only}}) {
+      if (!*train || task == owner) continue;
+      for (const CLI::Option* flag : *flags) {
+        REMAT_CHECK(flag->count() == 0, "train: {} is a flag of --task {}, not of --task {}", flag->get_name(), owner,
+                    task);
+      }
+    }
+    REMAT_CHECK(!kjv.resume || !kjv.checkpoint_path.empty(), "train: --resume needs --checkpoint FILE");
     if (*train && task == "fashion-mnist") {
       apply(common, mnist);
       train_fashion_mnist(mnist, json);

@@ -6,6 +6,7 @@
 
 #include "engine/autograd.h"
 #include "engine/factory.h"
+#include "train/parse.h"
 
 namespace remat::train {
 namespace {
@@ -27,7 +28,8 @@ int64_t load_checkpoint(const std::string& path, nn::Module& model, optim::Optim
   const nn::SafetensorsMetadata metadata = nn::read_safetensors_metadata(path);
   const auto step_entry = metadata.find("step");
   REMAT_CHECK(step_entry != metadata.end(), "load_checkpoint '{}': no \"step\" in its metadata (not a checkpoint?)", path);
-  const int64_t step = std::stoll(step_entry->second);
+  const auto step = parse_integer<int64_t>(step_entry->second, fmt::format("load_checkpoint '{}': step", path));
+  REMAT_CHECK(step >= 0, "load_checkpoint '{}': negative step {}", path, step);
 
   std::map<std::string, Tensor> model_tensors;
   std::vector<std::pair<std::string, Tensor>> optimizer_state;

@@ -14,6 +14,7 @@
 #include "optim/clip.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpoint.h"
+#include "train/parse.h"
 #include "train/text_data.h"
 
 namespace remat::train {
@@ -50,8 +51,12 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     CategoryGuard data_bytes(MemoryCategory::Data);
     split = data::split_text(tokenizer.encode(text));
   }
-  const data::TextWindows train_windows(split.train, options.block_size, options.batch_size, options.seed);
-  const data::TextWindows val_windows(split.validation, options.block_size, options.batch_size, options.seed + 1);
+  // Every random stream has a Philox key of its own: the model's initialisation
+  // and dropout use seed and seed + 1 (nn::GPT), the windows these two.
+  const data::TextWindows train_windows(split.train, options.block_size, options.batch_size,
+                                        options.seed + (uint64_t{1} << 32));
+  const data::TextWindows val_windows(split.validation, options.block_size, options.batch_size,
+                                      options.seed + (uint64_t{2} << 32));
 
   nn::GPT model({.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size, .n_layer = options.n_layer,
                  .n_head = options.n_head, .n_embd = options.n_embd, .dropout = options.dropout, .seed = options.seed});
@@ -68,7 +73,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     result.first_step = load_checkpoint(options.checkpoint_path, model, optimizer);
     const auto metadata = nn::read_safetensors_metadata(options.checkpoint_path);
     if (const auto it = metadata.find("dropout_offset"); it != metadata.end()) {
-      model.dropout_generator().set_offset(std::stoull(it->second));
+      model.dropout_generator().set_offset(parse_integer<uint64_t>(it->second, "checkpoint dropout_offset"));
     }
     for (int64_t step = 0; step < result.first_step; ++step) scheduler.step();
   }

@@ -97,6 +97,32 @@ TEST(Allocator, LargeBlocksAreCachedAndReused) {
   EXPECT_EQ(a.stats().cached, 1024 * 1024);
 }
 
+TEST(Allocator, ABlockUpToAnEighthLargerIsReusedAndCountedAsItsOwnSize) {
+  Allocator& a = cpu_allocator();
+  a.empty_cache();
+  void* block = nullptr;
+  { Tensor t({1 << 18}, DType::Float32); block = t.raw_data(); }  // 1 MiB cached
+  {
+    Tensor t({15 << 14}, DType::Float32);  // 960 KiB: the 1 MiB block is at most 1/8 larger
+    EXPECT_EQ(t.raw_data(), block);
+    EXPECT_EQ(a.stats().cached, 0);
+  }
+  EXPECT_EQ(a.stats().cached, 1 << 20);  // back as its own size
+  {
+    Tensor t({1 << 17}, DType::Float32);  // 512 KiB: the 1 MiB block is too large for it
+    EXPECT_NE(t.raw_data(), block);
+  }
+  a.empty_cache();
+}
+
+TEST(Allocator, ASecondFreeOfABlockIsAnError) {
+  Allocator& a = cpu_allocator();
+  void* p = a.allocate(1 << 20, MemoryCategory::Temporary);
+  a.deallocate(p, 1 << 20, MemoryCategory::Temporary);
+  EXPECT_THROW(a.deallocate(p, 1 << 20, MemoryCategory::Temporary), Error);
+  a.empty_cache();
+}
+
 TEST(Allocator, SmallBlocksAreNotCachedAndEmptyCacheReturnsAll) {
   Allocator& a = cpu_allocator();
   a.empty_cache();

@@ -54,6 +54,15 @@ TEST(Cli, UnknownTaskWorkloadAndPolicyAreNamed) {
   EXPECT_TRUE(contains(run.output, "magic")) << run.output;
 }
 
+TEST(Cli, AFlagOfTheOtherTaskIsAnError) {
+  Outcome run = run_remat("train --task fashion-mnist --max-steps 5");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--max-steps")) << run.output;
+  run = run_remat("train --task kjv-gpt --resume");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--checkpoint")) << run.output;
+}
+
 TEST(Cli, BadNumberIsNamed) {
   const Outcome run = run_remat("bench --workload W1 --threads zero");
   EXPECT_NE(run.exit_code, 0);

@@ -1,0 +1,21 @@
+// Parsing numbers that come from files (checkpoint metadata): a malformed
+// value is a remat::Error naming what was being read and the text found.
+#pragma once
+
+#include <charconv>
+#include <string>
+#include <string_view>
+
+#include "engine/error.h"
+
+namespace remat::train {
+
+template <class Integer>
+Integer parse_integer(std::string_view text, std::string_view what) {
+  Integer value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  REMAT_CHECK(error == std::errc() && end == text.data() + text.size(), "{}: '{}' is not a valid integer", what, text);
+  return value;
+}
+
+}  // namespace remat::train
