@@ -5,11 +5,14 @@
 // transpose flag and leading dimension, so transpose() costs no copy.
 #include "ops/matmul.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
 #include "ops/shape.h"
 
 namespace remat {
@@ -79,25 +82,56 @@ class MatmulNode final : public Node {
       dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out.data<T>(), rows, b, T(0)); });
       return out;
     }
-    // One GEMM per batch element, reading both operands through broadcast strides.
+    // One GEMM per batch element, reading both operands through broadcast
+    // strides. Every element's matrices share one layout, so GEMM's reading
+    // of them (transpose flag, leading dimension) is settled once, on the
+    // first, and an operand GEMM cannot read is made contiguous once.
+    const int64_t k = a.shape().back();
+    if (numel(out_shape) == 0) return out;
     Shape a_full = batch, b_full = batch;
     a_full.insert(a_full.end(), a.shape().end() - 2, a.shape().end());
     b_full.insert(b_full.end(), b.shape().end() - 2, b.shape().end());
-    const Tensor ea = expand(a.detach(), a_full), eb = expand(b.detach(), b_full);
-    const int64_t count = numel(batch);
+    Tensor ea = expand(a.detach(), a_full), eb = expand(b.detach(), b_full);
     const size_t nb = batch.size();
+    auto first_matrix = [nb](const Tensor& t) {
+      const Shape& s = t.shape();
+      return t.alias({s[nb], s[nb + 1]}, {t.strides()[nb], t.strides()[nb + 1]}, t.offset());
+    };
+    GemmOperand ga = gemm_operand(first_matrix(ea)), gb = gemm_operand(first_matrix(eb));
+    if (ga.dense.storage() != ea.storage()) ga = gemm_operand(first_matrix(ea = contiguous_copy(ea)));
+    if (gb.dense.storage() != eb.storage()) gb = gemm_operand(first_matrix(eb = contiguous_copy(eb)));
+    const int64_t count = numel(batch);
+    std::vector<int64_t> a_offsets(static_cast<size_t>(count)), b_offsets(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t rest = i, a_off = ea.offset(), b_off = eb.offset();
+      for (size_t d = nb; d-- > 0;) {
+        const int64_t idx = rest % batch[d];
+        rest /= batch[d];
+        a_off += idx * ea.strides()[d];
+        b_off += idx * eb.strides()[d];
+      }
+      a_offsets[static_cast<size_t>(i)] = a_off;
+      b_offsets[static_cast<size_t>(i)] = b_off;
+    }
     dispatch_floating(a.dtype(), name(), [&]<class T>() {
-      for (int64_t i = 0; i < count; ++i) {
-        int64_t rest = i, a_off = ea.offset(), b_off = eb.offset();
-        for (size_t d = nb; d-- > 0;) {
-          const int64_t idx = rest % batch[d];
-          rest /= batch[d];
-          a_off += idx * ea.strides()[d];
-          b_off += idx * eb.strides()[d];
-        }
-        const Tensor am = ea.alias({n, a.shape().back()}, {ea.strides()[nb], ea.strides()[nb + 1]}, a_off);
-        const Tensor bm = eb.alias({b.shape()[b.shape().size() - 2], m}, {eb.strides()[nb], eb.strides()[nb + 1]}, b_off);
-        gemm_into<T>(out.data<T>() + i * n * m, am, bm, T(0));
+      T* c = out.data<T>();
+      if (k == 0) return std::fill(c, c + out.numel(), T(0));
+      const T* a_base = static_cast<const T*>(ea.storage()->data());
+      const T* b_base = static_cast<const T*>(eb.storage()->data());
+      auto one = [&](int64_t i) {
+        kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, T(1), a_base + a_offsets[static_cast<size_t>(i)], ga.ld,
+                              b_base + b_offsets[static_cast<size_t>(i)], gb.ld, T(0), c + i * n * m, m);
+      };
+      // Small matrices (attention's per-head products) are too small for
+      // BLAS to use threads well; split the batch over the threads instead,
+      // each running single-threaded GEMMs.
+      const int threads = kernels::cpu::num_threads();
+      if (threads > 1 && count >= threads && n * m * k <= (int64_t{1} << 21)) {
+        kernels::cpu::BlasThreadsGuard single(1);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < count; ++i) one(i);
+      } else {
+        for (int64_t i = 0; i < count; ++i) one(i);
       }
     });
     return out;

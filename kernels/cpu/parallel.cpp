@@ -4,6 +4,7 @@
 #include <omp.h>
 
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" int openblas_get_num_threads();
 
 namespace remat::kernels::cpu {
 
@@ -13,5 +14,11 @@ void set_num_threads(int threads) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+BlasThreadsGuard::BlasThreadsGuard(int threads) : previous_(openblas_get_num_threads()) {
+  openblas_set_num_threads(threads);
+}
+
+BlasThreadsGuard::~BlasThreadsGuard() { openblas_set_num_threads(previous_); }
 
 }  // namespace remat::kernels::cpu

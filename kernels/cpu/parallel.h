@@ -13,4 +13,17 @@ inline constexpr int64_t kParallelGrain = 32768;  // elements
 void set_num_threads(int threads);
 int num_threads();
 
+// BLAS's own thread count for a scope (e.g. 1 while several threads each run
+// a small GEMM); the previous count comes back at the end.
+class BlasThreadsGuard {
+ public:
+  explicit BlasThreadsGuard(int threads);
+  ~BlasThreadsGuard();
+  BlasThreadsGuard(const BlasThreadsGuard&) = delete;
+  BlasThreadsGuard& operator=(const BlasThreadsGuard&) = delete;
+
+ private:
+  int previous_;
+};
+
 }  // namespace remat::kernels::cpu
