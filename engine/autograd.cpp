@@ -2,6 +2,7 @@
 #include "engine/autograd.h"
 
 #include <atomic>
+#include <chrono>
 
 #include "engine/backward.h"
 
@@ -55,7 +56,9 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     REMAT_CHECK(input.device() == inputs.front().device(), "{}: inputs on different devices ({} and {})",
                 node->name(), inputs.front().device().str(), input.device().str());
   }
+  const auto start = std::chrono::steady_clock::now();
   Tensor output = node->forward(inputs);
+  const double forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   bool needs_grad = false;
   for (const Tensor& input : inputs) needs_grad = needs_grad || input.requires_grad();
@@ -71,6 +74,10 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   record.output_shape = output.shape();
   record.output_dtype = output.dtype();
   record.block = t_block;
+  record.forward_ms = forward_ms;
+  bool is_view = false;
+  for (const Tensor& input : inputs) is_view = is_view || input.storage() == output.storage();
+  record.output_bytes = is_view || !output.storage() ? 0 : static_cast<int64_t>(output.storage()->nbytes());
   node->edges_.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     node->edges_.push_back(gradient_edge(input));

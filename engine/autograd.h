@@ -66,6 +66,10 @@ struct NodeRecord {
   // The innermost BlockScope open when the node was recorded (e.g.
   // "transformer.h.3"), or null: how module boundaries reach the scheduler.
   std::shared_ptr<const std::string> block;
+  // Bytes of storage the forward allocated for the output (0 for a view of
+  // an input), and the forward's wall time in milliseconds.
+  int64_t output_bytes = 0;
+  double forward_ms = 0;
 };
 
 class Node {

@@ -3,6 +3,7 @@
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
 //   remat bench --workload W1|W2 --policy none [--threads 1] [--steps 10] [--json]
+//   remat explain --workload W1|W2 --policy none [--format table|csv|json]
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
@@ -115,6 +116,37 @@ void run_bench(const remat::train::WorkloadOptions& options, bool json) {
   }
 }
 
+// One row per node of the workload's graph: what it costs and what the
+// policy decided. Only policy "none" exists so far: every output is kept.
+void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
+  const remat::scheduler::GraphProfile profile = remat::train::profile_workload(options);
+  const char* reason = "policy none keeps every output";
+  if (format == "csv") {
+    fmt::print("position,op,block,output_shape,output_bytes,flops,forward_ms,ms_per_mib,decision,reason\n");
+  } else if (format == "table") {
+    fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", profile.nodes.size(),
+               mib(profile.total_output_bytes()), profile.total_forward_ms(), profile.signature);
+    fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>9} {:<8} {}\n", "pos", "op", "block", "output",
+               "MiB", "MFLOP", "ms", "ms/MiB", "decision", "reason");
+  }
+  for (const remat::scheduler::NodeProfile& n : profile.nodes) {
+    const double out_mib = static_cast<double>(n.output_bytes) / (1024.0 * 1024.0);
+    if (format == "json") {
+      fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"op", n.op}, {"block", n.block},
+                                         {"output_shape", n.output_shape}, {"output_bytes", n.output_bytes},
+                                         {"flops", n.flops}, {"forward_ms", n.forward_ms},
+                                         {"decision", "KEEP"}, {"reason", reason}}.dump());
+    } else if (format == "csv") {
+      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{:.6f},KEEP,{}\n", n.position, n.op, n.block,
+                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, n.ms_per_mib(), reason);
+    } else {
+      fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>9.3f} {:<8} {}\n", n.position, n.op,
+                 n.block, remat::str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
+                 n.ms_per_mib(), "KEEP", reason);
+    }
+  }
+}
+
 // OpenMP threads that spin while idle take the cores from OpenBLAS's own
 // (pthread) threads: a 2-thread training run was 3x slower with libgomp's
 // default policy. libgomp reads OMP_WAIT_POLICY when it loads, before
@@ -183,6 +215,15 @@ int main(int argc, char** argv) {
   bench->add_option("--seed", bench_options.seed, "seed of weights and batch")->capture_default_str();
   bench->add_flag("--json", json, "print one JSON line");
 
+  remat::train::WorkloadOptions explain_options{.warmup = 1};
+  std::string format = "table";
+  CLI::App* explain = app.add_subcommand("explain", "one row per node of a workload's graph: cost and decision");
+  explain->add_option("--workload", explain_options.workload, "W1 or W2")->capture_default_str();
+  explain->add_option("--policy", explain_options.policy, "checkpointing policy (none)")->capture_default_str();
+  explain->add_option("--threads", explain_options.threads, "CPU threads")->capture_default_str();
+  explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   try {
     // A flag of the other task would be silently ignored: say so instead.
@@ -203,6 +244,7 @@ int main(int argc, char** argv) {
       train_kjv_gpt(kjv, json);
     }
     if (*bench) run_bench(bench_options, json);
+    if (*explain) run_explain(explain_options, format);
   } catch (const std::exception& e) {  // remat::Error, and e.g. std::bad_alloc
     fmt::print(stderr, "remat: error: {}\n", e.what());
     return 1;

@@ -78,7 +78,9 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   return j;
 }
 
-WorkloadReport run_workload(const WorkloadOptions& options) {
+namespace {
+
+void check_options(const WorkloadOptions& options) {
   REMAT_CHECK(options.workload == "W1" || options.workload == "W2", "bench: unknown workload '{}' (available: W1, "
               "W2)", options.workload);
   REMAT_CHECK(options.policy == "none", "bench: policy '{}' is not available yet; only 'none' (keep every "
@@ -86,10 +88,30 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
   REMAT_CHECK(options.threads >= 1, "bench: --threads must be at least 1, got {}", options.threads);
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
               options.steps, options.warmup);
-  kernels::cpu::set_num_threads(options.threads);
+}
 
+Workload build(const WorkloadOptions& options) {
+  check_options(options);
+  kernels::cpu::set_num_threads(options.threads);
   Generator generator(options.seed);
-  const Workload workload = options.workload == "W1" ? build_w1(generator) : build_w2(options.seed);
+  return options.workload == "W1" ? build_w1(generator) : build_w2(options.seed);
+}
+
+}  // namespace
+
+scheduler::GraphProfile profile_workload(const WorkloadOptions& options) {
+  const Workload workload = build(options);
+  optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
+  for (int step = 0; step < options.warmup; ++step) {
+    optimizer.zero_grad();
+    workload.loss().backward();
+    optimizer.step();
+  }
+  return scheduler::profile_graph(workload.loss());
+}
+
+WorkloadReport run_workload(const WorkloadOptions& options) {
+  const Workload workload = build(options);
   optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
 
   WorkloadReport report;

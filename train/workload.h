@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "scheduler/profile.h"
 
 namespace remat::train {
 
@@ -54,5 +55,9 @@ struct WorkloadReport {
 // Runs W1 or W2 under policy "none"; any other name is an error that lists
 // what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
+
+// The profile of the workload's graph (scheduler/profile.h), recorded on the
+// forward after options.warmup steps, so that its times are warm ones.
+scheduler::GraphProfile profile_workload(const WorkloadOptions& options);
 
 }  // namespace remat::train

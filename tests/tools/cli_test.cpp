@@ -2,6 +2,7 @@
 // data give a message naming what was wrong and a non-zero exit code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -61,6 +62,14 @@ TEST(Cli, AFlagOfTheOtherTaskIsAnError) {
   run = run_remat("train --task kjv-gpt --resume");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output, "--checkpoint")) << run.output;
+}
+
+TEST(Cli, ExplainPrintsOneRowPerNode) {
+  const Outcome run = run_remat("explain --workload W1 --format csv");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // W1: 16 linear, 15 relu, 1 cross-entropy: 32 nodes, after a header line.
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1 + 32) << run.output;
+  EXPECT_TRUE(contains(run.output, "0,linear,,\"(256, 1024)\",1048576,536870912,")) << run.output;
 }
 
 TEST(Cli, BadNumberIsNamed) {

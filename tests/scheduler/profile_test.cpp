@@ -1,0 +1,55 @@
+// The profile of a recorded graph: order, bytes, FLOPs, block marks and
+// signatures, on graphs small enough to count by hand.
+#include "scheduler/profile.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/ops.h"
+
+namespace remat::scheduler {
+namespace {
+
+// x (8, 4) -> linear(4 -> 3) -> relu -> transpose view -> sum
+Tensor small_graph(int64_t rows) {
+  Tensor w = ones({3, 4}).requires_grad_();
+  Tensor x = ones({rows, 4});
+  Tensor h;
+  {
+    BlockScope block("body");
+    h = relu(linear(x, w));
+  }
+  return sum(transpose(h, 0, 1));
+}
+
+TEST(Profile, RowsInRecordingOrderWithBytesAndFlops) {
+  const GraphProfile p = profile_graph(small_graph(8));
+  ASSERT_EQ(p.nodes.size(), 4u);
+  EXPECT_EQ(p.nodes[0].op, "linear");
+  EXPECT_EQ(p.nodes[1].op, "relu");
+  EXPECT_EQ(p.nodes[2].op, "permute");
+  EXPECT_EQ(p.nodes[3].op, "sum");
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(p.nodes[i].position, static_cast<int64_t>(i));
+  EXPECT_EQ(p.nodes[0].output_shape, (Shape{8, 3}));
+  EXPECT_EQ(p.nodes[0].output_bytes, 8 * 3 * 4);
+  EXPECT_EQ(p.nodes[0].flops, 2 * 8 * 4 * 3);
+  EXPECT_EQ(p.nodes[2].output_bytes, 0);  // a view
+  EXPECT_TRUE(std::isinf(p.nodes[2].ms_per_mib()));
+  EXPECT_EQ(p.nodes[3].output_bytes, 4);
+  EXPECT_EQ(p.nodes[0].block, "body");
+  EXPECT_EQ(p.nodes[1].block, "body");
+  EXPECT_EQ(p.nodes[2].block, "");
+  EXPECT_EQ(p.total_output_bytes(), 8 * 3 * 4 * 2 + 4);
+  for (const NodeProfile& n : p.nodes) EXPECT_GE(n.forward_ms, 0.0);
+}
+
+TEST(Profile, SignatureFollowsOpsAndShapes) {
+  EXPECT_EQ(profile_graph(small_graph(8)).signature, profile_graph(small_graph(8)).signature);
+  EXPECT_NE(profile_graph(small_graph(8)).signature, profile_graph(small_graph(9)).signature);
+}
+
+TEST(Profile, AGraphlessTensorIsAnError) { EXPECT_THROW(profile_graph(ones({2})), Error); }
+
+}  // namespace
+}  // namespace remat::scheduler
