@@ -3,29 +3,121 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 
+#include "engine/allocator.h"
 #include "engine/backward.h"
 
 namespace remat {
 namespace {
 
 thread_local bool t_grad_enabled = true;
+thread_local TagPolicy t_policy;
+std::mutex g_stats_mutex;
+RecomputeStats g_stats;
 thread_local std::shared_ptr<const std::string> t_block;
 std::atomic<uint64_t> g_next_sequence_nr{0};
 
 }  // namespace
 
+SavedValue::SavedValue(const Tensor& value) {
+  if (!value.defined()) return;
+  const std::shared_ptr<Node>& producer = value.grad_fn();
+  if (producer && producer->tag() == Tag::Recompute) {
+    producer_ = producer;
+    recompute_ = true;
+    producer->add_use();
+    return;
+  }
+  value_ = value.detach();
+  version_ = value.storage()->version();
+}
+
+SavedValue::SavedValue(SavedValue&& other) noexcept { *this = std::move(other); }
+
+SavedValue& SavedValue::operator=(SavedValue&& other) noexcept {
+  if (this != &other) {
+    release();
+    value_ = std::move(other.value_);
+    producer_ = std::move(other.producer_);
+    recompute_ = other.recompute_;
+    version_ = other.version_;
+    released_ = other.released_;
+    other.producer_.reset();
+    other.recompute_ = false;
+    other.released_ = true;
+  }
+  return *this;
+}
+
+SavedValue::~SavedValue() { release(); }
+
 Tensor SavedValue::materialize(std::string_view op) const {
   REMAT_CHECK(!released_, "{}: its saved values were already freed by a backward pass; call backward(grad, "
               "/*retain_graph=*/true) to backward through a graph twice", op);
+  if (recompute_) {
+    const std::shared_ptr<Node> producer = producer_.lock();
+    REMAT_CHECK(producer != nullptr, "{}: a saved value to rebuild has lost the node that made it", op);
+    return producer->rebuild();
+  }
   REMAT_CHECK(!value_.defined() || value_.storage()->version() == version_, "{}: a tensor it saved for backward ({}) "
               "was modified in place after it was saved (version {}, now {}); for example an optimizer step ran "
               "between forward and backward", op, value_.str(), version_, value_.storage()->version());
   return value_;
 }
 
+void SavedValue::release() {
+  if (released_) return;
+  released_ = true;
+  value_ = Tensor();
+  if (const std::shared_ptr<Node> producer = producer_.lock()) producer->drop_use();
+  producer_.reset();
+}
+
 void Node::release_saved() {
   for (SavedValue& value : saved_) value.release();
+  // This node's backward has run, so every consumer's already has: no one
+  // will ask for a replay any more.
+  for (SavedValue& input : replay_inputs_) input.release();
+}
+
+void Node::drop_use() {
+  if (--pending_uses_ > 0) return;
+  // Nobody will read the output again: free the rebuilt copy and what a
+  // replay would need.
+  rebuilt_ = Tensor();
+  for (SavedValue& input : replay_inputs_) input.release();
+}
+
+Tensor Node::rebuild() {
+  if (rebuilt_.defined()) return rebuilt_;
+  REMAT_CHECK(tag_ == Tag::Recompute && !replay_inputs_.empty(), "{}: asked to rebuild an output it kept", name());
+  Tensors inputs;
+  inputs.reserve(replay_inputs_.size());
+  for (const SavedValue& input : replay_inputs_) inputs.push_back(input.materialize(name()));
+  NoGradGuard no_grad;
+  CategoryGuard activations(MemoryCategory::Activation);
+  const auto start = std::chrono::steady_clock::now();
+  rebuilt_ = forward(inputs);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard lock(g_stats_mutex);
+  g_stats.nodes += 1;
+  g_stats.ms += ms;
+  g_stats.flops += flops();
+  return rebuilt_;
+}
+
+RecomputeScope::RecomputeScope(TagPolicy policy) : previous_(std::move(t_policy)) { t_policy = std::move(policy); }
+RecomputeScope::~RecomputeScope() { t_policy = std::move(previous_); }
+
+RecomputeStats recompute_stats() {
+  std::lock_guard lock(g_stats_mutex);
+  return g_stats;
+}
+
+void reset_recompute_stats() {
+  std::lock_guard lock(g_stats_mutex);
+  g_stats = {};
 }
 
 bool grad_enabled() { return t_grad_enabled; }
@@ -76,7 +168,12 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   record.block = t_block;
   record.forward_ms = forward_ms;
   bool is_view = false;
-  for (const Tensor& input : inputs) is_view = is_view || input.storage() == output.storage();
+  bool views_dropped = false;
+  for (const Tensor& input : inputs) {
+    const bool same_storage = input.storage() == output.storage();
+    is_view = is_view || same_storage;
+    views_dropped = views_dropped || (same_storage && input.grad_fn() && input.grad_fn()->tag() == Tag::Recompute);
+  }
   record.output_bytes = is_view || !output.storage() ? 0 : static_cast<int64_t>(output.storage()->nbytes());
   node->edges_.reserve(inputs.size());
   for (const Tensor& input : inputs) {
@@ -84,9 +181,15 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     record.input_shapes.push_back(input.shape());
     record.input_dtypes.push_back(input.dtype());
   }
-  node->save(inputs, output);
+  // Note [Recompute]: the tag first, then the output's grad_fn, so that a
+  // node saving its own output sees itself as the producer.
+  node->tag_ = views_dropped ? Tag::Recompute : (t_policy ? t_policy(*node) : Tag::Keep);
+  if (node->tag_ == Tag::Recompute) {
+    for (const Tensor& input : inputs) node->replay_inputs_.emplace_back(input);
+  }
   output.impl()->requires_grad = true;
-  output.impl()->grad_fn = std::move(node);
+  output.impl()->grad_fn = node;
+  node->save(inputs, output);
   return output;
 }
 

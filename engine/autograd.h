@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,23 +31,46 @@ namespace remat {
 // error, as in PyTorch. A value whose storage was written in place after it
 // was saved (an optimizer step between forward and backward) is an error
 // too, never a silently wrong gradient: the storage's version is recorded.
+//
+// Note [Recompute]
+// A node tagged Tag::Recompute does not let its output outlive forward: a
+// SavedValue of that output (in a consumer, or the node's own) holds the
+// producing node instead of the bytes, so the output is freed as soon as
+// forward's own references to it go. materialize() then asks the producer
+// to rebuild() it: the producer replays its forward() on its materialised
+// inputs (recursively rebuilding dropped ones) under no-grad, and keeps the
+// rebuilt value until the last SavedValue that reads it has been released.
+// A replay is the same computation on the same values (dropout redraws the
+// same mask from its recorded seed and offset), so gradients are
+// bit-identical to those of a run that kept everything.
+class Node;
+
 class SavedValue {
  public:
   SavedValue() = default;
-  explicit SavedValue(const Tensor& value)
-      : value_(value.defined() ? value.detach() : Tensor()),
-        version_(value.defined() ? value.storage()->version() : 0) {}
+  explicit SavedValue(const Tensor& value);
+  SavedValue(SavedValue&& other) noexcept;
+  SavedValue& operator=(SavedValue&& other) noexcept;
+  SavedValue(const SavedValue&) = delete;
+  SavedValue& operator=(const SavedValue&) = delete;
+  ~SavedValue();
 
-  // The saved tensor, ready for backward to read.
+  // The saved tensor, ready for backward to read (rebuilt if it was dropped).
   Tensor materialize(std::string_view op) const;
-  void release() { value_ = Tensor(); released_ = true; }
+  void release();
   bool is_released() const { return released_; }
+  // True when the value is rebuilt on demand rather than held.
+  bool is_dropped() const { return !producer_.expired() || recompute_; }
 
  private:
   Tensor value_;
+  std::weak_ptr<Node> producer_;  // set instead of value_ for a Recompute producer
+  bool recompute_ = false;
   uint64_t version_ = 0;
   bool released_ = false;
 };
+
+enum class Tag { Keep, Recompute };
 
 class Node;
 
@@ -93,6 +117,11 @@ class Node {
   // Frees every saved value (after this node's backward has run).
   void release_saved();
 
+  // Note [Recompute]. The tag is set when the node is recorded.
+  Tag tag() const { return tag_; }
+  // This node's output, replayed from its inputs if no rebuilt copy exists.
+  Tensor rebuild();
+
  protected:
   NodeRecord& mutable_record() { return record_; }
   void save_value(const Tensor& value) { saved_.emplace_back(value); }
@@ -101,10 +130,43 @@ class Node {
 
  private:
   friend Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
+  friend class SavedValue;
+  void add_use() { ++pending_uses_; }
+  void drop_use();
+
   std::vector<Edge> edges_;
   std::vector<SavedValue> saved_;
   NodeRecord record_;
+  Tag tag_ = Tag::Keep;
+  std::vector<SavedValue> replay_inputs_;  // Recompute nodes only
+  Tensor rebuilt_;                         // the replayed output, while a SavedValue still needs it
+  int pending_uses_ = 0;                   // SavedValues that read this node's output
 };
+
+// Chooses the tag of each node as it is recorded (a policy of scheduler/
+// installs one with RecomputeScope). Views of a dropped value are dropped
+// too, whatever the policy says: they hold no bytes of their own.
+using TagPolicy = std::function<Tag(const Node& node)>;
+
+class RecomputeScope {
+ public:
+  explicit RecomputeScope(TagPolicy policy);
+  ~RecomputeScope();
+  RecomputeScope(const RecomputeScope&) = delete;
+  RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+ private:
+  TagPolicy previous_;
+};
+
+// What replays cost since the last reset (all threads).
+struct RecomputeStats {
+  int64_t nodes = 0;
+  double ms = 0;
+  int64_t flops = 0;
+};
+RecomputeStats recompute_stats();
+void reset_recompute_stats();
 
 // Runs node->forward(inputs); if grad mode is on and an input requires grad,
 // records the node (edges, saved values, shapes) as the output's grad_fn.

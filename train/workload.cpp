@@ -126,6 +126,7 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
   for (int step = 0; step < options.warmup + options.steps; ++step) {
     const int64_t transient_before = allocator.stats().live_transient;
     ScopedPeak peak;
+    reset_recompute_stats();
     const auto start = std::chrono::steady_clock::now();
     optimizer.zero_grad();
     Tensor loss = workload.loss();
@@ -143,6 +144,10 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
     report.saved_bytes_after_forward = saved;
     report.peak_activation_bytes = std::max(report.peak_activation_bytes, stats.peak_transient - transient_before);
     report.peak_total_bytes = std::max(report.peak_total_bytes, stats.peak_total);
+    // Replays of dropped outputs (none under policy "none"): the last step's.
+    const RecomputeStats replays = recompute_stats();
+    report.recompute_ms = replays.ms;
+    report.recompute_flops = replays.flops;
   }
   report.step_ms_median = median(step_ms);
   report.step_ms_min = *std::min_element(step_ms.begin(), step_ms.end());

@@ -42,8 +42,9 @@ struct WorkloadReport {
   // Every live byte at the step's peak: parameters, gradients, optimizer
   // state, the batch, activations and temporaries.
   int64_t peak_total_bytes = 0;
-  // No scheduler yet: nothing predicts a peak, and no node is replayed.
+  // No planner yet: nothing predicts a peak.
   std::optional<int64_t> predicted_peak_activation_bytes;
+  // Time and FLOPs of replayed nodes in a step (engine's RecomputeStats).
   double recompute_ms = 0;
   int64_t recompute_flops = 0;
   double loss_first = 0, loss_last = 0;
