@@ -7,6 +7,7 @@
 #include "engine/allocator.h"
 #include "nn/activation.h"
 #include "ops/ops.h"
+#include "tests/support/errors.h"
 
 namespace remat::nn {
 namespace {
@@ -40,14 +41,7 @@ std::vector<std::string> names_of(const Module& m) {
   return names;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using remat::testing::error_of;
 
 TEST(Module, RegisterParameterMakesALeafRequiringGrad) {
   Module m;

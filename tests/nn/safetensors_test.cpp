@@ -17,20 +17,14 @@
 #include "engine/rng.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
+#include "tests/support/errors.h"
 
 namespace remat::nn {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using remat::testing::error_of;
 
 template <class T> std::string bytes_of(const std::vector<T>& values) {
   return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));

@@ -10,18 +10,12 @@
 
 #include "ops/ops.h"
 #include "optim/sgd.h"
+#include "tests/support/errors.h"
 
 namespace remat::optim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using remat::testing::error_of;
 
 // 10 warm-up steps, then 100 decay steps down to 0.1.
 constexpr ScheduleOptions kOptions{.warmup_steps = 10, .total_steps = 110, .min_lr_ratio = 0.1};
