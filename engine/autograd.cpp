@@ -12,7 +12,7 @@ namespace remat {
 namespace {
 
 thread_local bool t_grad_enabled = true;
-thread_local TagPolicy t_policy;
+thread_local RecomputePolicy t_policy;
 std::mutex g_stats_mutex;
 RecomputeStats g_stats;
 thread_local std::shared_ptr<const std::string> t_block;
@@ -89,6 +89,13 @@ void Node::drop_use() {
   for (SavedValue& input : replay_inputs_) input.release();
 }
 
+void Node::promote_to_keep(const Tensor& output) {
+  if (tag_ == Tag::Keep) return;
+  tag_ = Tag::Keep;
+  if (pending_uses_ > 0 && !rebuilt_.defined()) rebuilt_ = output.detach();  // for the saved values made before
+  for (SavedValue& input : replay_inputs_) input.release();
+}
+
 Tensor Node::rebuild() {
   if (rebuilt_.defined()) return rebuilt_;
   REMAT_CHECK(tag_ == Tag::Recompute && !replay_inputs_.empty(), "{}: asked to rebuild an output it kept", name());
@@ -100,6 +107,10 @@ Tensor Node::rebuild() {
   const auto start = std::chrono::steady_clock::now();
   rebuilt_ = forward(inputs);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // rebuilt_ now serves every later read until the last one, so the inputs
+  // (themselves perhaps rebuilt) can go at once.
+  inputs.clear();
+  for (SavedValue& input : replay_inputs_) input.release();
   std::lock_guard lock(g_stats_mutex);
   g_stats.nodes += 1;
   g_stats.ms += ms;
@@ -107,7 +118,9 @@ Tensor Node::rebuild() {
   return rebuilt_;
 }
 
-RecomputeScope::RecomputeScope(TagPolicy policy) : previous_(std::move(t_policy)) { t_policy = std::move(policy); }
+RecomputeScope::RecomputeScope(RecomputePolicy policy) : previous_(std::move(t_policy)) {
+  t_policy = std::move(policy);
+}
 RecomputeScope::~RecomputeScope() { t_policy = std::move(previous_); }
 
 RecomputeStats recompute_stats() {
@@ -163,10 +176,18 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   }
   NodeRecord& record = node->record_;
   record.sequence_nr = g_next_sequence_nr++;
+  record.block = t_block;
   record.output_shape = output.shape();
   record.output_dtype = output.dtype();
-  record.block = t_block;
   record.forward_ms = forward_ms;
+  if (t_policy.keep_input) {
+    for (const Tensor& input : inputs) {
+      Node* producer = input.grad_fn().get();
+      if (producer && producer->tag() == Tag::Recompute && t_policy.keep_input(*node, *producer)) {
+        producer->promote_to_keep(input);
+      }
+    }
+  }
   bool is_view = false;
   bool views_dropped = false;
   for (const Tensor& input : inputs) {
@@ -183,7 +204,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   }
   // Note [Recompute]: the tag first, then the output's grad_fn, so that a
   // node saving its own output sees itself as the producer.
-  node->tag_ = views_dropped ? Tag::Recompute : (t_policy ? t_policy(*node) : Tag::Keep);
+  node->tag_ = views_dropped ? Tag::Recompute : (t_policy.tag ? t_policy.tag(*node) : Tag::Keep);
   if (node->tag_ == Tag::Recompute) {
     for (const Tensor& input : inputs) node->replay_inputs_.emplace_back(input);
   }

@@ -121,6 +121,11 @@ class Node {
   Tag tag() const { return tag_; }
   // This node's output, replayed from its inputs if no rebuilt copy exists.
   Tensor rebuild();
+  // Turns a Recompute node into a Keep one while its output is still alive
+  // (a checkpoint boundary: a block's output, found when the next block
+  // reads it): saved values made from now on hold `output`, and those made
+  // before read it too, so it is never replayed.
+  void promote_to_keep(const Tensor& output);
 
  protected:
   NodeRecord& mutable_record() { return record_; }
@@ -147,16 +152,25 @@ class Node {
 // installs one with RecomputeScope). Views of a dropped value are dropped
 // too, whatever the policy says: they hold no bytes of their own.
 using TagPolicy = std::function<Tag(const Node& node)>;
+// Asked, as `consumer` is recorded, for each input made by a Recompute node
+// `producer`: true promotes the producer to Keep (Node::promote_to_keep).
+using KeepInputPolicy = std::function<bool(const Node& consumer, const Node& producer)>;
+
+struct RecomputePolicy {
+  TagPolicy tag;
+  KeepInputPolicy keep_input;  // may be empty
+};
 
 class RecomputeScope {
  public:
-  explicit RecomputeScope(TagPolicy policy);
+  explicit RecomputeScope(TagPolicy policy) : RecomputeScope(RecomputePolicy{std::move(policy), {}}) {}
+  explicit RecomputeScope(RecomputePolicy policy);
   ~RecomputeScope();
   RecomputeScope(const RecomputeScope&) = delete;
   RecomputeScope& operator=(const RecomputeScope&) = delete;
 
  private:
-  TagPolicy previous_;
+  RecomputePolicy previous_;
 };
 
 // What replays cost since the last reset (all threads).

@@ -38,7 +38,7 @@ double GraphProfile::total_forward_ms() const {
   return total;
 }
 
-GraphProfile profile_graph(const Tensor& root) {
+GraphProfile profile_graph(const Tensor& root, const std::function<std::string(const Node&)>& explain) {
   REMAT_CHECK(root.defined() && root.grad_fn(), "profile_graph: tensor {} has no recorded graph", root.str());
   std::vector<Node*> nodes;
   std::unordered_set<Node*> seen;
@@ -64,7 +64,9 @@ GraphProfile profile_graph(const Tensor& root) {
                     .output_bytes = r.output_bytes,
                     .flops = nodes[i]->flops(),
                     .forward_ms = r.forward_ms,
-                    .block = r.block ? *r.block : std::string()};
+                    .block = r.block ? *r.block : std::string(),
+                    .tag = nodes[i]->tag(),
+                    .reason = explain ? explain(*nodes[i]) : std::string()};
     mix(hash, row.op.data(), row.op.size());
     for (const Shape& s : row.input_shapes) mix(hash, s.data(), s.size() * sizeof(int64_t));
     mix(hash, row.output_shape.data(), row.output_shape.size() * sizeof(int64_t));

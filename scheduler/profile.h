@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct NodeProfile {
   int64_t flops = 0;
   double forward_ms = 0;
   std::string block;  // "" outside any block
+  Tag tag = Tag::Keep;
+  std::string reason;  // why it got its tag, when profile_graph was given a way to say
   // Forward milliseconds per MiB of output, the price of recomputing a byte
   // (infinite for views, which free nothing).
   double ms_per_mib() const;
@@ -34,7 +37,8 @@ struct GraphProfile {
   double total_forward_ms() const;
 };
 
-// Walks the graph that produced `root` (leaf accumulators excluded).
-GraphProfile profile_graph(const Tensor& root);
+// Walks the graph that produced `root` (leaf accumulators excluded);
+// `explain`, if given, writes each node's reason.
+GraphProfile profile_graph(const Tensor& root, const std::function<std::string(const Node&)>& explain = {});
 
 }  // namespace remat::scheduler

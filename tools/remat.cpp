@@ -117,16 +117,19 @@ void run_bench(const remat::train::WorkloadOptions& options, bool json) {
 }
 
 // One row per node of the workload's graph: what it costs and what the
-// policy decided. Only policy "none" exists so far: every output is kept.
+// policy decided, and why.
+const char* decision(const remat::scheduler::NodeProfile& n) {
+  return n.tag == remat::Tag::Keep ? "KEEP" : "RECOMPUTE";
+}
+
 void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
   const remat::scheduler::GraphProfile profile = remat::train::profile_workload(options);
-  const char* reason = "policy none keeps every output";
   if (format == "csv") {
     fmt::print("position,op,block,output_shape,output_bytes,flops,forward_ms,ms_per_mib,decision,reason\n");
   } else if (format == "table") {
     fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", profile.nodes.size(),
                mib(profile.total_output_bytes()), profile.total_forward_ms(), profile.signature);
-    fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>9} {:<8} {}\n", "pos", "op", "block", "output",
+    fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block", "output",
                "MiB", "MFLOP", "ms", "ms/MiB", "decision", "reason");
   }
   for (const remat::scheduler::NodeProfile& n : profile.nodes) {
@@ -135,14 +138,15 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
       fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"op", n.op}, {"block", n.block},
                                          {"output_shape", n.output_shape}, {"output_bytes", n.output_bytes},
                                          {"flops", n.flops}, {"forward_ms", n.forward_ms},
-                                         {"decision", "KEEP"}, {"reason", reason}}.dump());
+                                         {"decision", decision(n)}, {"reason", n.reason}}.dump());
     } else if (format == "csv") {
-      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{:.6f},KEEP,{}\n", n.position, n.op, n.block,
-                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, n.ms_per_mib(), reason);
+      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{:.6f},{},{}\n", n.position, n.op, n.block,
+                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, n.ms_per_mib(), decision(n),
+                 n.reason);
     } else {
-      fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>9.3f} {:<8} {}\n", n.position, n.op,
+      fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>9.3f} {:<9} {}\n", n.position, n.op,
                  n.block, remat::str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
-                 n.ms_per_mib(), "KEEP", reason);
+                 n.ms_per_mib(), decision(n), n.reason);
     }
   }
 }
@@ -208,7 +212,7 @@ int main(int argc, char** argv) {
   remat::train::WorkloadOptions bench_options;
   CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
   bench->add_option("--workload", bench_options.workload, "W1 or W2")->capture_default_str();
-  bench->add_option("--policy", bench_options.policy, "checkpointing policy (none)")->capture_default_str();
+  bench->add_option("--policy", bench_options.policy, "recompute policy: none or blocks")->capture_default_str();
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
@@ -219,7 +223,7 @@ int main(int argc, char** argv) {
   std::string format = "table";
   CLI::App* explain = app.add_subcommand("explain", "one row per node of a workload's graph: cost and decision");
   explain->add_option("--workload", explain_options.workload, "W1 or W2")->capture_default_str();
-  explain->add_option("--policy", explain_options.policy, "checkpointing policy (none)")->capture_default_str();
+  explain->add_option("--policy", explain_options.policy, "recompute policy: none or blocks")->capture_default_str();
   explain->add_option("--threads", explain_options.threads, "CPU threads")->capture_default_str();
   explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();

@@ -13,6 +13,7 @@
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "optim/sgd.h"
+#include "scheduler/policies.h"
 
 namespace remat::train {
 namespace {
@@ -83,8 +84,7 @@ namespace {
 void check_options(const WorkloadOptions& options) {
   REMAT_CHECK(options.workload == "W1" || options.workload == "W2", "bench: unknown workload '{}' (available: W1, "
               "W2)", options.workload);
-  REMAT_CHECK(options.policy == "none", "bench: policy '{}' is not available yet; only 'none' (keep every "
-              "activation) exists until the recompute scheduler lands", options.policy);
+  scheduler::policy_by_name(options.policy);  // an unknown name is an error that lists the known ones
   REMAT_CHECK(options.threads >= 1, "bench: --threads must be at least 1, got {}", options.threads);
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
               options.steps, options.warmup);
@@ -107,7 +107,13 @@ scheduler::GraphProfile profile_workload(const WorkloadOptions& options) {
     workload.loss().backward();
     optimizer.step();
   }
-  return scheduler::profile_graph(workload.loss());
+  Tensor loss;
+  {
+    RecomputeScope policy(scheduler::policy_by_name(options.policy));
+    loss = workload.loss();
+  }
+  return scheduler::profile_graph(
+      loss, [&](const Node& node) { return scheduler::reason_for(options.policy, node); });
 }
 
 WorkloadReport run_workload(const WorkloadOptions& options) {
@@ -129,7 +135,11 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
     reset_recompute_stats();
     const auto start = std::chrono::steady_clock::now();
     optimizer.zero_grad();
-    Tensor loss = workload.loss();
+    Tensor loss;
+    {
+      RecomputeScope policy(scheduler::policy_by_name(options.policy));
+      loss = workload.loss();
+    }
     const int64_t saved = allocator.stats().live_of(MemoryCategory::Activation);
     loss.backward();
     optimizer.step();

@@ -53,8 +53,8 @@ struct WorkloadReport {
   nlohmann::ordered_json to_json() const;
 };
 
-// Runs W1 or W2 under policy "none"; any other name is an error that lists
-// what exists.
+// Runs W1 or W2 under a recompute policy of scheduler/policies.h; an unknown
+// workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
 
 // The profile of the workload's graph (scheduler/profile.h), recorded on the
