@@ -16,13 +16,8 @@
 namespace remat::optim {
 namespace {
 
-int64_t live(MemoryCategory c) { return cpu_allocator().stats().live_of(c); }
-
-Tensor leaf(const std::vector<double>& values) {
-  Tensor t = from_vector(values, {static_cast<int64_t>(values.size())});
-  t.requires_grad_();
-  return t;
-}
+using testing::leaf;
+using testing::live;
 
 void expect_matches_formula(const AdamWOptions& o) {
   const std::vector<double> p0{0.5, -1.25, 2.0};

@@ -15,13 +15,8 @@
 namespace remat::optim {
 namespace {
 
-int64_t live(MemoryCategory c) { return cpu_allocator().stats().live_of(c); }
-
-Tensor leaf(const std::vector<double>& values) {
-  Tensor t = from_vector(values, {static_cast<int64_t>(values.size())});
-  t.requires_grad_();
-  return t;
-}
+using testing::leaf;
+using testing::live;
 
 // Three steps of SGD(options) on p0 with gradients grads[step], by hand in
 // double, next to the optimizer's run; both must agree to rounding.

@@ -1,15 +1,26 @@
-// Test support for optim/: a tiny MLP fitting a toy regression, to check
-// that each optimizer trains a real model end to end (the loss must fall by
-// a large factor). Header only; used by sgd_test.cpp and adamw_test.cpp.
+// Test support for optim/: small helpers (live bytes of a category, a float64
+// leaf from values) and a tiny MLP fitting a toy regression, to check that
+// each optimizer trains a real model end to end (the loss must fall by a
+// large factor). Header only; used by sgd_test.cpp and adamw_test.cpp.
 #pragma once
 
 #include <utility>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
 
 namespace remat::optim::testing {
+
+inline int64_t live(MemoryCategory c) { return cpu_allocator().stats().live_of(c); }
+
+// A float64 (n) leaf that requires grad.
+inline Tensor leaf(const std::vector<double>& values) {
+  Tensor t = from_vector(values, {static_cast<int64_t>(values.size())});
+  t.requires_grad_();
+  return t;
+}
 
 // A 2-16-1 MLP regressing y = x0 * x1 + 0.5 x0 on fixed points; returns the
 // losses before and after `steps` steps.
