@@ -23,7 +23,13 @@ RecomputePolicy keep_all();
 // kept; nodes outside blocks are kept.
 RecomputePolicy per_block();
 
-// "none" or "blocks"; another name is an error listing these.
+// The cost rule without a budget: keep what is expensive to recompute per
+// byte (the GEMMs: matmul, linear, affine) and replay what is cheap (the
+// memory-bound rest: elementwise ops, norms, activations, softmax, masks,
+// embeddings). A replay rebuilds only what backward reads.
+RecomputePolicy compute_bound_kept();
+
+// "none", "blocks" or "cost"; another name is an error listing these.
 RecomputePolicy policy_by_name(const std::string& name);
 std::vector<std::string> policy_names();
 

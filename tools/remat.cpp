@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
   remat::train::WorkloadOptions bench_options;
   CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
   bench->add_option("--workload", bench_options.workload, "W1 or W2")->capture_default_str();
-  bench->add_option("--policy", bench_options.policy, "recompute policy: none or blocks")->capture_default_str();
+  bench->add_option("--policy", bench_options.policy, "recompute policy: none, blocks or cost")->capture_default_str();
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
   std::string format = "table";
   CLI::App* explain = app.add_subcommand("explain", "one row per node of a workload's graph: cost and decision");
   explain->add_option("--workload", explain_options.workload, "W1 or W2")->capture_default_str();
-  explain->add_option("--policy", explain_options.policy, "recompute policy: none or blocks")->capture_default_str();
+  explain->add_option("--policy", explain_options.policy, "recompute policy: none, blocks or cost")->capture_default_str();
   explain->add_option("--threads", explain_options.threads, "CPU threads")->capture_default_str();
   explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();

@@ -49,6 +49,17 @@ TEST(Policies, PerBlockIsBitIdenticalAndKeepsOnlyBlockOutputs) {
   EXPECT_LT(blocks.saved_bytes * 3, kept.saved_bytes);
 }
 
+TEST(Policies, CostKeepsGemmsReplaysTheRestBitIdentically) {
+  const StepResult kept = gpt_step(keep_all());
+  const StepResult cost = gpt_step(compute_bound_kept());
+  EXPECT_EQ(cost.grads, kept.grads);
+  EXPECT_GT(cost.replays, 0);
+  EXPECT_LT(cost.saved_bytes, kept.saved_bytes);
+  Tensor a = ones({2, 2}).requires_grad_();
+  EXPECT_EQ(compute_bound_kept().tag(*matmul(a, a).grad_fn()), Tag::Keep);
+  EXPECT_EQ(compute_bound_kept().tag(*relu(a).grad_fn()), Tag::Recompute);
+}
+
 TEST(Policies, ABlockOutputIsKeptAndItsInsidesAreNot) {
   nn::GPT model({.vocab_size = 5, .block_size = 4, .n_layer = 2, .n_head = 1, .n_embd = 4, .seed = 1});
   Tensor loss;
