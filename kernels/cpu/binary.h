@@ -24,12 +24,7 @@ inline T binary_apply(T a, T b) {
 template <BinaryOp kOp, class T>
 void binary_forward_op(T* out, const T* a, const std::vector<int64_t>& a_strides, const T* b,
                        const std::vector<int64_t>& b_strides, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> out_strides(shape.size());
-  int64_t step = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    out_strides[i] = step;
-    step *= shape[i];
-  }
+  const std::vector<int64_t> out_strides = dense_strides(shape);
   for_each_row<3>(shape, {&out_strides, &a_strides, &b_strides}, true,
                   [&](const std::array<int64_t, 3>& at, int64_t n, const std::array<int64_t, 3>& inner) {
     T* o = out + at[0];

@@ -24,16 +24,6 @@ void copy_typed(T* dst, const std::vector<int64_t>& dst_strides, const T* src, c
   });
 }
 
-std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
-  int64_t step = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = step;
-    step *= shape[i];
-  }
-  return strides;
-}
-
 }  // namespace
 
 void strided_copy(void* dst, const std::vector<int64_t>& dst_strides, const void* src,

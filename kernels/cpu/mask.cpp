@@ -11,12 +11,7 @@ namespace remat::kernels::cpu {
 template <class T, class M>
 void masked_fill_forward(T* out, const T* x, const std::vector<int64_t>& x_strides, const M* mask,
                          const std::vector<int64_t>& mask_strides, const std::vector<int64_t>& shape, T value) {
-  std::vector<int64_t> out_strides(shape.size());
-  int64_t step = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    out_strides[i] = step;
-    step *= shape[i];
-  }
+  const std::vector<int64_t> out_strides = dense_strides(shape);
   for_each_row<3>(shape, {&out_strides, &x_strides, &mask_strides}, true,
                   [&](const std::array<int64_t, 3>& at, int64_t n, const std::array<int64_t, 3>& inner) {
     T* o = out + at[0];

@@ -108,9 +108,7 @@ TEST(Binary, NonContiguousOperand) {
 
 TEST(Binary, LargeTensorsTakeTheThreadedPaths) {
   // Two threads even where OMP_NUM_THREADS=1, so the split loops really run.
-  const int threads_before = kernels::cpu::num_threads();
-  kernels::cpu::set_num_threads(2);
-  struct Restore { int n; ~Restore() { kernels::cpu::set_num_threads(n); } } restore{threads_before};
+  const kernels::cpu::NumThreadsGuard two_threads(2);
   // Above 2 * kParallelGrain elements the kernel splits rows (or one long
   // row) across threads; every element must still be computed once.
   const int64_t n = 70001;

@@ -135,9 +135,7 @@ TEST(Unary, NonContiguousInput) {
 
 TEST(Unary, LargeTensorsTakeTheThreadedPath) {
   // Two threads even where OMP_NUM_THREADS=1, so the split loops really run.
-  const int threads_before = kernels::cpu::num_threads();
-  kernels::cpu::set_num_threads(2);
-  struct Restore { int n; ~Restore() { kernels::cpu::set_num_threads(n); } } restore{threads_before};
+  const kernels::cpu::NumThreadsGuard two_threads(2);
   const int64_t n = 70001;
   std::vector<float> values(static_cast<size_t>(n));
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 11) - 5;

@@ -93,9 +93,7 @@ TEST(AdamW, DecayIsDecoupledFromTheGradient) {
 
 TEST(AdamW, LargeTensorTakesTheThreadedPath) {
   // Two threads even where OMP_NUM_THREADS=1, so the split loops really run.
-  const int threads_before = kernels::cpu::num_threads();
-  kernels::cpu::set_num_threads(2);
-  struct Restore { int n; ~Restore() { kernels::cpu::set_num_threads(n); } } restore{threads_before};
+  const kernels::cpu::NumThreadsGuard two_threads(2);
   // Above 2 * kParallelGrain elements the kernel splits across threads.
   const int64_t n = 100000;
   std::vector<double> p0(n), g(n);
