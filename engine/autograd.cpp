@@ -74,6 +74,29 @@ void SavedValue::release() {
   producer_.reset();
 }
 
+void Node::save_value(const Tensor& value) {
+  int slot = kSavedSideResult;
+  if (value.defined() && recording_inputs_) {
+    if (value.storage() == recording_output_->storage()) slot = kSavedOutput;
+    for (size_t i = 0; i < recording_inputs_->size() && slot == kSavedSideResult; ++i) {
+      if (value.storage() == (*recording_inputs_)[i].storage()) slot = static_cast<int>(i);
+    }
+    if (slot == kSavedSideResult) record_->side_bytes += static_cast<int64_t>(value.storage()->nbytes());
+  }
+  if (value.defined()) record_->saved.push_back(slot);
+  saved_.emplace_back(value);
+}
+
+void Node::materialize_saved() const {
+  for (const SavedValue& value : saved_) {
+    if (!value.is_released()) value.materialize(name());
+  }
+}
+
+void Node::output_released() {
+  if (record_->output_released_before == InputSource::kNone) record_->output_released_before = next_sequence_nr();
+}
+
 void Node::release_saved() {
   for (SavedValue& value : saved_) value.release();
   // This node's backward has run, so every consumer's already has: no one
@@ -106,6 +129,7 @@ Tensor Node::rebuild() {
   CategoryGuard activations(MemoryCategory::Activation);
   const auto start = std::chrono::steady_clock::now();
   rebuilt_ = forward(inputs);
+  discard_side_results();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // rebuilt_ now serves every later read until the last one, so the inputs
   // (themselves perhaps rebuilt) can go at once.
@@ -134,6 +158,7 @@ void reset_recompute_stats() {
 }
 
 bool grad_enabled() { return t_grad_enabled; }
+uint64_t next_sequence_nr() { return g_next_sequence_nr.load(); }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
@@ -161,25 +186,34 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     REMAT_CHECK(input.device() == inputs.front().device(), "{}: inputs on different devices ({} and {})",
                 node->name(), inputs.front().device().str(), input.device().str());
   }
-  const auto start = std::chrono::steady_clock::now();
-  Tensor output = node->forward(inputs);
-  const double forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-
   bool needs_grad = false;
   for (const Tensor& input : inputs) needs_grad = needs_grad || input.requires_grad();
-  if (!grad_enabled() || !needs_grad) return output;
+  if (!grad_enabled() || !needs_grad) return node->forward(inputs);
+
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t transient_before = cpu_allocator().stats().live_transient;
+  Tensor output;
+  int64_t forward_peak = 0;
+  {
+    ScopedPeak peak;
+    output = node->forward(inputs);
+    forward_peak = peak.stats().peak_transient - transient_before;
+  }
+  const double forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   // forward() may return an alias of an input (a view); give the output its
   // own TensorImpl so that setting grad_fn touches nothing else.
   if (output.requires_grad()) {
     output = output.detach();
   }
-  NodeRecord& record = node->record_;
+  NodeRecord& record = *node->record_;
+  record.op = std::string(node->name());
   record.sequence_nr = g_next_sequence_nr++;
   record.block = t_block;
   record.output_shape = output.shape();
   record.output_dtype = output.dtype();
   record.forward_ms = forward_ms;
+  record.forward_peak_bytes = forward_peak;
   if (t_policy.keep_input) {
     for (const Tensor& input : inputs) {
       Node* producer = input.grad_fn().get();
@@ -188,29 +222,40 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
       }
     }
   }
-  bool is_view = false;
   bool views_dropped = false;
-  for (const Tensor& input : inputs) {
-    const bool same_storage = input.storage() == output.storage();
-    is_view = is_view || same_storage;
-    views_dropped = views_dropped || (same_storage && input.grad_fn() && input.grad_fn()->tag() == Tag::Recompute);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& input = inputs[i];
+    if (input.storage() != output.storage() || record.view_of >= 0) continue;
+    record.view_of = static_cast<int>(i);
+    views_dropped = input.grad_fn() && input.grad_fn()->tag() == Tag::Recompute;
   }
-  record.output_bytes = is_view || !output.storage() ? 0 : static_cast<int64_t>(output.storage()->nbytes());
+  record.output_bytes = record.view_of >= 0 || !output.storage() ? 0 : static_cast<int64_t>(output.storage()->nbytes());
   node->edges_.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     node->edges_.push_back(gradient_edge(input));
     record.input_shapes.push_back(input.shape());
     record.input_dtypes.push_back(input.dtype());
+    InputSource source;
+    if (input.grad_fn()) source.producer = input.grad_fn()->record().sequence_nr;
+    if (!input.grad_fn() && input.requires_grad()) source.leaf = input.impl();
+    record.inputs.push_back(source);
   }
+  record.flops = node->flops();
   // Note [Recompute]: the tag first, then the output's grad_fn, so that a
-  // node saving its own output sees itself as the producer.
-  node->tag_ = views_dropped ? Tag::Recompute : (t_policy.tag ? t_policy.tag(*node) : Tag::Keep);
+  // node saving its own output sees itself as the producer. The policy sees
+  // every node, so that it can count positions.
+  const Tag chosen = t_policy.tag ? t_policy.tag(*node) : Tag::Keep;
+  node->tag_ = views_dropped ? Tag::Recompute : chosen;
   if (node->tag_ == Tag::Recompute) {
     for (const Tensor& input : inputs) node->replay_inputs_.emplace_back(input);
   }
   output.impl()->requires_grad = true;
   output.impl()->grad_fn = node;
+  node->recording_inputs_ = &inputs;
+  node->recording_output_ = &output;
   node->save(inputs, output);
+  node->recording_inputs_ = nullptr;
+  node->recording_output_ = nullptr;
   return output;
 }
 

@@ -80,10 +80,32 @@ struct Edge {
   std::shared_ptr<Node> node;
 };
 
-// Per-node facts recorded at forward time (the scheduler's profile reads them).
+// Where an input of a recorded node came from (the scheduler rebuilds the
+// graph from these, after the nodes themselves may be gone).
+struct InputSource {
+  static constexpr uint64_t kNone = UINT64_MAX;
+  uint64_t producer = kNone;   // sequence_nr of the node that made it, if any
+  const void* leaf = nullptr;  // the leaf whose gradient it feeds, if any
+};
+
+// What one saved value of a node is: input i (>= 0), the node's output, or a
+// side result of its forward holding bytes of its own (layer_norm's mean).
+inline constexpr int kSavedOutput = -1;
+inline constexpr int kSavedSideResult = -2;
+// NodeRecord::grad_bytes for an input whose gradient is undefined, or is a
+// view of the node's incoming gradient (no bytes of its own).
+inline constexpr int64_t kNoGradient = -1;
+inline constexpr int64_t kGradientAliasesOutput = -2;
+
+// Per-node facts recorded at forward time, and at the first backward through
+// the node: everything the scheduler's profile and liveness simulator read.
+// Shared, so that a planner can hold the records of a step's graph without
+// holding its nodes (and their saved activations).
 struct NodeRecord {
+  std::string op;
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
+  std::vector<InputSource> inputs;
   Shape output_shape;
   DType output_dtype = DType::Float32;
   uint64_t sequence_nr = 0;  // recording order; later nodes run first in backward
@@ -91,9 +113,29 @@ struct NodeRecord {
   // "transformer.h.3"), or null: how module boundaries reach the scheduler.
   std::shared_ptr<const std::string> block;
   // Bytes of storage the forward allocated for the output (0 for a view of
-  // an input), and the forward's wall time in milliseconds.
+  // input `view_of`), and the forward's wall time in milliseconds.
   int64_t output_bytes = 0;
+  int view_of = -1;
   double forward_ms = 0;
+  int64_t flops = 0;
+  // How far live activation + temporary bytes rose above their level at the
+  // start of the forward call (output and side results included).
+  int64_t forward_peak_bytes = 0;
+  // The saved values (kSavedOutput, kSavedSideResult or an input index) and
+  // the bytes of the side results.
+  std::vector<int> saved;
+  int64_t side_bytes = 0;
+  // The caller's last handle on the output went before the node with this
+  // sequence_nr was recorded (kNone: still held when the graph ended).
+  uint64_t output_released_before = InputSource::kNone;
+  // Filled by the first backward through the node: its time, how far
+  // transient bytes rose over the call (its saved values already rebuilt),
+  // and per input the bytes of a new gradient storage (or kNoGradient,
+  // kGradientAliasesOutput).
+  bool backward_ran = false;
+  double backward_ms = 0;
+  int64_t backward_peak_bytes = 0;
+  std::vector<int64_t> grad_bytes;
 };
 
 class Node {
@@ -113,7 +155,9 @@ class Node {
 
   bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].node != nullptr; }
   const std::vector<Edge>& next_edges() const { return edges_; }
-  const NodeRecord& record() const { return record_; }
+  const NodeRecord& record() const { return *record_; }
+  // The record, shared: a planner may keep it after the node is gone.
+  const std::shared_ptr<NodeRecord>& shared_record() const { return record_; }
   // Frees every saved value (after this node's backward has run).
   void release_saved();
 
@@ -121,6 +165,13 @@ class Node {
   Tag tag() const { return tag_; }
   // This node's output, replayed from its inputs if no rebuilt copy exists.
   Tensor rebuild();
+  // Materialises every saved value now (rebuilding dropped ones), so that
+  // backward() itself allocates only what it computes.
+  void materialize_saved() const;
+  // Called when the caller's last handle on the output goes (see
+  // NodeRecord::output_released_before).
+  void output_released();
+
   // Turns a Recompute node into a Keep one while its output is still alive
   // (a checkpoint boundary: a block's output, found when the next block
   // reads it): saved values made from now on hold `output`, and those made
@@ -128,8 +179,11 @@ class Node {
   void promote_to_keep(const Tensor& output);
 
  protected:
-  NodeRecord& mutable_record() { return record_; }
-  void save_value(const Tensor& value) { saved_.emplace_back(value); }
+  NodeRecord& mutable_record() { return *record_; }
+  void save_value(const Tensor& value);
+  // A replay (rebuild()) ran forward() again: drop what forward() left in
+  // members for save() (a side result is saved once, at record time).
+  virtual void discard_side_results() {}
   // The i-th value given to save_value(), materialised.
   Tensor saved(size_t i) const { return saved_.at(i).materialize(name()); }
 
@@ -141,7 +195,9 @@ class Node {
 
   std::vector<Edge> edges_;
   std::vector<SavedValue> saved_;
-  NodeRecord record_;
+  std::shared_ptr<NodeRecord> record_ = std::make_shared<NodeRecord>();
+  const Tensors* recording_inputs_ = nullptr;  // while save() runs, to classify saved values
+  const Tensor* recording_output_ = nullptr;
   Tag tag_ = Tag::Keep;
   std::vector<SavedValue> replay_inputs_;  // Recompute nodes only
   Tensor rebuilt_;                         // the replayed output, while a SavedValue still needs it
@@ -149,8 +205,9 @@ class Node {
 };
 
 // Chooses the tag of each node as it is recorded (a policy of scheduler/
-// installs one with RecomputeScope). Views of a dropped value are dropped
-// too, whatever the policy says: they hold no bytes of their own.
+// installs one with RecomputeScope). It is asked for every node, in
+// recording order; views of a dropped value are dropped whatever it says:
+// they hold no bytes of their own.
 using TagPolicy = std::function<Tag(const Node& node)>;
 // Asked, as `consumer` is recorded, for each input made by a Recompute node
 // `producer`: true promotes the producer to Keep (Node::promote_to_keep).
@@ -190,6 +247,9 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
 Edge gradient_edge(const Tensor& t);
 
 bool grad_enabled();
+
+// The sequence_nr the next recorded node will get.
+uint64_t next_sequence_nr();
 
 // Marks every node recorded while it lives as part of block `name` (a
 // transformer block, say); scopes nest, the innermost wins. Modules open one

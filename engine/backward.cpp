@@ -6,6 +6,7 @@
 // frees saved values in reverse order of their creation).
 #include "engine/backward.h"
 
+#include <chrono>
 #include <queue>
 #include <unordered_map>
 
@@ -38,6 +39,36 @@ bool can_adopt(const Tensor& grad) {
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->record().sequence_nr < b->record().sequence_nr; }
 };
+
+// node.backward(grad_output) with its saved values rebuilt first; the first
+// backward through a node records its time, its peak and its gradients'
+// bytes (NodeRecord) for the scheduler.
+Tensors run_node_backward(Node& node, const Tensor& grad_output) {
+  node.materialize_saved();
+  const bool first = !node.record().backward_ran;
+  if (!first) return node.backward(grad_output);
+  const int64_t transient_before = cpu_allocator().stats().live_transient;
+  const auto start = std::chrono::steady_clock::now();
+  Tensors grads;
+  int64_t peak_bytes = 0;
+  {
+    ScopedPeak peak;
+    grads = node.backward(grad_output);
+    peak_bytes = peak.stats().peak_transient - transient_before;
+  }
+  NodeRecord& record = *node.shared_record();
+  record.backward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  record.backward_peak_bytes = peak_bytes;
+  record.grad_bytes.assign(node.next_edges().size(), kNoGradient);
+  for (size_t i = 0; i < grads.size() && i < record.grad_bytes.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    record.grad_bytes[i] = grads[i].storage() == grad_output.storage()
+                               ? kGradientAliasesOutput
+                               : static_cast<int64_t>(grads[i].storage()->nbytes());
+  }
+  record.backward_ran = true;
+  return grads;
+}
 
 }  // namespace
 
@@ -106,7 +137,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     buffers.erase(node);
     Tensors grad_inputs;
     if (grad_output.defined()) {
-      grad_inputs = node->backward(grad_output);
+      grad_inputs = run_node_backward(*node, grad_output);
       grad_output = Tensor();
     }
     if (!retain_graph) node->release_saved();

@@ -6,6 +6,10 @@
 
 namespace remat {
 
+TensorImpl::~TensorImpl() {
+  if (grad_fn) grad_fn->output_released();
+}
+
 Tensor::Tensor(Shape shape, DType dtype, Device device) : impl_(std::make_shared<TensorImpl>()) {
   int64_t n = 1;
   for (int64_t s : shape) {

@@ -26,6 +26,8 @@ class Tensor;
 using Tensors = std::vector<Tensor>;
 
 struct TensorImpl {
+  ~TensorImpl();  // tells grad_fn that the caller let its output go
+
   std::shared_ptr<Storage> storage;
   Shape shape;
   Strides strides;

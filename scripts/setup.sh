@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   dataset-fashion-mnist bible-kjv                # data (no downloads at run time)
   python3-torch python3-numpy                    # bench/torch_reference.py
+  python3-matplotlib                             # tools/plot_tradeoff.py
 )
 
 missing=()
