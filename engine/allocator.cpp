@@ -2,6 +2,7 @@
 #include "engine/allocator.h"
 
 #include <algorithm>
+#include <vector>
 #include <cstdlib>
 #include <memory>
 
@@ -42,6 +43,7 @@ void Allocator::add(int64_t nbytes, MemoryCategory category) {
   if (is_transient(category)) {
     stats_.live_transient += nbytes;
     stats_.peak_transient = std::max(stats_.peak_transient, stats_.live_transient);
+    for (int64_t* peak : watches_) *peak = std::max(*peak, stats_.live_transient);
   }
 }
 
@@ -125,6 +127,22 @@ MemoryStats Allocator::stats() const {
   return stats_;
 }
 
+void Allocator::watch(int64_t* peak) {
+  std::lock_guard lock(mutex_);
+  *peak = stats_.live_transient;
+  watches_.push_back(peak);
+}
+
+void Allocator::unwatch(int64_t* peak) {
+  std::lock_guard lock(mutex_);
+  watches_.erase(std::remove(watches_.begin(), watches_.end(), peak), watches_.end());
+}
+
+int64_t Allocator::watched(const int64_t* peak) const {
+  std::lock_guard lock(mutex_);
+  return *peak;
+}
+
 void Allocator::reset_peaks() {
   std::lock_guard lock(mutex_);
   stats_.peak = stats_.live;
@@ -156,5 +174,14 @@ ScopedPeak::ScopedPeak(Device device) : allocator_(allocator_for(device)), outer
 }
 
 ScopedPeak::~ScopedPeak() { allocator_.merge_peaks(outer_); }
+
+TransientPeakWatch::TransientPeakWatch(Device device) : allocator_(allocator_for(device)) {
+  allocator_.watch(&peak_);
+  start_ = peak_;
+}
+
+TransientPeakWatch::~TransientPeakWatch() { allocator_.unwatch(&peak_); }
+
+int64_t TransientPeakWatch::rise() const { return allocator_.watched(&peak_) - start_; }
 
 }  // namespace remat

@@ -25,8 +25,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <unordered_map>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "engine/device.h"
 
@@ -72,6 +73,11 @@ class Allocator {
   void empty_cache();
   Device device() const { return device_; }
 
+  // For TransientPeakWatch: `peak` follows live transient bytes until unwatched.
+  void watch(int64_t* peak);
+  void unwatch(int64_t* peak);
+  int64_t watched(const int64_t* peak) const;
+
  private:
   void add(int64_t nbytes, MemoryCategory category);  // caller holds mutex_
   void release_cache();                               // caller holds mutex_
@@ -86,6 +92,7 @@ class Allocator {
   MemoryStats stats_;
   std::multimap<size_t, void*> free_blocks_;  // block size -> block, cached
   std::unordered_map<void*, Block> blocks_;   // every cacheable block, in use or cached
+  std::vector<int64_t*> watches_;
 };
 
 // The allocator of a device (one per device, living for the whole process).
@@ -121,6 +128,25 @@ class ScopedPeak {
  private:
   Allocator& allocator_;
   MemoryStats outer_;
+};
+
+// Follows the highest live activation + temporary bytes from construction
+// on. Unlike ScopedPeak it resets nothing, so watches need not nest: a
+// planner can measure a step that spans several of the caller's scopes.
+class TransientPeakWatch {
+ public:
+  explicit TransientPeakWatch(Device device = Device::cpu());
+  ~TransientPeakWatch();
+  TransientPeakWatch(const TransientPeakWatch&) = delete;
+  TransientPeakWatch& operator=(const TransientPeakWatch&) = delete;
+
+  // The highest level since construction, less the level then.
+  int64_t rise() const;
+
+ private:
+  Allocator& allocator_;
+  int64_t start_ = 0;
+  int64_t peak_ = 0;
 };
 
 }  // namespace remat

@@ -17,6 +17,8 @@ std::mutex g_stats_mutex;
 RecomputeStats g_stats;
 thread_local std::shared_ptr<const std::string> t_block;
 std::atomic<uint64_t> g_next_sequence_nr{0};
+thread_local uint64_t t_region = 0;
+std::atomic<uint64_t> g_next_region{1};
 
 }  // namespace
 
@@ -113,15 +115,15 @@ void Node::drop_use() {
 }
 
 void Node::promote_to_keep(const Tensor& output) {
-  if (tag_ == Tag::Keep) return;
-  tag_ = Tag::Keep;
+  if (record_->tag == Tag::Keep) return;
+  record_->tag = Tag::Keep;
   if (pending_uses_ > 0 && !rebuilt_.defined()) rebuilt_ = output.detach();  // for the saved values made before
   for (SavedValue& input : replay_inputs_) input.release();
 }
 
 Tensor Node::rebuild() {
   if (rebuilt_.defined()) return rebuilt_;
-  REMAT_CHECK(tag_ == Tag::Recompute && !replay_inputs_.empty(), "{}: asked to rebuild an output it kept", name());
+  REMAT_CHECK(record_->tag == Tag::Recompute && !replay_inputs_.empty(), "{}: asked to rebuild an output it kept", name());
   Tensors inputs;
   inputs.reserve(replay_inputs_.size());
   for (const SavedValue& input : replay_inputs_) inputs.push_back(input.materialize(name()));
@@ -166,6 +168,9 @@ BlockScope::BlockScope(std::string name) : previous_(t_block) {
   t_block = std::make_shared<const std::string>(std::move(name));
 }
 BlockScope::~BlockScope() { t_block = previous_; }
+
+CheckpointRegion::CheckpointRegion() : previous_(t_region) { t_region = g_next_region++; }
+CheckpointRegion::~CheckpointRegion() { t_region = previous_; }
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
@@ -214,12 +219,13 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   record.output_dtype = output.dtype();
   record.forward_ms = forward_ms;
   record.forward_peak_bytes = forward_peak;
-  if (t_policy.keep_input) {
-    for (const Tensor& input : inputs) {
-      Node* producer = input.grad_fn().get();
-      if (producer && producer->tag() == Tag::Recompute && t_policy.keep_input(*node, *producer)) {
-        producer->promote_to_keep(input);
-      }
+  record.region = t_region;
+  for (const Tensor& input : inputs) {
+    Node* producer = input.grad_fn().get();
+    if (!producer || producer->tag() != Tag::Recompute) continue;
+    const bool leaves_region = producer->record().region != 0 && producer->record().region != t_region;
+    if (leaves_region || (t_policy.keep_input && t_policy.keep_input(*node, *producer))) {
+      producer->promote_to_keep(input);
     }
   }
   bool views_dropped = false;
@@ -244,9 +250,10 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   // Note [Recompute]: the tag first, then the output's grad_fn, so that a
   // node saving its own output sees itself as the producer. The policy sees
   // every node, so that it can count positions.
-  const Tag chosen = t_policy.tag ? t_policy.tag(*node) : Tag::Keep;
-  node->tag_ = views_dropped ? Tag::Recompute : chosen;
-  if (node->tag_ == Tag::Recompute) {
+  const Tag asked = t_policy.tag ? t_policy.tag(*node) : Tag::Keep;
+  const Tag chosen = t_region != 0 ? Tag::Recompute : asked;
+  record.tag = views_dropped ? Tag::Recompute : chosen;
+  if (record.tag == Tag::Recompute) {
     for (const Tensor& input : inputs) node->replay_inputs_.emplace_back(input);
   }
   output.impl()->requires_grad = true;

@@ -70,8 +70,6 @@ class SavedValue {
   bool released_ = false;
 };
 
-enum class Tag { Keep, Recompute };
-
 class Node;
 
 // Where the gradient of one input goes: the node that made the input (or the
@@ -79,6 +77,8 @@ class Node;
 struct Edge {
   std::shared_ptr<Node> node;
 };
+
+enum class Tag { Keep, Recompute };
 
 // Where an input of a recorded node came from (the scheduler rebuilds the
 // graph from these, after the nodes themselves may be gone).
@@ -128,6 +128,9 @@ struct NodeRecord {
   // The caller's last handle on the output went before the node with this
   // sequence_nr was recorded (kNone: still held when the graph ended).
   uint64_t output_released_before = InputSource::kNone;
+  Tag tag = Tag::Keep;  // mirrors Node::tag()
+  // The checkpoint region (CheckpointRegion) the node was recorded in, or 0.
+  uint64_t region = 0;
   // Filled by the first backward through the node: its time, how far
   // transient bytes rose over the call (its saved values already rebuilt),
   // and per input the bytes of a new gradient storage (or kNoGradient,
@@ -162,7 +165,7 @@ class Node {
   void release_saved();
 
   // Note [Recompute]. The tag is set when the node is recorded.
-  Tag tag() const { return tag_; }
+  Tag tag() const { return record_->tag; }
   // This node's output, replayed from its inputs if no rebuilt copy exists.
   Tensor rebuild();
   // Materialises every saved value now (rebuilding dropped ones), so that
@@ -198,7 +201,6 @@ class Node {
   std::shared_ptr<NodeRecord> record_ = std::make_shared<NodeRecord>();
   const Tensors* recording_inputs_ = nullptr;  // while save() runs, to classify saved values
   const Tensor* recording_output_ = nullptr;
-  Tag tag_ = Tag::Keep;
   std::vector<SavedValue> replay_inputs_;  // Recompute nodes only
   Tensor rebuilt_;                         // the replayed output, while a SavedValue still needs it
   int pending_uses_ = 0;                   // SavedValues that read this node's output
@@ -263,6 +265,21 @@ class BlockScope {
 
  private:
   std::shared_ptr<const std::string> previous_;
+};
+
+// A checkpoint region, as torch.utils.checkpoint: every node recorded while
+// it lives is replayed in backward (whatever the policy), except the
+// region's outputs, which are kept once a node outside the region reads
+// them. scheduler::checkpoint(fn, inputs) opens one around fn.
+class CheckpointRegion {
+ public:
+  CheckpointRegion();
+  ~CheckpointRegion();
+  CheckpointRegion(const CheckpointRegion&) = delete;
+  CheckpointRegion& operator=(const CheckpointRegion&) = delete;
+
+ private:
+  uint64_t previous_;
 };
 
 class NoGradGuard {

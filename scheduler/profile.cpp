@@ -1,8 +1,9 @@
-// profile_graph; see profile.h.
+// profile_graph and profile_records; see profile.h.
 #include "scheduler/profile.h"
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "engine/backward.h"
@@ -19,12 +20,99 @@ void mix(uint64_t& hash, const void* data, size_t size) {
   }
 }
 
+// Rows for `records` (sorted by sequence_nr, the root last), keeping only
+// those the root depends on.
+GraphProfile build(std::vector<const NodeRecord*> records) {
+  std::sort(records.begin(), records.end(),
+            [](const NodeRecord* a, const NodeRecord* b) { return a->sequence_nr < b->sequence_nr; });
+  std::unordered_map<uint64_t, size_t> index_of;
+  for (size_t i = 0; i < records.size(); ++i) index_of[records[i]->sequence_nr] = i;
+  std::vector<bool> reached(records.size(), false);
+  if (!records.empty()) reached.back() = true;
+  for (size_t i = records.size(); i-- > 0;) {
+    if (!reached[i]) continue;
+    for (const InputSource& source : records[i]->inputs) {
+      auto it = index_of.find(source.producer);
+      if (it != index_of.end()) reached[it->second] = true;
+    }
+  }
+  std::vector<const NodeRecord*> kept;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (reached[i]) kept.push_back(records[i]);
+  }
+
+  GraphProfile profile;
+  std::unordered_map<uint64_t, int64_t> position_of;
+  std::unordered_map<const void*, int64_t> leaf_index;
+  uint64_t hash = 14695981039346656037ull;
+  const int64_t n = static_cast<int64_t>(kept.size());
+  for (int64_t p = 0; p < n; ++p) {
+    const NodeRecord& r = *kept[p];
+    position_of[r.sequence_nr] = p;
+    NodeProfile row;
+    row.position = p;
+    row.sequence_nr = r.sequence_nr;
+    row.op = r.op;
+    row.input_shapes = r.input_shapes;
+    row.output_shape = r.output_shape;
+    row.output_dtype = r.output_dtype;
+    row.output_bytes = r.output_bytes;
+    row.view_of = r.view_of;
+    row.flops = r.flops;
+    row.forward_ms = r.forward_ms;
+    row.forward_peak_bytes = r.forward_peak_bytes;
+    row.saved = r.saved;
+    row.side_bytes = r.side_bytes;
+    row.released_at = n;
+    row.backward_ran = r.backward_ran;
+    row.backward_ms = r.backward_ms;
+    row.backward_peak_bytes = r.backward_peak_bytes;
+    row.grad_bytes = r.grad_bytes;
+    row.block = r.block ? *r.block : std::string();
+    row.region = r.region;
+    row.tag = r.tag;
+    for (const InputSource& source : r.inputs) {
+      auto it = position_of.find(source.producer);
+      row.inputs.push_back(it == position_of.end() ? -1 : it->second);
+      if (source.leaf) {
+        auto [leaf, added] = leaf_index.try_emplace(source.leaf, static_cast<int64_t>(leaf_index.size()));
+        row.leaves.push_back(leaf->second);
+      } else {
+        row.leaves.push_back(-1);
+      }
+    }
+    mix(hash, row.op.data(), row.op.size());
+    for (const Shape& s : row.input_shapes) mix(hash, s.data(), s.size() * sizeof(int64_t));
+    mix(hash, row.output_shape.data(), row.output_shape.size() * sizeof(int64_t));
+    for (int64_t input : row.inputs) mix(hash, &input, sizeof input);
+    profile.nodes.push_back(std::move(row));
+  }
+  // Release times, as positions: the first node recorded at or after it.
+  for (int64_t p = 0; p < n; ++p) {
+    const uint64_t released = kept[p]->output_released_before;
+    for (int64_t q = p + 1; q < n && released != InputSource::kNone; ++q) {
+      if (kept[q]->sequence_nr >= released) {
+        profile.nodes[p].released_at = q;
+        break;
+      }
+    }
+  }
+  profile.leaves = static_cast<int64_t>(leaf_index.size());
+  profile.signature = hash;
+  return profile;
+}
+
 }  // namespace
+
+int64_t NodeProfile::dense_output_bytes() const { return numel(output_shape) * dtype_size(output_dtype); }
 
 double NodeProfile::ms_per_mib() const {
   if (output_bytes == 0) return std::numeric_limits<double>::infinity();
   return forward_ms / (static_cast<double>(output_bytes) / (1024.0 * 1024.0));
 }
+
+bool NodeProfile::reads_input(int i) const { return std::find(saved.begin(), saved.end(), i) != saved.end(); }
+bool NodeProfile::reads_output() const { return reads_input(kSavedOutput); }
 
 int64_t GraphProfile::total_output_bytes() const {
   int64_t total = 0;
@@ -38,42 +126,38 @@ double GraphProfile::total_forward_ms() const {
   return total;
 }
 
-GraphProfile profile_graph(const Tensor& root, const std::function<std::string(const Node&)>& explain) {
+double GraphProfile::total_backward_ms() const {
+  double total = 0;
+  for (const NodeProfile& n : nodes) total += n.backward_ms;
+  return total;
+}
+
+std::vector<Tag> GraphProfile::recorded_tags() const {
+  std::vector<Tag> tags;
+  for (const NodeProfile& n : nodes) tags.push_back(n.tag);
+  return tags;
+}
+
+GraphProfile profile_graph(const Tensor& root) {
   REMAT_CHECK(root.defined() && root.grad_fn(), "profile_graph: tensor {} has no recorded graph", root.str());
-  std::vector<Node*> nodes;
+  std::vector<const NodeRecord*> records;
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack{root.grad_fn().get()};
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
     if (!node || !seen.insert(node).second || dynamic_cast<AccumulateGrad*>(node)) continue;
-    nodes.push_back(node);
+    records.push_back(&node->record());
     for (const Edge& edge : node->next_edges()) stack.push_back(edge.node.get());
   }
-  std::sort(nodes.begin(), nodes.end(),
-            [](const Node* a, const Node* b) { return a->record().sequence_nr < b->record().sequence_nr; });
+  // The root is the latest record; sorting puts it last.
+  return build(std::move(records));
+}
 
-  GraphProfile profile;
-  uint64_t hash = 14695981039346656037ull;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const NodeRecord& r = nodes[i]->record();
-    NodeProfile row{.position = static_cast<int64_t>(i),
-                    .op = std::string(nodes[i]->name()),
-                    .input_shapes = r.input_shapes,
-                    .output_shape = r.output_shape,
-                    .output_bytes = r.output_bytes,
-                    .flops = nodes[i]->flops(),
-                    .forward_ms = r.forward_ms,
-                    .block = r.block ? *r.block : std::string(),
-                    .tag = nodes[i]->tag(),
-                    .reason = explain ? explain(*nodes[i]) : std::string()};
-    mix(hash, row.op.data(), row.op.size());
-    for (const Shape& s : row.input_shapes) mix(hash, s.data(), s.size() * sizeof(int64_t));
-    mix(hash, row.output_shape.data(), row.output_shape.size() * sizeof(int64_t));
-    profile.nodes.push_back(std::move(row));
-  }
-  profile.signature = hash;
-  return profile;
+GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records) {
+  std::vector<const NodeRecord*> raw;
+  for (const auto& r : records) raw.push_back(r.get());
+  return build(std::move(raw));
 }
 
 }  // namespace remat::scheduler

@@ -1,12 +1,13 @@
-// The profile of a recorded graph: one row per node in recording order
-// (op, output shape and bytes, FLOPs, measured forward time, block), and the
-// graph's signature (its ops and shapes), under which a plan will be cached.
-// This is what the policies read; the recompute mechanism itself lives in
-// engine/. Called by `remat explain` and, later, by the planner.
+// The profile of a recorded graph: one row per node in recording order with
+// what the planners and the liveness simulator read (op, shapes, bytes,
+// FLOPs, measured times and peaks, which values backward reads, where each
+// input came from), and the graph's signature (its ops and shapes), under
+// which a plan is cached. It is built from the nodes' shared NodeRecords, so
+// it can be taken after backward, once the nodes' saved values are gone.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,29 +17,59 @@ namespace remat::scheduler {
 
 struct NodeProfile {
   int64_t position = 0;  // 0, 1, ... in recording order
+  uint64_t sequence_nr = 0;
   std::string op;
   std::vector<Shape> input_shapes;
+  // Per input: the position of the node that made it, or -1 when it came
+  // from outside the graph (a parameter, the batch); and the index of the
+  // leaf its gradient accumulates into, or -1.
+  std::vector<int64_t> inputs;
+  std::vector<int64_t> leaves;
   Shape output_shape;
+  DType output_dtype = DType::Float32;
   int64_t output_bytes = 0;  // 0 for views: they cost no storage
+  int view_of = -1;          // the input whose storage a view shares
   int64_t flops = 0;
   double forward_ms = 0;
+  int64_t forward_peak_bytes = 0;
+  std::vector<int> saved;  // NodeRecord::saved
+  int64_t side_bytes = 0;
+  // The caller dropped its handle on the output before this position was
+  // recorded (the node count when it was still held as the graph ended).
+  int64_t released_at = 0;
+  bool backward_ran = false;
+  double backward_ms = 0;
+  int64_t backward_peak_bytes = 0;
+  std::vector<int64_t> grad_bytes;  // NodeRecord::grad_bytes
   std::string block;  // "" outside any block
-  Tag tag = Tag::Keep;
-  std::string reason;  // why it got its tag, when profile_graph was given a way to say
+  uint64_t region = 0;  // its checkpoint region, or 0
+  Tag tag = Tag::Keep;  // the tag it was recorded with
+
+  // Bytes of a dense tensor of the output's shape (a gradient of it).
+  int64_t dense_output_bytes() const;
   // Forward milliseconds per MiB of output, the price of recomputing a byte
   // (infinite for views, which free nothing).
   double ms_per_mib() const;
+  bool reads_input(int i) const;
+  bool reads_output() const;
 };
 
 struct GraphProfile {
-  std::vector<NodeProfile> nodes;
+  std::vector<NodeProfile> nodes;  // the last one is the root (the loss)
+  int64_t leaves = 0;
   uint64_t signature = 0;  // equal for graphs of the same ops and shapes
+  int64_t size() const { return static_cast<int64_t>(nodes.size()); }
   int64_t total_output_bytes() const;
   double total_forward_ms() const;
+  double total_backward_ms() const;
+  std::vector<Tag> recorded_tags() const;
 };
 
-// Walks the graph that produced `root` (leaf accumulators excluded);
-// `explain`, if given, writes each node's reason.
-GraphProfile profile_graph(const Tensor& root, const std::function<std::string(const Node&)>& explain = {});
+// The graph that produced `root` (leaf accumulators excluded).
+GraphProfile profile_graph(const Tensor& root);
+
+// The graph of records kept by a planner: the nodes the last record (the
+// root) depends on, in recording order.
+GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records);
 
 }  // namespace remat::scheduler

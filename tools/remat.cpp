@@ -2,8 +2,8 @@
 // no training or measuring logic lives here.
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
-//   remat bench --workload W1|W2 --policy none [--threads 1] [--steps 10] [--json]
-//   remat explain --workload W1|W2 --policy none [--format table|csv|json]
+//   remat bench --workload W1|W2 --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--json]
+//   remat explain --workload W1|W2 --policy P [--budget B] [--format table|csv|json]
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
@@ -22,6 +22,7 @@
 #include "engine/error.h"
 #include "train/fashion_mnist_task.h"
 #include "train/kjv_gpt_task.h"
+#include "train/parse.h"
 #include "train/workload.h"
 
 namespace {
@@ -118,35 +119,36 @@ void run_bench(const remat::train::WorkloadOptions& options, bool json) {
 
 // One row per node of the workload's graph: what it costs and what the
 // policy decided, and why.
-const char* decision(const remat::scheduler::NodeProfile& n) {
-  return n.tag == remat::Tag::Keep ? "KEEP" : "RECOMPUTE";
-}
-
 void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
-  const remat::scheduler::GraphProfile profile = remat::train::profile_workload(options);
+  const auto [graph, plan] = remat::train::plan_workload(options);
   if (format == "csv") {
     fmt::print("position,op,block,output_shape,output_bytes,flops,forward_ms,ms_per_mib,decision,reason\n");
   } else if (format == "table") {
-    fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", profile.nodes.size(),
-               mib(profile.total_output_bytes()), profile.total_forward_ms(), profile.signature);
+    fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", graph.nodes.size(),
+               mib(graph.total_output_bytes()), graph.total_forward_ms(), graph.signature);
+    fmt::print("policy {}: keeps {}, drops {}; predicted peak {}, {} replays, {:.1f} ms of recompute\n", plan.policy,
+               mib(plan.kept_bytes), mib(plan.dropped_bytes), mib(plan.predicted.peak_bytes),
+               plan.predicted.replayed_nodes, plan.predicted.recompute_ms);
     fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block", "output",
                "MiB", "MFLOP", "ms", "ms/MiB", "decision", "reason");
   }
-  for (const remat::scheduler::NodeProfile& n : profile.nodes) {
+  for (const remat::scheduler::NodeProfile& n : graph.nodes) {
     const double out_mib = static_cast<double>(n.output_bytes) / (1024.0 * 1024.0);
+    const char* decision = plan.tags[n.position] == remat::Tag::Keep ? "KEEP" : "RECOMPUTE";
+    const std::string& reason = plan.reasons[n.position];
     if (format == "json") {
       fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"op", n.op}, {"block", n.block},
                                          {"output_shape", n.output_shape}, {"output_bytes", n.output_bytes},
                                          {"flops", n.flops}, {"forward_ms", n.forward_ms},
-                                         {"decision", decision(n)}, {"reason", n.reason}}.dump());
+                                         {"ms_per_mib", n.output_bytes ? nlohmann::json(n.ms_per_mib()) : nullptr},
+                                         {"decision", decision}, {"reason", reason}}.dump());
     } else if (format == "csv") {
-      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{:.6f},{},{}\n", n.position, n.op, n.block,
-                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, n.ms_per_mib(), decision(n),
-                 n.reason);
+      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
+                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, n.ms_per_mib(), decision, reason);
     } else {
       fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>9.3f} {:<9} {}\n", n.position, n.op,
                  n.block, remat::str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
-                 n.ms_per_mib(), decision(n), n.reason);
+                 n.ms_per_mib(), decision, reason);
     }
   }
 }
@@ -212,7 +214,10 @@ int main(int argc, char** argv) {
   remat::train::WorkloadOptions bench_options;
   CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
   bench->add_option("--workload", bench_options.workload, "W1 or W2")->capture_default_str();
-  bench->add_option("--policy", bench_options.policy, "recompute policy: none, blocks or cost")->capture_default_str();
+  bench->add_option("--policy", bench_options.policy, "recompute policy: none, blocks, sqrt, cost or optimal")
+      ->capture_default_str();
+  std::string bench_budget;
+  bench->add_option("--budget", bench_budget, "peak activation bytes for cost/optimal, e.g. 64MiB");
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
@@ -223,7 +228,10 @@ int main(int argc, char** argv) {
   std::string format = "table";
   CLI::App* explain = app.add_subcommand("explain", "one row per node of a workload's graph: cost and decision");
   explain->add_option("--workload", explain_options.workload, "W1 or W2")->capture_default_str();
-  explain->add_option("--policy", explain_options.policy, "recompute policy: none, blocks or cost")->capture_default_str();
+  explain->add_option("--policy", explain_options.policy, "recompute policy: none, blocks, sqrt, cost or optimal")
+      ->capture_default_str();
+  std::string explain_budget;
+  explain->add_option("--budget", explain_budget, "peak activation bytes for cost/optimal, e.g. 64MiB");
   explain->add_option("--threads", explain_options.threads, "CPU threads")->capture_default_str();
   explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
@@ -247,6 +255,8 @@ int main(int argc, char** argv) {
       apply(common, kjv);
       train_kjv_gpt(kjv, json);
     }
+    if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
+    if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
     if (*bench) run_bench(bench_options, json);
     if (*explain) run_explain(explain_options, format);
   } catch (const std::exception& e) {  // remat::Error, and e.g. std::bad_alloc

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,5 +18,8 @@ Integer parse_integer(std::string_view text, std::string_view what) {
   REMAT_CHECK(error == std::errc() && end == text.data() + text.size(), "{}: '{}' is not a valid integer", what, text);
   return value;
 }
+
+// A byte count such as "64MiB", "1.5GiB", "512KiB" or "4096" (bytes).
+int64_t parse_bytes(std::string_view text, std::string_view what);
 
 }  // namespace remat::train

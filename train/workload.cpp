@@ -13,7 +13,7 @@
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "optim/sgd.h"
-#include "scheduler/policies.h"
+#include "scheduler/checkpointer.h"
 
 namespace remat::train {
 namespace {
@@ -59,6 +59,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   nlohmann::ordered_json j;
   j["workload"] = workload;
   j["policy"] = policy;
+  j["budget_bytes"] = budget ? nlohmann::ordered_json(*budget) : nullptr;
   j["threads"] = threads;
   j["device"] = device;
   j["steps"] = steps;
@@ -70,6 +71,9 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["predicted_peak_activation_bytes"] =
       predicted_peak_activation_bytes ? nlohmann::ordered_json(*predicted_peak_activation_bytes) : nullptr;
   j["peak_total_bytes"] = peak_total_bytes;
+  j["kept_bytes"] = kept_bytes;
+  j["dropped_bytes"] = dropped_bytes;
+  j["replayed_nodes"] = replayed_nodes;
   j["recompute_ms"] = recompute_ms;
   j["recompute_flops"] = recompute_flops;
   j["loss_first"] = loss_first;
@@ -84,7 +88,7 @@ namespace {
 void check_options(const WorkloadOptions& options) {
   REMAT_CHECK(options.workload == "W1" || options.workload == "W2", "bench: unknown workload '{}' (available: W1, "
               "W2)", options.workload);
-  scheduler::policy_by_name(options.policy);  // an unknown name is an error that lists the known ones
+  scheduler::check_policy(options.policy);  // an unknown name is an error that lists the known ones
   REMAT_CHECK(options.threads >= 1, "bench: --threads must be at least 1, got {}", options.threads);
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
               options.steps, options.warmup);
@@ -99,21 +103,23 @@ Workload build(const WorkloadOptions& options) {
 
 }  // namespace
 
-scheduler::GraphProfile profile_workload(const WorkloadOptions& options) {
+WorkloadPlan plan_workload(const WorkloadOptions& options) {
   const Workload workload = build(options);
   optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
-  for (int step = 0; step < options.warmup; ++step) {
+  scheduler::Checkpointer checkpointer({.policy = options.policy, .budget = options.budget});
+  for (int step = 0; step < std::max(1, options.warmup) + 1; ++step) {
     optimizer.zero_grad();
-    workload.loss().backward();
+    Tensor loss;
+    {
+      const auto recording = checkpointer.record();
+      loss = workload.loss();
+    }
+    loss.backward();
     optimizer.step();
   }
-  Tensor loss;
-  {
-    RecomputeScope policy(scheduler::policy_by_name(options.policy));
-    loss = workload.loss();
-  }
-  return scheduler::profile_graph(
-      loss, [&](const Node& node) { return scheduler::reason_for(options.policy, node); });
+  REMAT_CHECK(checkpointer.plan() && checkpointer.profile(), "plan_workload: the graph of {} changed between steps",
+              options.workload);
+  return {*checkpointer.profile(), *checkpointer.plan()};
 }
 
 WorkloadReport run_workload(const WorkloadOptions& options) {
@@ -123,11 +129,13 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
   WorkloadReport report;
   report.workload = options.workload;
   report.policy = options.policy;
+  report.budget = options.budget;
   report.threads = options.threads;
   report.steps = options.steps;
   report.parameters = workload.model->num_parameters();
 
   Allocator& allocator = cpu_allocator();
+  scheduler::Checkpointer checkpointer({.policy = options.policy, .budget = options.budget});
   std::vector<double> step_ms;
   for (int step = 0; step < options.warmup + options.steps; ++step) {
     const int64_t transient_before = allocator.stats().live_transient;
@@ -137,7 +145,7 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
     optimizer.zero_grad();
     Tensor loss;
     {
-      RecomputeScope policy(scheduler::policy_by_name(options.policy));
+      const auto recording = checkpointer.record();
       loss = workload.loss();
     }
     const int64_t saved = allocator.stats().live_of(MemoryCategory::Activation);
@@ -155,9 +163,13 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
     report.peak_activation_bytes = std::max(report.peak_activation_bytes, stats.peak_transient - transient_before);
     report.peak_total_bytes = std::max(report.peak_total_bytes, stats.peak_total);
     // Replays of dropped outputs (none under policy "none"): the last step's.
-    const RecomputeStats replays = recompute_stats();
-    report.recompute_ms = replays.ms;
-    report.recompute_flops = replays.flops;
+    const scheduler::StepReport step_report = checkpointer.report();
+    report.recompute_ms = step_report.recompute_ms;
+    report.recompute_flops = step_report.recompute_flops;
+    report.replayed_nodes = step_report.replayed_nodes;
+    report.kept_bytes = step_report.kept_bytes;
+    report.dropped_bytes = step_report.dropped_bytes;
+    report.predicted_peak_activation_bytes = step_report.predicted_peak_bytes;
   }
   report.step_ms_median = median(step_ms);
   report.step_ms_min = *std::min_element(step_ms.begin(), step_ms.end());

@@ -14,13 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
-#include "scheduler/profile.h"
+#include "scheduler/plan.h"
 
 namespace remat::train {
 
 struct WorkloadOptions {
   std::string workload = "W1";
   std::string policy = "none";
+  std::optional<int64_t> budget;  // peak activation bytes, for policies cost and optimal
   int threads = 1;
   int steps = 10;   // timed steps
   int warmup = 3;   // untimed steps before them
@@ -29,6 +30,7 @@ struct WorkloadOptions {
 
 struct WorkloadReport {
   std::string workload, policy, device = "cpu";
+  std::optional<int64_t> budget;
   int threads = 1;
   int steps = 0;
   double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
@@ -42,8 +44,11 @@ struct WorkloadReport {
   // Every live byte at the step's peak: parameters, gradients, optimizer
   // state, the batch, activations and temporaries.
   int64_t peak_total_bytes = 0;
-  // No planner yet: nothing predicts a peak.
+  // The liveness simulator's figure for the plan of the timed steps.
   std::optional<int64_t> predicted_peak_activation_bytes;
+  // Bytes backward reads that the plan keeps, and that it drops (replays).
+  int64_t kept_bytes = 0, dropped_bytes = 0;
+  int64_t replayed_nodes = 0;
   // Time and FLOPs of replayed nodes in a step (engine's RecomputeStats).
   double recompute_ms = 0;
   int64_t recompute_flops = 0;
@@ -57,8 +62,12 @@ struct WorkloadReport {
 // workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
 
-// The profile of the workload's graph (scheduler/profile.h), recorded on the
-// forward after options.warmup steps, so that its times are warm ones.
-scheduler::GraphProfile profile_workload(const WorkloadOptions& options);
+// The workload's graph as the planner saw it (scheduler/profile.h) and the
+// plan of options.policy for it (after max(1, options.warmup) steps).
+struct WorkloadPlan {
+  scheduler::GraphProfile graph;
+  scheduler::Plan plan;
+};
+WorkloadPlan plan_workload(const WorkloadOptions& options);
 
 }  // namespace remat::train

@@ -1,0 +1,107 @@
+// The Checkpointer: profiles a training step's graph, plans it under a
+// policy and budget, caches the plan under the graph's signature, and
+// applies it to the next steps as they are recorded.
+//
+//   Checkpointer checkpointer({.policy = "cost", .budget = 64 << 20});
+//   for (...) {
+//     Tensor loss;
+//     { auto recording = checkpointer.record(); loss = model.forward(ids, targets).loss; }
+//     loss.backward();
+//     optimizer.step();
+//     checkpointer.report();   // kept/dropped bytes, predicted and measured peak, replays
+//   }
+//
+// The first step of a graph it has no plan for is the profiling step: it
+// runs under `blocks` (keep-all when the policy is none) and records what
+// the planner reads (scheduler/profile.h). From the next record() on, the
+// plan is applied: the tag policy maps each recorded node, by its position
+// in recording order, to the plan's tag, after checking that op and output
+// shape are the ones planned. At the first node that differs the rest of
+// the step is kept (never a plan misapplied to another graph) and the step's
+// graph is planned, or its plan found in the cache, for the next step.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "scheduler/plan.h"
+
+namespace remat::scheduler {
+
+struct StepReport {
+  int64_t step = 0;  // 1, 2, ... records made by this checkpointer
+  bool profiling = true;  // no plan was applied (a new graph, or one that changed)
+  std::string policy;
+  std::optional<int64_t> budget;
+  uint64_t signature = 0;
+  int64_t kept_bytes = 0, dropped_bytes = 0;  // of what backward reads, under the plan
+  std::optional<int64_t> predicted_peak_bytes;
+  int64_t measured_peak_bytes = 0;  // allocator: transient rise from record() until now
+  int64_t replayed_nodes = 0;
+  double recompute_ms = 0;
+  int64_t recompute_flops = 0;
+  std::string str() const;
+};
+
+class Checkpointer {
+ public:
+  explicit Checkpointer(PlanOptions options);
+
+  // Opens the recording of one forward: until it is destroyed, nodes are
+  // tagged by the plan. One at a time per thread.
+  class Recording {
+   public:
+    explicit Recording(Checkpointer& owner);
+    ~Recording();
+    Recording(const Recording&) = delete;
+    Recording& operator=(const Recording&) = delete;
+
+   private:
+    RecomputeScope scope_;
+  };
+  [[nodiscard]] std::unique_ptr<Recording> record();
+
+  // The latest step's report, its measured peak counted up to now.
+  StepReport report() const;
+  const PlanOptions& options() const { return options_; }
+  // The plan applied to the latest step (null for a profiling step).
+  const Plan* plan() const;
+  // The profile of the latest planned graph.
+  const GraphProfile* profile() const;
+  size_t cached_plans() const { return cache_.size(); }
+  int64_t plans_made() const { return plans_made_; }
+
+ private:
+  struct CachedPlan {
+    GraphProfile graph;
+    Plan plan;
+    std::unordered_map<uint64_t, int64_t> position_at;  // sequence offset -> position
+  };
+  // Plans (or finds) the graph recorded by the last step, once its backward ran.
+  void settle_last_step();
+  Tag tag_for(const Node& node);
+  RecomputePolicy recording_policy();
+
+  PlanOptions options_;
+  std::map<uint64_t, std::shared_ptr<CachedPlan>> cache_;
+  std::shared_ptr<CachedPlan> active_;  // the plan tried on the current step
+  bool mismatch_ = false;
+  uint64_t step_start_ = 0;
+  std::vector<std::shared_ptr<const NodeRecord>> records_;
+  StepReport report_;
+  RecomputeStats replays_at_start_;
+  std::unique_ptr<TransientPeakWatch> watch_;
+  int64_t plans_made_ = 0;
+};
+
+// Runs fn(inputs) in a checkpoint region (engine's CheckpointRegion): what
+// fn records is replayed in backward, its output kept once read outside.
+Tensor checkpoint(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs);
+
+}  // namespace remat::scheduler

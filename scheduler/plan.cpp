@@ -1,0 +1,366 @@
+// The planners; see plan.h.
+#include "scheduler/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "scheduler/optimal.h"
+
+namespace remat::scheduler {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::vector<std::vector<int64_t>> consumers_of(const GraphProfile& graph) {
+  std::vector<std::vector<int64_t>> consumers(graph.size());
+  for (const NodeProfile& node : graph.nodes) {
+    for (int64_t input : node.inputs) {
+      if (input >= 0) consumers[input].push_back(node.position);
+    }
+  }
+  return consumers;
+}
+
+// Everything a planner works with.
+struct Context {
+  const GraphProfile& graph;
+  std::vector<std::optional<Tag>> forced;
+  std::vector<bool> read;
+  std::vector<std::vector<int64_t>> consumers;
+
+  Context(const GraphProfile& g, const Overrides& overrides)
+      : graph(g), forced(forced_tags(g, overrides)), read(read_by_backward(g)), consumers(consumers_of(g)) {}
+
+  int64_t root() const { return graph.size() - 1; }
+  // Worth deciding: owns bytes that backward reads, and no rule binds it.
+  bool free(int64_t v) const {
+    const NodeProfile& node = graph.nodes[v];
+    return v != root() && !forced[v] && read[v] && node.view_of < 0 && node.output_bytes > 0;
+  }
+  std::vector<Tag> with_forced(std::vector<Tag> tags) const {
+    for (size_t v = 0; v < tags.size(); ++v) {
+      if (forced[v]) tags[v] = *forced[v];
+    }
+    return tags;
+  }
+  Simulation simulate(const std::vector<Tag>& tags) const { return scheduler::simulate(graph, tags); }
+};
+
+std::vector<Tag> all(const Context& c, Tag tag) {
+  std::vector<Tag> tags(c.graph.size(), Tag::Keep);
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
+    if (c.free(v)) tags[v] = tag;
+  }
+  return c.with_forced(tags);
+}
+
+std::vector<Tag> blocks_tags(const Context& c) {
+  std::vector<Tag> tags(c.graph.size(), Tag::Keep);
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
+    const std::string& block = c.graph.nodes[v].block;
+    if (block.empty() || v == c.root()) continue;
+    const bool read_outside = std::any_of(c.consumers[v].begin(), c.consumers[v].end(),
+                                          [&](int64_t u) { return c.graph.nodes[u].block != block; });
+    tags[v] = read_outside ? Tag::Keep : Tag::Recompute;
+  }
+  return c.with_forced(tags);
+}
+
+// In stage `first..last`, the cost rule: keep GEMMs, replay the rest.
+void cost_rule(const Context& c, std::vector<Tag>& tags, int64_t first, int64_t last) {
+  for (int64_t v = first; v <= last; ++v) {
+    if (c.free(v)) tags[v] = is_compute_bound(c.graph.nodes[v].op) ? Tag::Keep : Tag::Recompute;
+  }
+}
+
+// Positions p that cut the graph: no edge jumps from before p to after it,
+// so p's output is the only value crossing (a chain's joints).
+std::vector<int64_t> cuts(const Context& c) {
+  std::vector<int64_t> last_use(c.graph.size(), -1);
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
+    for (int64_t u : c.consumers[v]) last_use[v] = std::max(last_use[v], u);
+  }
+  std::vector<int64_t> result;
+  int64_t reach = -1;  // the furthest consumer of any node before p
+  for (int64_t p = 0; p + 1 < c.graph.size(); ++p) {
+    if (reach <= p && c.graph.nodes[p].view_of < 0 && c.consumers[p].size() > 0) result.push_back(p);
+    reach = std::max(reach, last_use[p]);
+  }
+  return result;
+}
+
+// Chen et al. 2016: walk the graph adding up the bytes backward reads, and
+// keep a cut each time about sqrt(total) bytes have gone by since the last.
+std::vector<Tag> sqrt_tags(const Context& c) {
+  int64_t total = 0;
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
+    if (c.read[v]) total += c.graph.nodes[v].output_bytes;
+  }
+  const std::vector<int64_t> joints = cuts(c);
+  const double segments = std::max(1.0, std::sqrt(static_cast<double>(joints.size())));
+  const double segment_bytes = static_cast<double>(total) / segments;
+  std::vector<Tag> tags = all(c, Tag::Recompute);
+  double since = 0;
+  size_t j = 0;
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
+    if (c.read[v]) since += static_cast<double>(c.graph.nodes[v].output_bytes);
+    if (j < joints.size() && joints[j] == v) {
+      ++j;
+      if (since >= segment_bytes) {
+        if (c.free(v)) tags[v] = Tag::Keep;
+        since = 0;
+      }
+    }
+  }
+  return tags;
+}
+
+struct Candidate {
+  std::vector<Tag> tags;
+  Simulation sim;
+  std::string origin;
+};
+
+// The plans `cost` with a budget chooses among: from keep-all, drop the
+// values that are cheapest to rebuild per byte, one at a time; plus the
+// rule-based plans.
+std::vector<Candidate> descent(const Context& c) {
+  std::vector<int64_t> order;
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
+    if (c.free(v)) order.push_back(v);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return c.graph.nodes[a].ms_per_mib() < c.graph.nodes[b].ms_per_mib();
+  });
+  std::vector<Candidate> pool;
+  std::vector<Tag> tags = all(c, Tag::Keep);
+  pool.push_back({tags, c.simulate(tags), "keep all"});
+  for (int64_t v : order) {
+    tags[v] = Tag::Recompute;
+    pool.push_back({tags, c.simulate(tags), fmt::format("dropped up to {:.3f} ms/MiB", c.graph.nodes[v].ms_per_mib())});
+  }
+  for (auto [name, rule] : {std::pair{"blocks", &blocks_tags}, std::pair{"sqrt", &sqrt_tags}}) {
+    std::vector<Tag> t = rule(c);
+    pool.push_back({t, c.simulate(t), name});
+  }
+  std::vector<Tag> rule = all(c, Tag::Keep);
+  cost_rule(c, rule, 0, c.root());
+  pool.push_back({rule, c.simulate(rule), "cost rule"});
+  return pool;
+}
+
+[[noreturn]] void fail_budget(const std::string& policy, int64_t budget, int64_t minimum) {
+  REMAT_FAIL("plan: policy {} cannot fit a budget of {} bytes ({:.2f} MiB): the smallest peak it reaches on this "
+             "graph is {} bytes ({:.2f} MiB)", policy, budget, budget / kMiB, minimum, minimum / kMiB);
+}
+
+std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
+  if (!budget) {
+    std::vector<Tag> tags = all(c, Tag::Keep);
+    cost_rule(c, tags, 0, c.root());
+    return tags;
+  }
+  const std::vector<Candidate> pool = descent(c);
+  const Candidate* best = nullptr;
+  int64_t minimum = std::numeric_limits<int64_t>::max();
+  for (const Candidate& candidate : pool) {
+    minimum = std::min(minimum, candidate.sim.peak_bytes);
+    if (candidate.sim.peak_bytes > *budget) continue;
+    if (!best || candidate.sim.recompute_ms < best->sim.recompute_ms ||
+        (candidate.sim.recompute_ms == best->sim.recompute_ms && candidate.sim.peak_bytes < best->sim.peak_bytes)) {
+      best = &candidate;
+    }
+  }
+  if (!best) fail_budget("cost", *budget, minimum);
+  why = best->origin;
+  return best->tags;
+}
+
+// The chain of stages between cuts, and each stage's cost in each mode,
+// read from one simulation per mode.
+struct Chain {
+  std::vector<std::pair<int64_t, int64_t>> stages;  // first, last position
+  ChainModel model;
+};
+
+std::vector<Tag> stage_tags(const Context& c, const Chain& chain, const std::vector<int>& modes) {
+  std::vector<Tag> tags = all(c, Tag::Keep);
+  for (size_t s = 0; s < chain.stages.size(); ++s) {
+    const auto [first, last] = chain.stages[s];
+    if (modes[s] == 2) cost_rule(c, tags, first, last);
+    const bool last_stage = s + 1 == chain.stages.size();
+    for (int64_t v = first; v <= last && modes[s] == 1; ++v) {
+      // A stage's last node is its output, the next stage's input: kept.
+      if (c.free(v) && (v != last || last_stage)) tags[v] = Tag::Recompute;
+    }
+  }
+  return c.with_forced(tags);
+}
+
+Chain chain_of(const Context& c) {
+  Chain chain;
+  int64_t first = 0;
+  for (int64_t cut : cuts(c)) {
+    chain.stages.push_back({first, cut});
+    first = cut + 1;
+  }
+  chain.stages.push_back({first, c.root()});
+  const size_t n = chain.stages.size();
+  chain.model.stages.resize(n);
+  for (int mode = 0; mode < kStageModes; ++mode) {
+    const Simulation sim = c.simulate(stage_tags(c, chain, std::vector<int>(n, mode)));
+    for (size_t s = 0; s < n; ++s) {
+      const auto [a, b] = chain.stages[s];
+      const int64_t level = sim.level_before_forward[a];
+      const int64_t next = s + 1 < n ? sim.level_before_forward[chain.stages[s + 1].first] : sim.saved_bytes_after_forward;
+      StageCost& cost = chain.model.stages[s][mode];
+      cost.held = next - level;
+      for (int64_t v = a; v <= b; ++v) {
+        cost.peak = std::max({cost.peak, sim.forward_peak_at[v] - level, sim.backward_peak_at[v] - level});
+        cost.recompute_ms += sim.replay_ms[v];
+      }
+    }
+  }
+  return chain;
+}
+
+std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
+  const Chain chain = chain_of(c);
+  const int64_t unbounded = std::numeric_limits<int64_t>::max();
+  // The model is additive where the engine is nearly so; where the
+  // simulator finds the chosen plan over the budget, ask the model again
+  // with the excess taken off.
+  int64_t target = budget.value_or(unbounded);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::optional<std::vector<int>> modes = solve_chain(chain.model, target);
+    if (!modes) break;
+    std::vector<Tag> tags = stage_tags(c, chain, *modes);
+    const int64_t peak = c.simulate(tags).peak_bytes;
+    if (!budget || peak <= *budget) {
+      std::string letters;
+      for (int mode : *modes) letters += "KRC"[mode];
+      why = fmt::format("stages {} of {} (K keep, R replay, C cost rule)", letters, chain.stages.size());
+      return tags;
+    }
+    target -= std::max<int64_t>(peak - *budget, 4096);
+  }
+  int64_t minimum = unbounded;
+  for (int mode = 0; mode < kStageModes; ++mode) {
+    const std::vector<int> uniform(chain.stages.size(), mode);
+    minimum = std::min(minimum, c.simulate(stage_tags(c, chain, uniform)).peak_bytes);
+  }
+  fail_budget("optimal", *budget, minimum);
+}
+
+std::string reason(const Context& c, const std::string& policy, const std::vector<Tag>& tags, int64_t v,
+                   const std::string& detail) {
+  const NodeProfile& node = c.graph.nodes[v];
+  const bool keep = tags[v] == Tag::Keep;
+  if (c.forced[v]) return keep ? "kept by a user rule (must-keep or a checkpoint region's output)"
+                               : "replayed by a user rule (must-recompute or inside a checkpoint region)";
+  if (node.view_of >= 0) return keep ? "a view: holds no bytes of its own" : "a view of a dropped value: dropped too";
+  if (v == c.root()) return "the root: backward starts from it";
+  if (!c.read[v]) return "no backward reads it: freed after forward whatever its tag";
+  if (policy == "none") return "policy none keeps every output";
+  if (policy == "blocks") {
+    if (node.block.empty()) return "outside any block: kept";
+    return keep ? fmt::format("output of block {}, read after it: kept (a checkpoint)", node.block)
+                : fmt::format("inside block {}: replayed in backward", node.block);
+  }
+  const std::string price = fmt::format("{:.3f} ms/MiB", node.ms_per_mib());
+  if (policy == "cost" && detail.empty()) {
+    return keep ? fmt::format("compute-bound ({}, {}): kept", node.op, price)
+                : fmt::format("memory-bound ({}): cheap to rebuild, replayed", price);
+  }
+  if (policy == "sqrt") return keep ? "a cut of the chain, every ~sqrt: kept" : "between sqrt cuts: replayed";
+  return fmt::format("{} ({}; plan: {})", keep ? "kept" : "replayed", price, detail);
+}
+
+}  // namespace
+
+bool is_compute_bound(std::string_view op) { return op == "matmul" || op == "linear" || op == "affine"; }
+
+std::vector<std::string> policy_names() { return {"none", "blocks", "sqrt", "cost", "optimal"}; }
+
+void check_policy(const std::string& name) {
+  REMAT_CHECK(contains(policy_names(), name), "unknown recompute policy '{}' (available: {})", name,
+              fmt::join(policy_names(), ", "));
+}
+
+std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Overrides& overrides) {
+  const auto consumers = consumers_of(graph);
+  std::vector<std::optional<Tag>> forced(graph.size());
+  for (const NodeProfile& node : graph.nodes) {
+    if (contains(overrides.must_keep, node.op)) forced[node.position] = Tag::Keep;
+    if (contains(overrides.must_recompute, node.op)) forced[node.position] = Tag::Recompute;
+    if (node.region != 0) {
+      const auto& users = consumers[node.position];
+      const bool read_outside = std::any_of(users.begin(), users.end(),
+                                            [&](int64_t u) { return graph.nodes[u].region != node.region; });
+      forced[node.position] = read_outside ? Tag::Keep : Tag::Recompute;
+    }
+  }
+  return forced;
+}
+
+std::vector<bool> read_by_backward(const GraphProfile& graph) {
+  std::vector<bool> read(graph.size(), false);
+  for (const NodeProfile& node : graph.nodes) {
+    for (int slot : node.saved) {
+      if (slot == kSavedOutput) read[node.position] = true;
+      if (slot >= 0 && node.inputs[slot] >= 0) read[node.inputs[slot]] = true;
+    }
+  }
+  // A view that is read keeps its base's storage alive: the base is read.
+  for (int64_t v = graph.size(); v-- > 0;) {
+    const NodeProfile& node = graph.nodes[v];
+    if (read[v] && node.view_of >= 0 && node.inputs[node.view_of] >= 0) read[node.inputs[node.view_of]] = true;
+  }
+  return read;
+}
+
+Plan finish_plan(const GraphProfile& graph, Plan plan) {
+  plan.tags = effective_tags(graph, std::move(plan.tags));
+  plan.signature = graph.signature;
+  plan.predicted = simulate(graph, plan.tags);
+  const std::vector<bool> read = read_by_backward(graph);
+  for (int64_t v = 0; v < graph.size(); ++v) {
+    if (!read[v]) continue;
+    (plan.tags[v] == Tag::Keep ? plan.kept_bytes : plan.dropped_bytes) += graph.nodes[v].output_bytes;
+  }
+  return plan;
+}
+
+Plan make_plan(const GraphProfile& graph, const PlanOptions& options) {
+  check_policy(options.policy);
+  REMAT_CHECK(!options.budget || *options.budget > 0, "plan: the budget must be positive, got {} bytes",
+              *options.budget);
+  REMAT_CHECK(!options.budget || options.policy == "cost" || options.policy == "optimal",
+              "plan: policy {} takes no budget (cost and optimal do)", options.policy);
+  const Context c(graph, options.overrides);
+  Plan plan{.policy = options.policy, .budget = options.budget};
+  std::string detail;
+  if (options.policy == "none") plan.tags = c.with_forced(std::vector<Tag>(graph.size(), Tag::Keep));
+  if (options.policy == "blocks") plan.tags = blocks_tags(c);
+  if (options.policy == "sqrt") plan.tags = sqrt_tags(c);
+  if (options.policy == "cost") plan.tags = cost_tags(c, options.budget, detail);
+  if (options.policy == "optimal") plan.tags = optimal_tags(c, options.budget, detail);
+  for (int64_t v = 0; v < graph.size(); ++v) plan.reasons.push_back(reason(c, options.policy, plan.tags, v, detail));
+  return finish_plan(graph, std::move(plan));
+}
+
+int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides) {
+  const Context c(graph, overrides);
+  int64_t minimum = std::numeric_limits<int64_t>::max();
+  for (const Candidate& candidate : descent(c)) minimum = std::min(minimum, candidate.sim.peak_bytes);
+  return minimum;
+}
+
+}  // namespace remat::scheduler

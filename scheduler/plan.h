@@ -1,0 +1,81 @@
+// Plans: which node of a profiled graph keeps its output (Tag::Keep) and
+// which is replayed in backward (Tag::Recompute), chosen by a policy within
+// an optional byte budget, checked by the liveness simulator.
+//
+//   GraphProfile graph = profile_graph(loss);           // after one step
+//   Plan plan = make_plan(graph, {.policy = "cost", .budget = 64 << 20});
+//   plan.predicted.peak_bytes;                           // <= 64 MiB
+//
+// Policies (../shared/DESIGN.md, "The scheduler"):
+//   none     keep everything.
+//   blocks   replay everything inside a block (BlockScope), keep what is
+//            read outside its block: gradient_checkpointing_enable.
+//   sqrt     Chen et al. 2016: cut the graph where one value separates it,
+//            keep a cut about every sqrt(n) bytes' worth, replay the rest.
+//   cost     no budget: keep compute-bound outputs (GEMMs), replay the
+//            memory-bound rest. With a budget: the least recompute time among
+//            the plans of a greedy descent (drop the cheapest bytes to rebuild
+//            first) whose simulated peak fits.
+//   optimal  the least recompute time within the budget over plans that
+//            choose, per stage of the graph's chain, keep-all, replay-all or
+//            the cost rule, by dynamic programming (see optimal.h).
+// User overrides (Overrides, checkpoint regions) bind every policy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/profile.h"
+#include "scheduler/simulate.h"
+
+namespace remat::scheduler {
+
+// Per-op rules: an op named in must_keep always keeps its output, one in
+// must_recompute is always replayed (a view of a dropped value is dropped
+// whatever the rules say).
+struct Overrides {
+  std::vector<std::string> must_keep;
+  std::vector<std::string> must_recompute;
+};
+
+struct PlanOptions {
+  std::string policy = "none";
+  std::optional<int64_t> budget;  // peak activation bytes over a step
+  Overrides overrides;
+};
+
+struct Plan {
+  std::string policy;
+  std::optional<int64_t> budget;
+  uint64_t signature = 0;
+  std::vector<Tag> tags;             // by position
+  std::vector<std::string> reasons;  // by position: why that tag
+  Simulation predicted;
+  // Bytes of the outputs backward reads that the plan keeps, and drops.
+  int64_t kept_bytes = 0, dropped_bytes = 0;
+};
+
+std::vector<std::string> policy_names();
+void check_policy(const std::string& name);  // an unknown name is an error listing the known ones
+
+// The plan of options.policy for `graph`. A budget below what the planner
+// can reach is an error naming the smallest peak it can reach.
+Plan make_plan(const GraphProfile& graph, const PlanOptions& options);
+
+// The smallest simulated peak any policy reaches on `graph`.
+int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides = {});
+
+// Shared by the planners -----------------------------------------------------
+
+// Per node: the tag user rules force on it, if any.
+std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Overrides& overrides);
+// Per node: true when some backward reads its value (directly or through a
+// view): only such nodes are worth dropping.
+std::vector<bool> read_by_backward(const GraphProfile& graph);
+// Fills kept/dropped bytes and the prediction, applies the effective tags.
+Plan finish_plan(const GraphProfile& graph, Plan plan);
+bool is_compute_bound(std::string_view op);
+
+}  // namespace remat::scheduler

@@ -1,0 +1,286 @@
+// The liveness simulator; see simulate.h.
+#include "scheduler/simulate.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "engine/error.h"
+
+namespace remat::scheduler {
+namespace {
+
+constexpr int kNoStorage = -1;
+
+class Simulator {
+ public:
+  Simulator(const GraphProfile& graph, std::vector<Tag> tags)
+      : graph_(graph),
+        tags_(std::move(tags)),
+        n_(graph.size()),
+        storage_(n_, kNoStorage),
+        rebuilt_(n_, kNoStorage),
+        side_(n_, kNoStorage),
+        pending_(n_, 0),
+        replay_held_(n_, false) {}
+
+  Simulation run() {
+    result_.level_before_forward.assign(n_, 0);
+    result_.forward_peak_at.assign(n_, 0);
+    result_.backward_peak_at.assign(n_, 0);
+    result_.replay_ms.assign(n_, 0.0);
+    forward();
+    result_.saved_bytes_after_forward = live_;
+    result_.forward_peak_bytes = peak_;
+    backward();
+    result_.peak_bytes = peak_;
+    return std::move(result_);
+  }
+
+ private:
+  bool dropped(int64_t v) const { return v >= 0 && tags_[v] == Tag::Recompute; }
+
+  int new_storage(int64_t bytes) {
+    bytes_.push_back(bytes);
+    refs_.push_back(1);
+    live_ += bytes;
+    note_peak(live_);
+    return static_cast<int>(bytes_.size() - 1);
+  }
+  void ref(int s) {
+    if (s != kNoStorage) ++refs_[s];
+  }
+  void unref(int s) {
+    if (s == kNoStorage) return;
+    REMAT_CHECK(refs_[s] > 0, "simulate: storage {} released twice", s);
+    if (--refs_[s] == 0) live_ -= bytes_[s];
+  }
+  void note_peak(int64_t bytes) { peak_ = std::max(peak_, bytes); }
+  void tick() { result_.timeline.push_back(live_); }
+
+  // The storage holding v's value now (the rebuilt one for a dropped node).
+  int value_storage(int64_t v) const {
+    if (v < 0) return kNoStorage;
+    return dropped(v) ? rebuilt_[v] : storage_[v];
+  }
+
+  // A SavedValue of node v's output made now: a use of v if v is dropped,
+  // else a reference to its storage.
+  void hold(int64_t v) {
+    if (v < 0) return;
+    if (dropped(v)) {
+      ++pending_[v];
+    } else {
+      ref(storage_[v]);
+    }
+  }
+  void let_go(int64_t v) {
+    if (v < 0) return;
+    if (dropped(v)) {
+      drop_use(v);
+    } else {
+      unref(storage_[v]);
+    }
+  }
+  void drop_use(int64_t v) {
+    if (--pending_[v] > 0) return;
+    unref(rebuilt_[v]);
+    rebuilt_[v] = kNoStorage;
+    release_replay_inputs(v);
+  }
+  void release_replay_inputs(int64_t v) {
+    if (!replay_held_[v]) return;
+    replay_held_[v] = false;
+    for (int64_t input : graph_.nodes[v].inputs) let_go(input);
+  }
+
+  void forward() {
+    std::vector<std::vector<int64_t>> released_before(n_ + 1);
+    for (int64_t v = 0; v < n_; ++v) released_before[graph_.nodes[v].released_at].push_back(v);
+    for (int64_t v = 0; v < n_; ++v) {
+      for (int64_t u : released_before[v]) unref(storage_[u]);  // the caller's handle
+      const NodeProfile& node = graph_.nodes[v];
+      result_.level_before_forward[v] = live_;
+      result_.forward_peak_at[v] = live_ + node.forward_peak_bytes;
+      note_peak(live_ + node.forward_peak_bytes);
+      if (node.view_of >= 0) {
+        storage_[v] = storage_of_input(v, node.view_of);
+        ref(storage_[v]);
+      } else {
+        storage_[v] = new_storage(node.output_bytes);
+      }
+      save(v);
+      if (dropped(v)) {
+        replay_held_[v] = true;
+        for (int64_t input : node.inputs) hold(input);
+      }
+      tick();
+    }
+    // The caller lets go of everything but the root once forward returns.
+    for (int64_t u : released_before[n_]) {
+      if (u != n_ - 1) unref(storage_[u]);
+    }
+    tick();
+  }
+
+  int storage_of_input(int64_t v, int i) const {
+    const int64_t producer = graph_.nodes[v].inputs[i];
+    return producer < 0 ? kNoStorage : storage_[producer];
+  }
+
+  void save(int64_t v) {
+    const NodeProfile& node = graph_.nodes[v];
+    if (node.side_bytes > 0) side_[v] = new_storage(node.side_bytes);
+    for (int slot : node.saved) {
+      if (slot == kSavedOutput) hold(v);
+      if (slot >= 0) hold(node.inputs[slot]);
+    }
+  }
+
+  void release_saved(int64_t v) {
+    const NodeProfile& node = graph_.nodes[v];
+    for (int slot : node.saved) {
+      if (slot == kSavedOutput) let_go(v);
+      if (slot >= 0) let_go(node.inputs[slot]);
+    }
+    unref(side_[v]);
+    side_[v] = kNoStorage;
+    release_replay_inputs(v);
+  }
+
+  void rebuild(int64_t v) {
+    if (rebuilt_[v] != kNoStorage) return;
+    const NodeProfile& node = graph_.nodes[v];
+    REMAT_CHECK(replay_held_[v], "simulate: node {} ({}) is read after its replay inputs were released", v, node.op);
+    for (int64_t input : node.inputs) {
+      if (dropped(input)) rebuild(input);
+    }
+    note_peak(live_ + node.forward_peak_bytes);
+    if (node.view_of >= 0) {
+      rebuilt_[v] = value_storage(node.inputs[node.view_of]);
+      ref(rebuilt_[v]);
+    } else {
+      rebuilt_[v] = new_storage(node.output_bytes);
+    }
+    result_.replayed_nodes += 1;
+    result_.recompute_ms += node.forward_ms;
+    result_.replay_ms[v] = node.forward_ms;
+    result_.recompute_flops += node.flops;
+    release_replay_inputs(v);
+    tick();
+  }
+
+  void backward() {
+    // Nodes 0..n-1, then one gradient accumulator per leaf.
+    const int64_t total = n_ + graph_.leaves;
+    auto target = [&](int64_t v, size_t i) -> int64_t {
+      const NodeProfile& node = graph_.nodes[v];
+      if (node.inputs[i] >= 0) return node.inputs[i];
+      return node.leaves[i] >= 0 ? n_ + node.leaves[i] : -1;
+    };
+    std::vector<int> dependencies(total, 0);
+    for (int64_t v = 0; v < n_; ++v) {
+      for (size_t i = 0; i < graph_.nodes[v].inputs.size(); ++i) {
+        if (const int64_t t = target(v, i); t >= 0) ++dependencies[t];
+      }
+    }
+    std::vector<int> buffer(total, kNoStorage);
+    const int64_t root = n_ - 1;
+    buffer[root] = new_storage(graph_.nodes[root].dense_output_bytes());
+    // Latest first; accumulators (numbered after the nodes) before any node.
+    std::priority_queue<int64_t> ready;
+    ready.push(root);
+    const int64_t forward_live = live_;
+    int64_t backward_peak = live_;
+    while (!ready.empty()) {
+      const int64_t v = ready.top();
+      ready.pop();
+      if (v >= n_) {  // a leaf's accumulator takes the gradient out of the transient bytes
+        unref(buffer[v]);
+        buffer[v] = kNoStorage;
+        continue;
+      }
+      const NodeProfile& node = graph_.nodes[v];
+      const int64_t peak_before = peak_;
+      peak_ = live_;  // to find this node's own peak; restored below
+      std::vector<int> grads(node.inputs.size(), kNoStorage);
+      const bool has_grad = buffer[v] != kNoStorage;
+      if (has_grad) {
+        for (int slot : node.saved) {
+          const int64_t source = slot == kSavedOutput ? v : slot >= 0 ? node.inputs[slot] : -1;
+          if (dropped(source)) rebuild(source);
+        }
+        const int64_t before = live_;
+        note_peak(before + node.backward_peak_bytes);
+        backward_peak = std::max(backward_peak, before + node.backward_peak_bytes);
+        for (size_t i = 0; i < grads.size(); ++i) {
+          const int64_t bytes = i < node.grad_bytes.size() ? node.grad_bytes[i] : kNoGradient;
+          if (bytes == kGradientAliasesOutput) {
+            grads[i] = buffer[v];
+            ref(grads[i]);
+          } else if (bytes >= 0) {
+            grads[i] = new_storage(bytes);
+          }
+        }
+        unref(buffer[v]);
+        buffer[v] = kNoStorage;
+      }
+      release_saved(v);
+      for (size_t i = 0; i < grads.size(); ++i) {
+        const int64_t t = target(v, i);
+        if (t < 0) continue;
+        if (grads[i] != kNoStorage) {
+          if (buffer[t] == kNoStorage) {
+            buffer[t] = grads[i];
+          } else {  // a new sum of the input's shape, then both parts go
+            const int64_t bytes = numel(node.input_shapes[i]) * dtype_size(node.output_dtype);
+            const int sum = new_storage(bytes);
+            unref(buffer[t]);
+            unref(grads[i]);
+            buffer[t] = sum;
+          }
+        }
+        if (--dependencies[t] == 0) ready.push(t);
+      }
+      tick();
+      result_.backward_peak_at[v] = peak_;
+      backward_peak = std::max(backward_peak, peak_);
+      peak_ = std::max(peak_, peak_before);
+    }
+    result_.backward_peak_bytes = std::max(backward_peak, forward_live);
+  }
+
+  const GraphProfile& graph_;
+  std::vector<Tag> tags_;
+  int64_t n_;
+  std::vector<int64_t> bytes_;  // per storage
+  std::vector<int> refs_;
+  int64_t live_ = 0, peak_ = 0;
+  std::vector<int> storage_;  // per node: its forward output's storage
+  std::vector<int> rebuilt_;  // per node: its rebuilt output's storage
+  std::vector<int> side_;     // per node: its side results' storage
+  std::vector<int> pending_;  // per node: saved values that read a dropped output
+  std::vector<bool> replay_held_;
+  Simulation result_;
+};
+
+}  // namespace
+
+std::vector<Tag> effective_tags(const GraphProfile& graph, std::vector<Tag> tags) {
+  REMAT_CHECK(static_cast<int64_t>(tags.size()) == graph.size(), "simulate: {} tags for a graph of {} nodes",
+              tags.size(), graph.size());
+  for (int64_t v = 0; v < graph.size(); ++v) {
+    const NodeProfile& node = graph.nodes[v];
+    if (node.view_of >= 0) {
+      const int64_t base = node.inputs[node.view_of];
+      if (base >= 0 && tags[base] == Tag::Recompute) tags[v] = Tag::Recompute;
+    }
+  }
+  return tags;
+}
+
+Simulation simulate(const GraphProfile& graph, const std::vector<Tag>& tags) {
+  if (graph.nodes.empty()) return {};
+  return Simulator(graph, effective_tags(graph, tags)).run();
+}
+
+}  // namespace remat::scheduler

@@ -1,0 +1,53 @@
+// The liveness simulator: the activation and temporary bytes a plan will
+// hold over one step (forward, backward and the replays backward asks for),
+// predicted from the profile alone.
+//
+// It replays the engine's own rules (Note [Recompute] in engine/autograd.h,
+// engine/backward.cpp) on reference-counted storages: an output lives while
+// the caller holds it (NodeProfile::released_at) or a kept saved value reads
+// it; a dropped one is rebuilt, with its dropped inputs, when a backward
+// first reads it and freed after its last reader; gradients flow in the
+// executor's order (latest recorded first) and are summed in buffers. Each
+// op's own working memory is the rise measured when it ran
+// (forward_peak_bytes, backward_peak_bytes). Planners call it to honour a
+// budget; the bench compares its peak with the allocator's.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/profile.h"
+
+namespace remat::scheduler {
+
+struct Simulation {
+  // Highest activation + temporary bytes above the step's starting level.
+  int64_t peak_bytes = 0;
+  int64_t forward_peak_bytes = 0;
+  int64_t backward_peak_bytes = 0;
+  // Held when forward ends (before backward starts).
+  int64_t saved_bytes_after_forward = 0;
+  // Replays backward needs, their measured forward time and FLOPs.
+  int64_t replayed_nodes = 0;
+  double recompute_ms = 0;
+  int64_t recompute_flops = 0;
+  // Per node: live bytes just before its forward, the peak during its
+  // forward, the peak while backward processes it (the replays it asks for
+  // included), and the time of its own replay (0 if not replayed).
+  std::vector<int64_t> level_before_forward;
+  std::vector<int64_t> forward_peak_at;
+  std::vector<int64_t> backward_peak_at;
+  std::vector<double> replay_ms;
+  // Live bytes after each event (forward nodes, then backward nodes and
+  // replays), for plots and traces.
+  std::vector<int64_t> timeline;
+};
+
+// `tags` has one tag per node of `graph`; views of a dropped value are
+// dropped whatever their tag says, as the engine does.
+Simulation simulate(const GraphProfile& graph, const std::vector<Tag>& tags);
+
+// The tags the engine will really apply: a view of a dropped value is dropped.
+std::vector<Tag> effective_tags(const GraphProfile& graph, std::vector<Tag> tags);
+
+}  // namespace remat::scheduler
