@@ -71,20 +71,61 @@ RecomputePolicy Checkpointer::recording_policy() {
   return policy;
 }
 
+namespace {
+
+// Whether `record` is the node `plan` expects at its place (or a node the
+// plan does not know, which it leaves kept).
+bool expected_by(const CachedPlan& plan, const NodeRecord& record, uint64_t step_start) {
+  const auto it = plan.position_at.find(record.sequence_nr - step_start);
+  if (it == plan.position_at.end()) return true;
+  const NodeProfile& planned = plan.graph.nodes[it->second];
+  return planned.op == record.op && planned.output_shape == record.output_shape;
+}
+
+Tag tag_in(const CachedPlan& plan, const NodeRecord& record, uint64_t step_start) {
+  const auto it = plan.position_at.find(record.sequence_nr - step_start);
+  return it == plan.position_at.end() ? Tag::Keep : plan.plan.tags[it->second];
+}
+
+}  // namespace
+
+// Whether `plan` could have been the one applied to the nodes recorded so
+// far in this step: the same ops and shapes at the same places, the same tags.
+bool Checkpointer::fits_so_far(const CachedPlan& plan) const {
+  for (size_t i = 0; i < records_.size(); ++i) {
+    const NodeRecord& record = *records_[i];
+    if (!expected_by(plan, record, step_start_)) return false;
+    const bool tagged = i + 1 < records_.size();  // the node being recorded has no tag yet
+    if (tagged && tag_in(plan, record, step_start_) != record.tag) return false;
+  }
+  return true;
+}
+
 Tag Checkpointer::tag_for(const Node& node) {
   records_.push_back(node.shared_record());
-  if (!active_) return options_.policy != "none" && node.record().block ? Tag::Recompute : Tag::Keep;
   if (mismatch_) return Tag::Keep;
-  const auto it = active_->position_at.find(node.record().sequence_nr - step_start_);
-  if (it == active_->position_at.end()) return Tag::Keep;  // not part of the planned graph
-  const NodeProfile& planned = active_->graph.nodes[it->second];
-  if (planned.op != node.name() || planned.output_shape != node.record().output_shape) {
-    mismatch_ = true;  // another graph: keep the rest, plan it after this step
-    report_.profiling = true;
-    report_.predicted_peak_bytes.reset();
-    return Tag::Keep;
+  if (!active_) return options_.policy != "none" && node.record().block ? Tag::Recompute : Tag::Keep;
+  if (!expected_by(*active_, node.record(), step_start_)) {
+    // Another graph than the one planned: a cached plan that fits what was
+    // recorded so far takes over; if none does, the rest of the step is
+    // kept and this graph is planned after it.
+    std::shared_ptr<CachedPlan> fitting;
+    for (const auto& [signature, cached] : cache_) {
+      if (cached != active_ && fits_so_far(*cached)) fitting = cached;
+    }
+    if (!fitting) {
+      mismatch_ = true;
+      report_.profiling = true;
+      report_.predicted_peak_bytes.reset();
+      return Tag::Keep;
+    }
+    active_ = fitting;
+    report_.signature = active_->plan.signature;
+    report_.kept_bytes = active_->plan.kept_bytes;
+    report_.dropped_bytes = active_->plan.dropped_bytes;
+    report_.predicted_peak_bytes = active_->plan.predicted.peak_bytes;
   }
-  return active_->plan.tags[it->second];
+  return tag_in(*active_, node.record(), step_start_);
 }
 
 void Checkpointer::settle_last_step() {

@@ -49,6 +49,12 @@ struct StepReport {
   std::string str() const;
 };
 
+struct CachedPlan {
+  GraphProfile graph;
+  Plan plan;
+  std::unordered_map<uint64_t, int64_t> position_at;  // sequence_nr - the step's first -> position
+};
+
 class Checkpointer {
  public:
   explicit Checkpointer(PlanOptions options);
@@ -78,14 +84,10 @@ class Checkpointer {
   int64_t plans_made() const { return plans_made_; }
 
  private:
-  struct CachedPlan {
-    GraphProfile graph;
-    Plan plan;
-    std::unordered_map<uint64_t, int64_t> position_at;  // sequence offset -> position
-  };
   // Plans (or finds) the graph recorded by the last step, once its backward ran.
   void settle_last_step();
   Tag tag_for(const Node& node);
+  bool fits_so_far(const CachedPlan& plan) const;
   RecomputePolicy recording_policy();
 
   PlanOptions options_;

@@ -53,6 +53,29 @@ struct Context {
   Simulation simulate(const std::vector<Tag>& tags) const { return scheduler::simulate(graph, tags); }
 };
 
+// A node no backward reads, feeding a dropped node, would be held by that
+// node's replay inputs until backward: drop it too where `may_drop` allows,
+// so that replays reach back to values kept anyway; a node that feeds no
+// replay is kept (it is freed after forward either way).
+template <class MayDrop>
+void settle_unread(const Context& c, std::vector<Tag>& tags, MayDrop may_drop) {
+  for (int64_t v = c.graph.size(); v-- > 0;) {
+    if (c.forced[v] || v == c.root() || c.read[v]) continue;
+    const bool feeds_replay = std::any_of(c.consumers[v].begin(), c.consumers[v].end(),
+                                          [&](int64_t u) { return tags[u] == Tag::Recompute; });
+    tags[v] = feeds_replay && may_drop(v) ? Tag::Recompute : Tag::Keep;
+  }
+}
+
+void settle_unread(const Context& c, std::vector<Tag>& tags) {
+  settle_unread(c, tags, [](int64_t) { return true; });
+}
+
+bool better(const Simulation& a, const Simulation& b) {
+  return a.peak_bytes < b.peak_bytes ||
+         (a.peak_bytes == b.peak_bytes && a.saved_bytes_after_forward < b.saved_bytes_after_forward);
+}
+
 std::vector<Tag> all(const Context& c, Tag tag) {
   std::vector<Tag> tags(c.graph.size(), Tag::Keep);
   for (int64_t v = 0; v < c.graph.size(); ++v) {
@@ -70,13 +93,34 @@ std::vector<Tag> blocks_tags(const Context& c) {
                                           [&](int64_t u) { return c.graph.nodes[u].block != block; });
     tags[v] = read_outside ? Tag::Keep : Tag::Recompute;
   }
-  return c.with_forced(tags);
+  tags = c.with_forced(tags);
+  settle_unread(c, tags);
+  return tags;
 }
 
-// In stage `first..last`, the cost rule: keep GEMMs, replay the rest.
+// In stage `first..last`, the cost rule: from keep-all, drop memory-bound
+// outputs (cheapest to rebuild per byte first) whenever the simulator finds
+// that it lowers the peak (or, at an equal peak, the bytes held after
+// forward); never replay a GEMM. Dropping softmax, say, while the scores
+// that feed it must then be held instead, saves nothing and is not done.
 void cost_rule(const Context& c, std::vector<Tag>& tags, int64_t first, int64_t last) {
+  auto not_gemm = [&](int64_t v) { return !is_compute_bound(c.graph.nodes[v].op); };
+  std::vector<int64_t> order;
   for (int64_t v = first; v <= last; ++v) {
-    if (c.free(v)) tags[v] = is_compute_bound(c.graph.nodes[v].op) ? Tag::Keep : Tag::Recompute;
+    if (c.free(v) && not_gemm(v)) order.push_back(v);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return c.graph.nodes[a].ms_per_mib() < c.graph.nodes[b].ms_per_mib();
+  });
+  Simulation current = c.simulate(tags);
+  for (int64_t v : order) {
+    std::vector<Tag> trial = tags;
+    trial[v] = Tag::Recompute;
+    settle_unread(c, trial, not_gemm);
+    Simulation sim = c.simulate(trial);
+    if (!better(sim, current)) continue;
+    tags = std::move(trial);
+    current = std::move(sim);
   }
 }
 
@@ -119,6 +163,7 @@ std::vector<Tag> sqrt_tags(const Context& c) {
       }
     }
   }
+  settle_unread(c, tags);
   return tags;
 }
 
@@ -144,6 +189,7 @@ std::vector<Candidate> descent(const Context& c) {
   pool.push_back({tags, c.simulate(tags), "keep all"});
   for (int64_t v : order) {
     tags[v] = Tag::Recompute;
+    settle_unread(c, tags);
     pool.push_back({tags, c.simulate(tags), fmt::format("dropped up to {:.3f} ms/MiB", c.graph.nodes[v].ms_per_mib())});
   }
   for (auto [name, rule] : {std::pair{"blocks", &blocks_tags}, std::pair{"sqrt", &sqrt_tags}}) {
@@ -156,9 +202,18 @@ std::vector<Candidate> descent(const Context& c) {
   return pool;
 }
 
+// The simulator and the allocator agree to a fraction of a percent, not to
+// the byte: plans aim at the budget less this share of it.
+constexpr double kBudgetMargin = 0.01;
+
+int64_t planning_target(int64_t budget) { return budget - static_cast<int64_t>(kBudgetMargin * budget); }
+
 [[noreturn]] void fail_budget(const std::string& policy, int64_t budget, int64_t minimum) {
+  const auto needed = static_cast<int64_t>(std::ceil(minimum / (1.0 - kBudgetMargin)));
   REMAT_FAIL("plan: policy {} cannot fit a budget of {} bytes ({:.2f} MiB): the smallest peak it reaches on this "
-             "graph is {} bytes ({:.2f} MiB)", policy, budget, budget / kMiB, minimum, minimum / kMiB);
+             "graph is {} bytes ({:.2f} MiB), so the budget must be at least {} bytes ({:.2f} MiB, a {:.0f}% margin "
+             "for the simulator)", policy, budget, budget / kMiB, minimum, minimum / kMiB, needed, needed / kMiB,
+             100 * kBudgetMargin);
 }
 
 std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
@@ -172,7 +227,7 @@ std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std:
   int64_t minimum = std::numeric_limits<int64_t>::max();
   for (const Candidate& candidate : pool) {
     minimum = std::min(minimum, candidate.sim.peak_bytes);
-    if (candidate.sim.peak_bytes > *budget) continue;
+    if (candidate.sim.peak_bytes > planning_target(*budget)) continue;
     if (!best || candidate.sim.recompute_ms < best->sim.recompute_ms ||
         (candidate.sim.recompute_ms == best->sim.recompute_ms && candidate.sim.peak_bytes < best->sim.peak_bytes)) {
       best = &candidate;
@@ -192,14 +247,19 @@ struct Chain {
 
 std::vector<Tag> stage_tags(const Context& c, const Chain& chain, const std::vector<int>& modes) {
   std::vector<Tag> tags = all(c, Tag::Keep);
+  std::vector<int> mode_of(c.graph.size(), 0);
   for (size_t s = 0; s < chain.stages.size(); ++s) {
     const auto [first, last] = chain.stages[s];
-    if (modes[s] == 2) cost_rule(c, tags, first, last);
     const bool last_stage = s + 1 == chain.stages.size();
-    for (int64_t v = first; v <= last && modes[s] == 1; ++v) {
+    for (int64_t v = first; v <= last; ++v) {
+      mode_of[v] = modes[s];
       // A stage's last node is its output, the next stage's input: kept.
-      if (c.free(v) && (v != last || last_stage)) tags[v] = Tag::Recompute;
+      if (modes[s] == 1 && c.free(v) && (v != last || last_stage)) tags[v] = Tag::Recompute;
     }
+  }
+  settle_unread(c, tags, [&](int64_t v) { return mode_of[v] == 1; });
+  for (size_t s = 0; s < chain.stages.size(); ++s) {
+    if (modes[s] == 2) cost_rule(c, tags, chain.stages[s].first, chain.stages[s].second);
   }
   return c.with_forced(tags);
 }
@@ -237,19 +297,19 @@ std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, s
   // The model is additive where the engine is nearly so; where the
   // simulator finds the chosen plan over the budget, ask the model again
   // with the excess taken off.
-  int64_t target = budget.value_or(unbounded);
+  int64_t target = budget ? planning_target(*budget) : unbounded;
   for (int attempt = 0; attempt < 8; ++attempt) {
     const std::optional<std::vector<int>> modes = solve_chain(chain.model, target);
     if (!modes) break;
     std::vector<Tag> tags = stage_tags(c, chain, *modes);
     const int64_t peak = c.simulate(tags).peak_bytes;
-    if (!budget || peak <= *budget) {
+    if (!budget || peak <= planning_target(*budget)) {
       std::string letters;
       for (int mode : *modes) letters += "KRC"[mode];
       why = fmt::format("stages {} of {} (K keep, R replay, C cost rule)", letters, chain.stages.size());
       return tags;
     }
-    target -= std::max<int64_t>(peak - *budget, 4096);
+    target -= std::max<int64_t>(peak - planning_target(*budget), 4096);
   }
   int64_t minimum = unbounded;
   for (int mode = 0; mode < kStageModes; ++mode) {

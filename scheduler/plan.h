@@ -19,7 +19,9 @@
 //   optimal  the least recompute time within the budget over plans that
 //            choose, per stage of the graph's chain, keep-all, replay-all or
 //            the cost rule, by dynamic programming (see optimal.h).
-// User overrides (Overrides, checkpoint regions) bind every policy.
+// User overrides (Overrides, checkpoint regions) bind every policy. Budgets
+// are planned with a 1% margin: simulator and allocator agree closely, not
+// to the byte.
 #pragma once
 
 #include <cstdint>

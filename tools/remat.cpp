@@ -4,6 +4,7 @@
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
 //   remat bench --workload W1|W2 --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--json]
 //   remat explain --workload W1|W2 --policy P [--budget B] [--format table|csv|json]
+//   remat tradeoff --workload W1|W2 [--fractions 0.25,0.5,...] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
@@ -12,17 +13,22 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/error.h"
+#include "scheduler/dot.h"
 #include "train/fashion_mnist_task.h"
 #include "train/kjv_gpt_task.h"
 #include "train/parse.h"
+#include "train/tradeoff.h"
 #include "train/workload.h"
 
 namespace {
@@ -153,6 +159,79 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
   }
 }
 
+// "0.25,0.5" -> {0.25, 0.5}; the range is checked by sweep_tradeoff.
+std::vector<double> parse_fractions(const std::string& text) {
+  std::vector<double> fractions;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    double value = 0;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    REMAT_CHECK(!item.empty() && error == std::errc() && end == item.data() + item.size(),
+                "tradeoff --fractions: '{}' in '{}' is not a number (example: 0.25,0.5,0.75)", item, text);
+    fractions.push_back(value);
+    if (comma == std::string::npos) return fractions;
+    start = comma + 1;
+  }
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream file(path);
+  file << text;
+  file.close();
+  REMAT_CHECK(file.good(), "tradeoff: cannot write {}", path.string());
+}
+
+// The sweep, its files, and a table of what it measured; progress on stderr.
+void run_tradeoff(remat::train::TradeoffOptions options, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  const fs::path out(out_dir);
+  std::error_code error;
+  fs::create_directories(out, error);
+  REMAT_CHECK(!error && fs::is_directory(out), "tradeoff --out: cannot create folder '{}' ({})", out_dir,
+              error ? error.message() : "not a folder");
+  options.progress = [](const std::string& line) {
+    fmt::print(stderr, "{}\n", line);
+    std::fflush(stderr);
+  };
+  const std::vector<remat::train::TradeoffRow> rows = remat::train::sweep_tradeoff(options);
+  write_file(out / "tradeoff.csv", remat::train::tradeoff_csv(rows));
+  write_file(out / "tradeoff.json", remat::train::tradeoff_json(rows).dump(2) + "\n");
+  std::vector<std::string> written{(out / "tradeoff.csv").string(), (out / "tradeoff.json").string()};
+  for (const char* policy : {"blocks", "cost"}) {
+    fmt::print(stderr, "planning {} {} for graph_{}.dot ...\n", options.workload, policy, policy);
+    const auto [graph, plan] = remat::train::plan_workload(
+        {.workload = options.workload, .policy = policy, .threads = options.threads, .warmup = 1, .seed = options.seed});
+    const fs::path path = out / fmt::format("graph_{}.dot", policy);
+    write_file(path, remat::scheduler::to_dot(graph, plan));
+    written.push_back(path.string());
+  }
+
+  fmt::print("{} trade-off, {} thread(s), median of {} step(s) after {} warm-up(s)\n", options.workload,
+             options.threads, options.steps, options.warmup);
+  fmt::print("{:<8} {:>10} {:>10} {:>10} {:>9} {:>6} {:>8} {:>7}\n", "policy", "budget", "peak", "predicted", "step_ms",
+             "x_all", "replays", "pareto");
+  auto in_mib = [](std::optional<int64_t> bytes) {
+    return bytes ? fmt::format("{:.2f}", static_cast<double>(*bytes) / (1024.0 * 1024.0)) : std::string("-");
+  };
+  for (const remat::train::TradeoffRow& row : rows) {
+    const remat::train::WorkloadReport& r = row.report;
+    if (!row.ran()) {
+      fmt::print("{:<8} {:>10} skipped: {}\n", r.policy, in_mib(r.budget), row.skipped);
+      continue;
+    }
+    fmt::print("{:<8} {:>10} {:>10} {:>10} {:>9.1f} {:>6.2f} {:>8} {:>7}\n", r.policy, in_mib(r.budget),
+               in_mib(r.peak_activation_bytes), in_mib(r.predicted_peak_activation_bytes), r.step_ms_median,
+               row.time_vs_keep_all, r.replayed_nodes, row.pareto ? "*" : "");
+  }
+  fmt::print("(MiB; peak is measured by the allocator, predicted by the liveness simulator)\n");
+  fmt::print("wrote {}\n", fmt::join(written, ", "));
+  fmt::print("plot:   /usr/bin/python3 tools/plot_tradeoff.py {} -o {}\n", (out / "tradeoff.csv").string(),
+             (out / "tradeoff.svg").string());
+  fmt::print("graphs: dot -Tsvg {} -o {}\n", (out / "graph_cost.dot").string(), (out / "graph_cost.svg").string());
+}
+
 // OpenMP threads that spin while idle take the cores from OpenBLAS's own
 // (pthread) threads: a 2-thread training run was 3x slower with libgomp's
 // default policy. libgomp reads OMP_WAIT_POLICY when it loads, before
@@ -236,6 +315,20 @@ int main(int argc, char** argv) {
   explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
 
+  remat::train::TradeoffOptions tradeoff_options;
+  std::string fractions, out_dir;
+  CLI::App* tradeoff = app.add_subcommand(
+      "tradeoff", "sweep recompute policies and budgets on a workload: peak memory against step time");
+  tradeoff->add_option("--workload", tradeoff_options.workload, "W1 or W2")->capture_default_str();
+  tradeoff->add_option("--threads", tradeoff_options.threads, "CPU threads")->capture_default_str();
+  tradeoff->add_option("--steps", tradeoff_options.steps, "timed steps per run")->capture_default_str();
+  tradeoff->add_option("--warmup", tradeoff_options.warmup, "untimed steps first per run (at least 1)")
+      ->capture_default_str();
+  tradeoff->add_option("--seed", tradeoff_options.seed, "seed of weights and batch")->capture_default_str();
+  tradeoff->add_option("--fractions", fractions,
+                       "budgets of cost and optimal as fractions of keep-all's peak (0.25,0.35,0.5,0.6,0.75,0.9)");
+  tradeoff->add_option("--out", out_dir, "folder for tradeoff.csv, tradeoff.json and graph_<policy>.dot")->required();
+
   CLI11_PARSE(app, argc, argv);
   try {
     // A flag of the other task would be silently ignored: say so instead.
@@ -259,6 +352,8 @@ int main(int argc, char** argv) {
     if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
     if (*bench) run_bench(bench_options, json);
     if (*explain) run_explain(explain_options, format);
+    if (!fractions.empty()) tradeoff_options.budget_fractions = parse_fractions(fractions);
+    if (*tradeoff) run_tradeoff(tradeoff_options, out_dir);
   } catch (const std::exception& e) {  // remat::Error, and e.g. std::bad_alloc
     fmt::print(stderr, "remat: error: {}\n", e.what());
     return 1;

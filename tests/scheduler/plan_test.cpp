@@ -1,0 +1,233 @@
+// Plans under every policy, through the Checkpointer, on an MLP and on a GPT
+// with dropout: gradients bit-identical to keeping everything, the
+// simulator's peak equal to the allocator's (within 2%), budgets honoured,
+// errors that name the reachable minimum, a plan per graph signature.
+#include "scheduler/checkpointer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "engine/allocator.h"
+#include "nn/gpt.h"
+#include "nn/mlp.h"
+#include "ops/ops.h"
+#include "tests/support/errors.h"
+
+namespace remat::scheduler {
+namespace {
+
+using Grads = std::vector<std::vector<float>>;
+
+struct Step {
+  Grads grads;
+  StepReport report;
+  GraphProfile graph;  // the profile the plan was made from
+  std::optional<Plan> plan;
+};
+
+// A model's forward + loss on a fixed batch; a fresh model with the same
+// seed each call, so that weights and dropout masks repeat exactly.
+using Workload = std::function<std::pair<Tensor, std::vector<Tensor>>()>;
+
+// The batch, made as a data loader makes it: data, not activations.
+template <class Make>
+Tensor as_data(Make make) {
+  CategoryGuard data(MemoryCategory::Data);
+  return make();
+}
+
+Workload gpt(int64_t batch = 4) {
+  return [batch] {
+    auto model = std::make_shared<nn::GPT>(nn::GPTConfig{.vocab_size = 17, .block_size = 16, .n_layer = 3,
+                                                         .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 6});
+    Generator g(2);
+    const Tensor ids = as_data([&] { return randint(17, {batch, 16}, g); });
+    const Tensor targets = as_data([&] { return randint(17, {batch, 16}, g); });
+    return std::pair{model->forward(ids, targets).loss, model->parameters()};
+  };
+}
+
+Workload mlp() {
+  return [] {
+    Generator g(3);
+    auto model = std::make_shared<nn::MLP>(std::vector<int64_t>{64, 128, 128, 128, 10}, g);
+    const Tensor x = as_data([&] { return normal({32, 64}, 0.0, 1.0, DType::Float32, g); });
+    const Tensor targets = as_data([&] { return randint(10, {32}, g); });
+    return std::pair{cross_entropy(model->forward(x), targets), model->parameters()};
+  };
+}
+
+Grads grads_of(const std::vector<Tensor>& params) {
+  Grads grads;
+  for (const Tensor& p : params) grads.push_back(p.grad().to_vector<float>());
+  return grads;
+}
+
+// `steps` steps of `workload` under one checkpointer; the last step's result.
+Step run(const Workload& workload, const PlanOptions& options, int steps = 2) {
+  Checkpointer checkpointer(options);
+  Step step;
+  for (int i = 0; i < steps; ++i) {
+    Tensor loss;
+    std::vector<Tensor> params;
+    {
+      const auto recording = checkpointer.record();
+      std::tie(loss, params) = workload();
+    }
+    loss.backward();
+    step.grads = grads_of(params);
+    step.report = checkpointer.report();
+  }
+  if (checkpointer.plan()) step.plan = *checkpointer.plan();
+  if (checkpointer.profile()) step.graph = *checkpointer.profile();
+  return step;
+}
+
+Grads reference(const Workload& workload) {
+  auto [loss, params] = workload();
+  loss.backward();
+  return grads_of(params);
+}
+
+void expect_prediction_holds(const Step& step) {
+  ASSERT_TRUE(step.report.predicted_peak_bytes.has_value());
+  const double predicted = static_cast<double>(*step.report.predicted_peak_bytes);
+  const double measured = static_cast<double>(step.report.measured_peak_bytes);
+  EXPECT_NEAR(predicted, measured, 0.02 * measured) << step.report.str();
+}
+
+TEST(Plan, EveryPolicyIsBitIdenticalOnGptWithDropoutAndPredictsItsPeak) {
+  const Grads expected = reference(gpt());
+  for (const std::string& policy : policy_names()) {
+    SCOPED_TRACE(policy);
+    const Step step = run(gpt(), {.policy = policy});
+    EXPECT_EQ(step.grads, expected);
+    EXPECT_FALSE(step.report.profiling);
+    expect_prediction_holds(step);
+    if (policy != "none" && policy != "optimal") EXPECT_GT(step.report.replayed_nodes, 0);
+  }
+}
+
+TEST(Plan, EveryPolicyIsBitIdenticalOnTheMlp) {
+  const Grads expected = reference(mlp());
+  for (const std::string& policy : policy_names()) {
+    SCOPED_TRACE(policy);
+    const Step step = run(mlp(), {.policy = policy});
+    EXPECT_EQ(step.grads, expected);
+    expect_prediction_holds(step);
+  }
+}
+
+TEST(Plan, BudgetsHoldInRealityAndASmallerBudgetNeverPeaksHigher) {
+  const Grads expected = reference(gpt());
+  const Step all = run(gpt(), {.policy = "none"});
+  const int64_t minimum = minimum_peak(all.graph);
+  const int64_t top = all.report.measured_peak_bytes;
+  ASSERT_LT(minimum, top);
+  for (const std::string policy : {"cost", "optimal"}) {
+    SCOPED_TRACE(policy);
+    int64_t previous_peak = std::numeric_limits<int64_t>::max();
+    for (double fraction : {1.0, 0.8, 0.6, 0.45, 0.3, 0.0}) {
+      const int64_t lowest = static_cast<int64_t>(std::ceil(minimum / 0.99)) + 1;  // the planner keeps a 1% margin
+      const int64_t budget = lowest + static_cast<int64_t>(fraction * static_cast<double>(top - lowest));
+      SCOPED_TRACE(budget);
+      Step step;
+      try {
+        step = run(gpt(), {.policy = policy, .budget = budget});
+      } catch (const Error& e) {
+        // optimal plans within its stage model and may reach less far down
+        // than the minimum over every policy; it must say how far it reaches.
+        EXPECT_EQ(policy, "optimal") << e.what();
+        EXPECT_TRUE(testing::contains(e.what(), "the smallest peak it reaches")) << e.what();
+        continue;
+      }
+      EXPECT_EQ(step.grads, expected);
+      EXPECT_LE(step.report.measured_peak_bytes, budget) << step.report.str();
+      EXPECT_LE(step.report.measured_peak_bytes, previous_peak) << step.report.str();
+      expect_prediction_holds(step);
+      previous_peak = step.report.measured_peak_bytes;
+    }
+  }
+}
+
+TEST(Plan, ABudgetBelowTheMinimumNamesIt) {
+  const Step all = run(gpt(), {.policy = "none"});
+  const int64_t minimum = minimum_peak(all.graph);
+  const int64_t needed = static_cast<int64_t>(std::ceil(minimum / 0.99));  // the planner keeps a 1% margin
+  const std::string message = testing::error_of([&] { make_plan(all.graph, {.policy = "cost", .budget = needed - 100}); });
+  EXPECT_TRUE(testing::contains(message, fmt::format("is {} bytes", minimum))) << message;
+  EXPECT_TRUE(testing::contains(message, fmt::format("at least {} bytes", needed))) << message;
+  EXPECT_NO_THROW(make_plan(all.graph, {.policy = "cost", .budget = needed + 100}));
+}
+
+TEST(Plan, CostWithoutBudgetKeepsGemmsAndDropsBytes) {
+  const Step all = run(gpt(), {.policy = "none"});
+  const Plan plan = make_plan(all.graph, {.policy = "cost"});
+  for (const NodeProfile& node : all.graph.nodes) {
+    if (is_compute_bound(node.op)) EXPECT_EQ(plan.tags[node.position], Tag::Keep) << node.op << node.position;
+  }
+  EXPECT_GT(plan.dropped_bytes, 0);
+  EXPECT_LT(plan.predicted.peak_bytes, all.report.measured_peak_bytes);
+}
+
+TEST(Plan, UserRulesBindEveryPolicy) {
+  const Step all = run(gpt(), {.policy = "none"});
+  const Overrides rules{.must_keep = {"gelu"}, .must_recompute = {"layer_norm"}};
+  for (const std::string& policy : policy_names()) {
+    const Plan plan = make_plan(all.graph, {.policy = policy, .overrides = rules});
+    for (const NodeProfile& node : all.graph.nodes) {
+      if (node.op == "gelu") EXPECT_EQ(plan.tags[node.position], Tag::Keep) << policy;
+      if (node.op == "layer_norm") EXPECT_EQ(plan.tags[node.position], Tag::Recompute) << policy;
+    }
+  }
+  const Step step = run(gpt(), {.policy = "blocks", .overrides = rules});
+  EXPECT_EQ(step.grads, reference(gpt()));
+}
+
+TEST(Plan, ACheckpointRegionIsReplayedAndItsOutputKept) {
+  Tensor w = normal({16, 16}, 0.0, 1.0, DType::Float32).requires_grad_();
+  const Tensor x = normal({8, 16}, 0.0, 1.0, DType::Float32);
+  auto body = [&](const Tensors& in) { return tanh(relu(matmul(in[0], w))); };
+  Tensor loss = sum(relu(checkpoint(body, {x})));
+  const Node* outside = loss.grad_fn()->next_edges()[0].node.get();  // relu after the region
+  const Node* region_output = outside->next_edges()[0].node.get();   // tanh
+  EXPECT_EQ(region_output->tag(), Tag::Keep);
+  EXPECT_EQ(region_output->next_edges()[0].node->tag(), Tag::Recompute);
+  reset_recompute_stats();
+  loss.backward();
+  const Tensor with_region = w.grad();
+  EXPECT_GT(recompute_stats().nodes, 0);
+  w.set_grad(Tensor());
+  sum(relu(body({x}))).backward();
+  EXPECT_EQ(with_region.to_vector<float>(), w.grad().to_vector<float>());
+}
+
+TEST(Plan, AChangedGraphIsReplannedNeverMisapplied) {
+  Checkpointer checkpointer({.policy = "blocks"});
+  const Grads small = reference(gpt(4)), large = reference(gpt(6));
+  for (int64_t batch : {4, 4, 6, 6, 4}) {
+    Tensor loss;
+    std::vector<Tensor> params;
+    {
+      const auto recording = checkpointer.record();
+      std::tie(loss, params) = gpt(batch)();
+    }
+    loss.backward();
+    EXPECT_EQ(grads_of(params), batch == 4 ? small : large);
+  }
+  EXPECT_EQ(checkpointer.cached_plans(), 2u);
+  EXPECT_EQ(checkpointer.plans_made(), 2);
+  EXPECT_FALSE(checkpointer.report().profiling);  // the last step found its plan in the cache
+}
+
+TEST(Plan, UnknownPolicyAndMisplacedBudgetAreErrors) {
+  EXPECT_TRUE(testing::contains(testing::error_of([] { Checkpointer({.policy = "sqrtt"}); }),
+                                "none, blocks, sqrt, cost, optimal"));
+  EXPECT_TRUE(testing::contains(testing::error_of([] { Checkpointer({.policy = "blocks", .budget = 1 << 20}); }),
+                                "takes no budget"));
+}
+
+}  // namespace
+}  // namespace remat::scheduler

@@ -1,0 +1,167 @@
+// sweep_tradeoff and its writers; see tradeoff.h.
+//
+// Each run builds its workload afresh (run_workload), so every point starts
+// from the same weights and batch and no allocator state carries over from
+// the run before. Keep-all runs first because every budget is a fraction of
+// its measured peak; a budget the planner cannot reach is a property of the
+// graph, not a failure of the sweep, so it is recorded and the sweep goes on.
+#include "train/tradeoff.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+namespace remat::train {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
+
+void check_options(const TradeoffOptions& options) {
+  REMAT_CHECK(options.workload == "W1" || options.workload == "W2",
+              "tradeoff: unknown workload '{}' (available: W1, W2)", options.workload);
+  REMAT_CHECK(options.threads >= 1, "tradeoff: threads must be at least 1, got {}", options.threads);
+  REMAT_CHECK(options.steps >= 1, "tradeoff: steps must be at least 1, got {}", options.steps);
+  // With no warm-up the timed step would be the checkpointer's profiling
+  // step, which runs without the plan being measured.
+  REMAT_CHECK(options.warmup >= 1, "tradeoff: warmup must be at least 1 (the profiling step), got {}",
+              options.warmup);
+  for (const double fraction : options.budget_fractions) {
+    REMAT_CHECK(std::isfinite(fraction) && fraction > 0 && fraction <= 1,
+                "tradeoff: budget fraction {} is outside (0, 1]", fraction);
+  }
+}
+
+std::string describe(const WorkloadOptions& run, std::optional<double> fraction) {
+  std::string text = fmt::format("{} {}", run.workload, run.policy);
+  if (run.budget) text += fmt::format(" budget {:.2f} MiB ({:g} of keep-all)", mib(*run.budget), *fraction);
+  return text;
+}
+
+std::string outcome(const TradeoffRow& row) {
+  if (!row.ran()) return "skipped: " + row.skipped;
+  const WorkloadReport& r = row.report;
+  std::string text = fmt::format("{:.1f} ms ({:.2f}x keep-all), peak {:.2f} MiB", r.step_ms_median,
+                                 row.time_vs_keep_all, mib(r.peak_activation_bytes));
+  if (r.predicted_peak_activation_bytes) text += fmt::format(" (predicted {:.2f})", mib(*r.predicted_peak_activation_bytes));
+  return text + fmt::format(", {} replays", r.replayed_nodes);
+}
+
+// "" for an absent value: an empty CSV cell.
+std::string cell(std::optional<double> value, const char* format) {
+  return value ? fmt::format(fmt::runtime(format), *value) : std::string();
+}
+
+}  // namespace
+
+std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
+  check_options(options);
+  const WorkloadOptions base{.workload = options.workload, .threads = options.threads, .steps = options.steps,
+                             .warmup = options.warmup, .seed = options.seed};
+  const size_t runs = 4 + 2 * options.budget_fractions.size();
+  std::vector<TradeoffRow> rows;
+  auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(fmt::format("[{}/{}] {}", rows.size() + 1, runs, line));
+  };
+  auto run = [&](WorkloadOptions run_options, std::optional<double> fraction) {
+    const std::string what = describe(run_options, fraction);
+    say(what + " ...");
+    TradeoffRow row{.budget_fraction = fraction};
+    try {
+      row.report = run_workload(run_options);
+    } catch (const Error& e) {
+      if (rows.empty()) throw;  // keep-all is the reference: without it there is no sweep
+      row.report = WorkloadReport{.workload = run_options.workload, .policy = run_options.policy,
+                                  .budget = run_options.budget, .threads = run_options.threads};
+      row.skipped = e.what();
+    }
+    if (row.ran()) {
+      const double keep_all_ms = rows.empty() ? row.report.step_ms_median : rows.front().report.step_ms_median;
+      row.time_vs_keep_all = row.report.step_ms_median / keep_all_ms;
+    }
+    say(what + ": " + outcome(row));
+    rows.push_back(std::move(row));
+  };
+
+  run(base, std::nullopt);  // keep-all: policy "none"
+  const int64_t keep_all_peak = rows.front().report.peak_activation_bytes;
+  for (const char* policy : {"blocks", "sqrt", "cost"}) {
+    WorkloadOptions o = base;
+    o.policy = policy;
+    run(o, std::nullopt);
+  }
+  for (const double fraction : options.budget_fractions) {
+    for (const char* policy : {"cost", "optimal"}) {
+      WorkloadOptions o = base;
+      o.policy = policy;
+      o.budget = std::max<int64_t>(1, std::llround(fraction * static_cast<double>(keep_all_peak)));
+      run(o, fraction);
+    }
+  }
+  mark_pareto(rows);
+  return rows;
+}
+
+void mark_pareto(std::vector<TradeoffRow>& rows) {
+  for (TradeoffRow& row : rows) {
+    row.pareto = row.ran();
+    if (!row.pareto) continue;
+    const int64_t peak = row.report.peak_activation_bytes;
+    const double ms = row.report.step_ms_median;
+    for (const TradeoffRow& other : rows) {
+      if (!other.ran()) continue;
+      const int64_t other_peak = other.report.peak_activation_bytes;
+      const double other_ms = other.report.step_ms_median;
+      if (other_peak <= peak && other_ms <= ms && (other_peak < peak || other_ms < ms)) {
+        row.pareto = false;
+        break;
+      }
+    }
+  }
+}
+
+std::string tradeoff_csv(const std::vector<TradeoffRow>& rows) {
+  std::string out = std::string(kTradeoffCsvHeader) + "\n";
+  for (const TradeoffRow& row : rows) {
+    if (!row.ran()) continue;
+    const WorkloadReport& r = row.report;
+    const std::optional<double> budget = r.budget ? std::optional(mib(*r.budget)) : std::nullopt;
+    const std::optional<double> predicted =
+        r.predicted_peak_activation_bytes ? std::optional(mib(*r.predicted_peak_activation_bytes)) : std::nullopt;
+    out += fmt::format("{},remat,{},{},{:.3f},{},{:.3f},{:.4f},{:.3f},{:.3f},{}\n", r.workload, r.policy,
+                       cell(budget, "{:.3f}"), mib(r.peak_activation_bytes), cell(predicted, "{:.3f}"),
+                       r.step_ms_median, row.time_vs_keep_all, r.recompute_ms, mib(r.saved_bytes_after_forward),
+                       r.replayed_nodes);
+  }
+  return out;
+}
+
+nlohmann::ordered_json tradeoff_json(const std::vector<TradeoffRow>& rows) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const TradeoffRow& row : rows) {
+    nlohmann::ordered_json j;
+    if (row.ran()) {
+      j = row.report.to_json();
+    } else {
+      j["workload"] = row.report.workload;
+      j["policy"] = row.report.policy;
+      j["budget_bytes"] = row.report.budget ? nlohmann::ordered_json(*row.report.budget) : nullptr;
+      j["threads"] = row.report.threads;
+      j["engine"] = "remat";
+      j["skipped"] = row.skipped;
+    }
+    j["budget_fraction"] = row.budget_fraction ? nlohmann::ordered_json(*row.budget_fraction) : nullptr;
+    if (row.ran()) j["time_vs_keep_all"] = row.time_vs_keep_all;
+    j["pareto"] = row.pareto;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace remat::train
