@@ -116,6 +116,7 @@ GPTOutput GPT::forward(const Tensor& ids, const Tensor& targets) {
   const int64_t T = ids.size(1);
   REMAT_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length {} is outside [1, block_size {}]", T,
               config_.block_size);
+  const auto recording = record_forward();
   Tensor x = drop_->forward(add(wte_->forward(ids), wpe_->forward(slice(positions_, 0, 0, T))));  // (B, T, C)
   for (size_t i = 0; i < h_->size(); ++i) {
     BlockScope block(fmt::format("transformer.h.{}", i));

@@ -24,7 +24,10 @@ class MLP : public Module {
 
   std::string_view type_name() const override { return "MLP"; }
   // x (..., sizes.front()) -> (..., sizes.back())
-  Tensor forward(const Tensor& x) override { return layers_->forward(x); }
+  Tensor forward(const Tensor& x) override {
+    const auto recording = record_forward();
+    return layers_->forward(x);
+  }
 
   const std::vector<int64_t>& sizes() const { return sizes_; }
   const std::shared_ptr<Sequential>& layers() const { return layers_; }

@@ -13,6 +13,20 @@
 
 namespace remat::nn {
 
+void Module::gradient_checkpointing_enable(scheduler::PlanOptions options) {
+  checkpointer_ = std::make_unique<scheduler::Checkpointer>(std::move(options));
+}
+
+std::optional<scheduler::StepReport> Module::checkpointing_report() const {
+  if (!checkpointer_) return std::nullopt;
+  return checkpointer_->report();
+}
+
+std::unique_ptr<scheduler::Checkpointer::Recording> Module::record_forward() {
+  if (!checkpointer_ || scheduler::Checkpointer::recording_on_this_thread()) return nullptr;
+  return checkpointer_->record();
+}
+
 Tensor Module::forward(const Tensor& x) {
   REMAT_FAIL("{}: this module has no forward (called with input {}); override Module::forward", type_name(), x.str());
 }

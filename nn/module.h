@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "scheduler/checkpointer.h"
 
 namespace remat::nn {
 
@@ -65,6 +67,23 @@ class Module {
   Module& eval() { return train(false); }
   bool is_training() const { return training_; }
 
+  // Activation checkpointing of this module's forward, planned by
+  // scheduler/ (policy none, blocks, sqrt, cost or optimal, and for cost and
+  // optimal a byte budget). The first step of a graph profiles it; plans
+  // apply from the next step on. Works for any module whose forward() opens
+  // record_forward() first, as GPT, MLP and Sequential do.
+  void gradient_checkpointing_enable(scheduler::PlanOptions options = {.policy = "blocks"});
+  void gradient_checkpointing_disable() { checkpointer_.reset(); }
+  bool is_gradient_checkpointing() const { return checkpointer_ != nullptr; }
+  // The latest step's figures: kept and dropped bytes, predicted and
+  // measured peak, replays (nothing when checkpointing is off).
+  std::optional<scheduler::StepReport> checkpointing_report() const;
+
+ protected:
+  // Opened first by forward(): records it under this module's checkpointer,
+  // unless checkpointing is off or an outer module's recording is open.
+  [[nodiscard]] std::unique_ptr<scheduler::Checkpointer::Recording> record_forward();
+
  private:
   void check_new_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
@@ -73,6 +92,7 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::unique_ptr<scheduler::Checkpointer> checkpointer_;
 };
 
 }  // namespace remat::nn

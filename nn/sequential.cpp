@@ -8,6 +8,7 @@
 namespace remat::nn {
 
 Tensor Sequential::forward(const Tensor& x) {
+  const auto recording = record_forward();
   Tensor out = x;
   for (const auto& [name, child] : children()) out = child->forward(out);
   return out;

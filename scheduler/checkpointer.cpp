@@ -40,6 +40,8 @@ Checkpointer::Recording::Recording(Checkpointer& owner) : scope_(owner.recording
 
 Checkpointer::Recording::~Recording() { t_recording = false; }
 
+bool Checkpointer::recording_on_this_thread() { return t_recording; }
+
 std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   settle_last_step();
   records_.clear();

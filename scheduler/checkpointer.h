@@ -72,6 +72,7 @@ class Checkpointer {
     RecomputeScope scope_;
   };
   [[nodiscard]] std::unique_ptr<Recording> record();
+  static bool recording_on_this_thread();
 
   // The latest step's report, its measured peak counted up to now.
   StepReport report() const;
