@@ -7,6 +7,7 @@
 
 #include "engine/allocator.h"
 #include "engine/backward.h"
+#include "engine/trace.h"
 
 namespace remat {
 namespace {
@@ -130,6 +131,7 @@ Tensor Node::rebuild() {
   NoGradGuard no_grad;
   CategoryGuard activations(MemoryCategory::Activation);
   const auto start = std::chrono::steady_clock::now();
+  TraceSpan span("replay", name());
   rebuilt_ = forward(inputs);
   discard_side_results();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -200,6 +202,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   Tensor output;
   int64_t forward_peak = 0;
   {
+    TraceSpan span("forward", node->name());
     ScopedPeak peak;
     output = node->forward(inputs);
     forward_peak = peak.stats().peak_transient - transient_before;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "engine/allocator.h"
+#include "engine/trace.h"
 #include "kernels/cpu/binary.h"
 
 namespace remat {
@@ -44,6 +45,7 @@ struct LaterFirst {
 // backward through a node records its time, its peak and its gradients'
 // bytes (NodeRecord) for the scheduler.
 Tensors run_node_backward(Node& node, const Tensor& grad_output) {
+  TraceSpan span("backward", node.name());
   node.materialize_saved();
   const bool first = !node.record().backward_ran;
   if (!first) return node.backward(grad_output);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/trace.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/gpt.h"
 #include "nn/mlp.h"
@@ -139,6 +140,9 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
   std::vector<double> step_ms;
   for (int step = 0; step < options.warmup + options.steps; ++step) {
     const int64_t transient_before = allocator.stats().live_transient;
+    const bool traced = !options.trace_path.empty() && step + 1 == options.warmup + options.steps;
+    std::optional<TraceRecorder> trace;
+    if (traced) trace.emplace();
     ScopedPeak peak;
     reset_recompute_stats();
     const auto start = std::chrono::steady_clock::now();
@@ -152,6 +156,7 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
     loss.backward();
     optimizer.step();
     const auto end = std::chrono::steady_clock::now();
+    if (traced) trace->save(options.trace_path);
 
     const double value = loss.item<double>();
     if (step == 0) report.loss_first = value;

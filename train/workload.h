@@ -26,6 +26,9 @@ struct WorkloadOptions {
   int steps = 10;   // timed steps
   int warmup = 3;   // untimed steps before them
   uint64_t seed = 0;
+  // If set, the last timed step's memory timeline is written here as a
+  // Chrome trace (engine/trace.h).
+  std::string trace_path;
 };
 
 struct WorkloadReport {
