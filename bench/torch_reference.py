@@ -7,6 +7,21 @@ the same machine, BLAS and thread count. Not part of the build; needs Debian's
 /usr/bin/python3 with python3-torch (plain `python3` may not see it).
 
   /usr/bin/python3 bench/torch_reference.py --workload W1 --threads 1 [--steps 10]
+  /usr/bin/python3 bench/torch_reference.py --workload W2 --policy blocks --steps 3
+
+Checkpointing policies (--policy; "none", keep-all, is the default), for the
+PyTorch points of `remat tradeoff` (bench/tradeoff.sh):
+  blocks       W2: torch.utils.checkpoint around each transformer block.
+  every2       W2: one checkpoint around each pair of blocks (3 segments).
+  sequential4  W1: the 31 layers in 4 segments as checkpoint_sequential cuts
+               them (7 layers each, the last segment of 10 not checkpointed).
+Checkpoints are non-reentrant (use_reentrant=False) where the installed torch
+accepts it (1.13 does). checkpoint_sequential itself is written out here
+because 1.13's only runs the reentrant variant, under which the first
+segment (whose input needs no gradient) would give its parameters none.
+A checkpoint keeps its input for backward outside saved-tensor hooks, so
+`saved_bytes_after_forward` adds each checkpointed segment's input (unique
+storages, as for everything else).
 
 Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
   1. 3 warm-up steps; the first step's loss is `loss_first`.
@@ -62,8 +77,14 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=10, help="timed steps after %d warm-ups" % WARMUP_STEPS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--policy", default="none", choices=sorted(POLICIES),
+                        help="checkpointing: none (default), blocks or every2 (W2), sequential4 (W1)")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.workload not in POLICIES[args.policy]:
+        parser.error("--policy %s is for workload %s, not %s"
+                     % (args.policy, " or ".join(POLICIES[args.policy]), args.workload))
+    return args
 
 
 def configure_malloc():
@@ -138,6 +159,72 @@ WORKLOADS = {"W1": build_w1, "W2": build_w2}
 WORKLOAD_NAMES = list(WORKLOADS)
 
 
+# --- checkpointing policies --------------------------------------------------
+
+# Policy -> the workloads it applies to.
+POLICIES = {"none": ("W1", "W2"), "blocks": ("W2",), "every2": ("W2",), "sequential4": ("W1",)}
+# Called with each checkpointed segment's input while saved bytes are counted.
+checkpoint_input_hook = None
+
+
+def checkpoint_kwargs():
+    """use_reentrant=False where this torch's checkpoint takes it."""
+    import inspect
+
+    from torch.utils.checkpoint import checkpoint
+    return {"use_reentrant": False} if "use_reentrant" in inspect.signature(checkpoint).parameters else {}
+
+
+def checkpointed(function, x):
+    """function(x) under torch.utils.checkpoint: its activations are rebuilt in backward."""
+    from torch.utils.checkpoint import checkpoint
+    if checkpoint_input_hook is not None:
+        checkpoint_input_hook(x)
+    return checkpoint(function, x, **checkpoint_kwargs())
+
+
+def apply_policy(torch, policy, model):
+    """The model with the policy's checkpoints: the same parameters, same values, same order."""
+    if policy == "none":
+        return model
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return checkpointed(self.inner, x)
+
+    class SequentialCheckpoint(torch.nn.Module):
+        """checkpoint_sequential(layers, segments, x), non-reentrant (see the header)."""
+
+        def __init__(self, layers, segments):
+            super().__init__()
+            self.layers, self.segments = layers, segments
+
+        def forward(self, x):
+            functions = list(self.layers.children())
+            size = len(functions) // self.segments
+            for start in range(0, size * (self.segments - 1), size):
+                x = checkpointed(torch.nn.Sequential(*functions[start:start + size]), x)
+            return torch.nn.Sequential(*functions[size * (self.segments - 1):])(x)
+
+    if policy == "sequential4":
+        return SequentialCheckpoint(model, 4)
+    blocks = list(model.transformer.h)
+    group = {"blocks": 1, "every2": 2}[policy]
+    model.transformer.h = torch.nn.ModuleList(
+        Checkpointed(torch.nn.Sequential(*blocks[i:i + group])) for i in range(0, len(blocks), group))
+    return model
+
+
+def build(torch, args):
+    """The workload's model under args.policy, its batch and loss."""
+    model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed)
+    return apply_policy(torch, args.policy, model), inputs, targets, loss_fn
+
+
 # --- measurement -------------------------------------------------------------
 
 class Runner:
@@ -165,9 +252,14 @@ class Runner:
                 saved[storage.data_ptr()] = storage.nbytes()
             return tensor
 
+        global checkpoint_input_hook
         self.optimizer.zero_grad()
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            loss = self.loss_fn(self.model(self.inputs), self.targets)
+        checkpoint_input_hook = pack  # a checkpoint's input is kept outside the hooks
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+                loss = self.loss_fn(self.model(self.inputs), self.targets)
+        finally:
+            checkpoint_input_hook = None
         after_forward = sum(saved.values())
         loss.backward()
         self.optimizer.step()
@@ -216,14 +308,15 @@ def main():
     # with malloc as PyTorch users have it, so the mallopt settings do not
     # slow the timed steps down.
     child = subprocess.run([sys.executable, os.path.abspath(__file__), "--workload", args.workload,
-                            "--threads", str(args.threads), "--seed", str(args.seed), "--memory-only"],
+                            "--threads", str(args.threads), "--seed", str(args.seed), "--policy", args.policy,
+                            "--memory-only"],
                            check=True, capture_output=True, text=True)
     memory = json.loads(child.stdout.strip().splitlines()[-1])
 
     import torch
 
     torch.set_num_threads(args.threads)
-    model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed)
+    model, inputs, targets, loss_fn = build(torch, args)
     runner = Runner(torch, model, inputs, targets, loss_fn)
     losses = [runner.step() for _ in range(WARMUP_STEPS)]
     set_openblas_threads(args.threads)  # OpenBLAS is mapped once the first GEMM has run
@@ -237,7 +330,7 @@ def main():
     blas_info = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
     record = {
         "workload": args.workload,
-        "policy": "none",
+        "policy": args.policy,
         "threads": args.threads,
         "device": "cpu",
         "step_ms_median": round(statistics.median(times_ms), 3),
@@ -259,6 +352,9 @@ def main():
         "blas": ":".join(loaded_libraries("blas")) or "none loaded",
         "blas_config": "BLAS_INFO=" + (blas_info.group(1) if blas_info else "unknown"),
     }
+    if args.policy != "none":
+        record["checkpoint"] = "torch.utils.checkpoint(%s)" % ", ".join(
+            "%s=%s" % item for item in checkpoint_kwargs().items())
     print(json.dumps(record))
 
 
@@ -269,7 +365,7 @@ def measure_memory(args):
     import torch
 
     torch.set_num_threads(args.threads)
-    model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed)
+    model, inputs, targets, loss_fn = build(torch, args)
     runner = Runner(torch, model, inputs, targets, loss_fn)
     for _ in range(WARMUP_STEPS):
         runner.step()

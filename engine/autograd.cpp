@@ -78,11 +78,17 @@ void SavedValue::release() {
 }
 
 void Node::save_value(const Tensor& value) {
+  // Which input (or the output) it is: the same tensor first, then (a view
+  // made inside save()) the same storage.
   int slot = kSavedSideResult;
   if (value.defined() && recording_inputs_) {
-    if (value.storage() == recording_output_->storage()) slot = kSavedOutput;
-    for (size_t i = 0; i < recording_inputs_->size() && slot == kSavedSideResult; ++i) {
-      if (value.storage() == (*recording_inputs_)[i].storage()) slot = static_cast<int>(i);
+    const Tensors& inputs = *recording_inputs_;
+    for (size_t i = 0; i < inputs.size() && slot == kSavedSideResult; ++i) {
+      if (value.impl() == inputs[i].impl()) slot = static_cast<int>(i);
+    }
+    if (slot == kSavedSideResult && value.storage() == recording_output_->storage()) slot = kSavedOutput;
+    for (size_t i = 0; i < inputs.size() && slot == kSavedSideResult; ++i) {
+      if (value.storage() == inputs[i].storage()) slot = static_cast<int>(i);
     }
     if (slot == kSavedSideResult) record_->side_bytes += static_cast<int64_t>(value.storage()->nbytes());
   }
@@ -109,9 +115,12 @@ void Node::release_saved() {
 
 void Node::drop_use() {
   if (--pending_uses_ > 0) return;
-  // Nobody will read the output again: free the rebuilt copy and what a
-  // replay would need.
+  // Nobody reads the output now: free the rebuilt copy. Once backward has
+  // rebuilt it, nobody will again, so what a replay needs goes too; before
+  // that (a use dropped while forward still runs) a later node may still
+  // save the output and need it replayed.
   rebuilt_ = Tensor();
+  if (!rebuilt_once_) return;
   for (SavedValue& input : replay_inputs_) input.release();
 }
 
@@ -133,6 +142,7 @@ Tensor Node::rebuild() {
   const auto start = std::chrono::steady_clock::now();
   TraceSpan span("replay", name());
   rebuilt_ = forward(inputs);
+  rebuilt_once_ = true;
   discard_side_results();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // rebuilt_ now serves every later read until the last one, so the inputs

@@ -129,7 +129,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
 
   // Pass 2: run ready nodes, latest first.
   std::unordered_map<Node*, Tensor> buffers;
-  buffers[root_node.get()] = root_grad;
+  buffers[root_node.get()] = std::move(root_grad);
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(root_node.get());
   while (!ready.empty()) {

@@ -90,6 +90,10 @@ class LayerNormNode final : public Node {
  private:
   double eps_;
   bool has_weight_, has_bias_;
+  void discard_side_results() override {
+    mean_ = Tensor();
+    rstd_ = Tensor();
+  }
   Tensor mean_, rstd_;  // (rows): from forward to save(); not kept otherwise
 };
 

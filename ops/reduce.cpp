@@ -125,6 +125,7 @@ class MaxNode final : public Node {
 
   int64_t axis_;
   bool keepdim_;
+  void discard_side_results() override { indices_ = Tensor(); }
   Tensor indices_;  // from forward to save(); not kept by the node
 };
 

@@ -128,6 +128,7 @@ class CrossEntropyNode final : public Node {
  private:
   int64_t ignore_index_;
   int64_t count_ = 0;  // rows not ignored in the last forward
+  void discard_side_results() override { log_probs_ = Tensor(); }
   Tensor log_probs_;   // from forward to save(); not kept otherwise
 };
 

@@ -136,6 +136,13 @@ void Checkpointer::settle_last_step() {
   if (!records_.back()->backward_ran) return;  // no backward: nothing to plan from
   GraphProfile graph = profile_records(records_);
   const bool applied = active_ && !mismatch_ && graph.signature == active_->plan.signature;
+  if (applied && !active_->warm) {
+    // The plan came from the graph's first step, whose times are cold
+    // (first touches of fresh memory): plan once more from this one.
+    active_->plan = make_plan(graph, options_);
+    active_->graph = std::move(graph);
+    active_->warm = true;
+  }
   if (applied) return;
   if (auto it = cache_.find(graph.signature); it != cache_.end()) {
     active_ = it->second;

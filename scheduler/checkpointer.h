@@ -18,7 +18,9 @@
 // in recording order, to the plan's tag, after checking that op and output
 // shape are the ones planned. At the first node that differs the rest of
 // the step is kept (never a plan misapplied to another graph) and the step's
-// graph is planned, or its plan found in the cache, for the next step.
+// graph is planned, or its plan found in the cache, for the next step. The
+// first step's times are cold, so a graph is planned once more from the
+// first step its plan ran on.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +55,7 @@ struct CachedPlan {
   GraphProfile graph;
   Plan plan;
   std::unordered_map<uint64_t, int64_t> position_at;  // sequence_nr - the step's first -> position
+  bool warm = false;  // planned again from a later step's (warm) times
 };
 
 class Checkpointer {

@@ -44,7 +44,7 @@ std::optional<std::vector<int>> solve_chain(const ChainModel& model, int64_t bud
   for (const auto& stage : model.stages) {
     std::vector<std::shared_ptr<const State>> next;
     for (const auto& state : states) {
-      for (int mode = 0; mode < kStageModes; ++mode) {
+      for (int mode = 0; mode < static_cast<int>(stage.size()); ++mode) {
         const StageCost& c = stage[mode];
         const int64_t peak = std::max(state->peak, state->held + c.peak);
         if (peak > budget) continue;
@@ -90,7 +90,7 @@ std::optional<std::vector<int>> solve_chain_exhaustive(const ChainModel& model, 
       best_peak = peak;
     }
     size_t i = 0;
-    while (i < n && ++modes[i] == kStageModes) modes[i++] = 0;
+    while (i < n && ++modes[i] == static_cast<int>(model.stages[i].size())) modes[i++] = 0;
     if (i == n) break;
   }
   return best;

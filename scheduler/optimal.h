@@ -3,7 +3,8 @@
 // the spirit of Beaumont et al., "Optimal checkpointing for heterogeneous
 // chains", restricted to what the engine executes: a replayed value is
 // rebuilt once and held until its last use, so each stage is either kept,
-// replayed whole from its kept input, or replayed by the cost rule).
+// replayed whole from its kept input, or as one of the whole-graph plans the
+// planner offers restricts it).
 //
 // A stage s in mode m holds held[m] bytes from its forward to its backward,
 // rises peak[m] above everything held before it while it runs (forward or
@@ -14,14 +15,11 @@
 // prefixes are pruned.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 namespace remat::scheduler {
-
-inline constexpr int kStageModes = 3;  // keep all, replay all, cost rule
 
 struct StageCost {
   int64_t held = 0;
@@ -30,7 +28,7 @@ struct StageCost {
 };
 
 struct ChainModel {
-  std::vector<std::array<StageCost, kStageModes>> stages;
+  std::vector<std::vector<StageCost>> stages;  // per stage, per mode
   // The model's peak and time of a choice of modes (one per stage).
   int64_t peak_of(const std::vector<int>& modes) const;
   double recompute_ms_of(const std::vector<int>& modes) const;
@@ -39,7 +37,7 @@ struct ChainModel {
 // The modes of least recompute time that fit `budget` (ties: the lower
 // peak), or nothing when no choice fits.
 std::optional<std::vector<int>> solve_chain(const ChainModel& model, int64_t budget);
-// The same by trying every choice (for tests; kStageModes^stages of them).
+// The same by trying every choice (for tests: modes^stages of them).
 std::optional<std::vector<int>> solve_chain_exhaustive(const ChainModel& model, int64_t budget);
 
 }  // namespace remat::scheduler

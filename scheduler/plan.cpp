@@ -2,8 +2,11 @@
 #include "scheduler/plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <queue>
 
 #include <fmt/format.h>
 
@@ -13,6 +16,8 @@ namespace remat::scheduler {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+// `cost` without a budget spends at most this share of a step on replays.
+constexpr double kNoBudgetReplayShare = 0.05;
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -173,10 +178,62 @@ struct Candidate {
   std::string origin;
 };
 
-// The plans `cost` with a budget chooses among: from keep-all, drop the
-// values that are cheapest to rebuild per byte, one at a time; plus the
-// rule-based plans.
+// What dropping one more value buys: bytes off the peak (and, at a quarter
+// weight, off what forward leaves alive) per millisecond of replay it adds.
+double gain(const Simulation& from, const Simulation& to) {
+  const double bytes = static_cast<double>(from.peak_bytes - to.peak_bytes) +
+                       0.25 * static_cast<double>(from.saved_bytes_after_forward - to.saved_bytes_after_forward);
+  return bytes / std::max(1e-3, to.recompute_ms - from.recompute_ms);
+}
+
+// From keep-all, drop one value at a time, the one that buys the most bytes
+// per millisecond of replay (a value no backward reads goes with the first
+// dropped value that replays from it), until no drop lowers memory. Gains
+// only shrink as values go, so stale gains are re-evaluated lazily.
+std::vector<Candidate> greedy_path(const Context& c) {
+  std::vector<Tag> tags = all(c, Tag::Keep);
+  Simulation current = c.simulate(tags);
+  std::vector<Candidate> path{{tags, current, "keep all"}};
+  auto trial_of = [&](int64_t v) {
+    std::vector<Tag> trial = tags;
+    trial[v] = Tag::Recompute;
+    settle_unread(c, trial);
+    return trial;
+  };
+  struct Entry {
+    double gain;
+    int64_t node, round;
+    bool operator<(const Entry& other) const { return gain < other.gain; }
+  };
+  std::priority_queue<Entry> queue;
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
+    if (c.free(v)) queue.push({std::numeric_limits<double>::infinity(), v, -1});
+  }
+  int64_t round = 0;
+  while (!queue.empty()) {
+    const Entry top = queue.top();
+    queue.pop();
+    std::vector<Tag> trial = trial_of(top.node);
+    Simulation sim = c.simulate(trial);
+    const double now = gain(current, sim);
+    if (top.round != round) {  // stale: put back at its current worth
+      queue.push({now, top.node, round});
+      continue;
+    }
+    if (now <= 0) break;
+    tags = std::move(trial);
+    current = std::move(sim);
+    path.push_back({tags, current, fmt::format("greedy, {:.3g} bytes per ms of replay", now)});
+    ++round;
+  }
+  return path;
+}
+
+// The plans `cost` with a budget chooses among: the greedy path, a static
+// descent (cheapest forward ms per MiB first) that reaches further down, and
+// the rule-based plans.
 std::vector<Candidate> descent(const Context& c) {
+  std::vector<Candidate> pool = greedy_path(c);
   std::vector<int64_t> order;
   for (int64_t v = 0; v < c.graph.size(); ++v) {
     if (c.free(v)) order.push_back(v);
@@ -184,9 +241,7 @@ std::vector<Candidate> descent(const Context& c) {
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return c.graph.nodes[a].ms_per_mib() < c.graph.nodes[b].ms_per_mib();
   });
-  std::vector<Candidate> pool;
   std::vector<Tag> tags = all(c, Tag::Keep);
-  pool.push_back({tags, c.simulate(tags), "keep all"});
   for (int64_t v : order) {
     tags[v] = Tag::Recompute;
     settle_unread(c, tags);
@@ -203,24 +258,44 @@ std::vector<Candidate> descent(const Context& c) {
 }
 
 // The simulator and the allocator agree to a fraction of a percent, not to
-// the byte: plans aim at the budget less this share of it.
+// the byte: plans aim at the budget less this share of it, and less a few
+// bytes for the scalar operands (add(x, 1.0)) the profile does not see.
 constexpr double kBudgetMargin = 0.01;
+constexpr int64_t kBudgetMarginBytes = 64;
 
-int64_t planning_target(int64_t budget) { return budget - static_cast<int64_t>(kBudgetMargin * budget); }
+int64_t planning_target(int64_t budget) {
+  return budget - static_cast<int64_t>(std::ceil(kBudgetMargin * static_cast<double>(budget))) - kBudgetMarginBytes;
+}
+
+// The smallest budget whose planning target reaches `peak`.
+int64_t budget_for_peak(int64_t peak) {
+  int64_t budget = static_cast<int64_t>(static_cast<double>(peak + kBudgetMarginBytes) / (1.0 - kBudgetMargin)) - 2;
+  while (planning_target(budget) < peak) ++budget;
+  return budget;
+}
 
 [[noreturn]] void fail_budget(const std::string& policy, int64_t budget, int64_t minimum) {
-  const auto needed = static_cast<int64_t>(std::ceil(minimum / (1.0 - kBudgetMargin)));
+  const int64_t needed = budget_for_peak(minimum);
   REMAT_FAIL("plan: policy {} cannot fit a budget of {} bytes ({:.2f} MiB): the smallest peak it reaches on this "
-             "graph is {} bytes ({:.2f} MiB), so the budget must be at least {} bytes ({:.2f} MiB, a {:.0f}% margin "
-             "for the simulator)", policy, budget, budget / kMiB, minimum, minimum / kMiB, needed, needed / kMiB,
+             "graph is {} bytes ({:.2f} MiB), so the budget must be at least {} bytes ({:.2f} MiB, with a {:.0f}% "
+             "margin for the simulator)", policy, budget, budget / kMiB, minimum, minimum / kMiB, needed, needed / kMiB,
              100 * kBudgetMargin);
 }
 
 std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
   if (!budget) {
-    std::vector<Tag> tags = all(c, Tag::Keep);
-    cost_rule(c, tags, 0, c.root());
-    return tags;
+    // No budget: the lowest memory whose replays cost at most
+    // kNoBudgetReplayShare of the measured step; the greedy order drops
+    // memory-bound values first (most bytes per ms), GEMMs only if cheap.
+    const double allowance = kNoBudgetReplayShare * (c.graph.total_forward_ms() + c.graph.total_backward_ms());
+    const std::vector<Candidate> path = greedy_path(c);
+    const Candidate* chosen = &path.front();
+    for (const Candidate& candidate : path) {
+      if (candidate.sim.recompute_ms <= allowance) chosen = &candidate;
+    }
+    why = fmt::format("replays within {:.0f}% of the step ({:.1f} of {:.1f} ms allowed)", 100 * kNoBudgetReplayShare,
+                      chosen->sim.recompute_ms, allowance);
+    return chosen->tags;
   }
   const std::vector<Candidate> pool = descent(c);
   const Candidate* best = nullptr;
@@ -238,33 +313,38 @@ std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std:
   return best->tags;
 }
 
-// The chain of stages between cuts, and each stage's cost in each mode,
-// read from one simulation per mode.
+// The chain of stages between cuts. A stage's modes are the whole-graph
+// plans offered (keep all, replay each stage from its input, the cost rule
+// per stage, and points along the greedy path), each restricted to the
+// stage; a mode's costs are read from one simulation of its plan.
 struct Chain {
   std::vector<std::pair<int64_t, int64_t>> stages;  // first, last position
+  std::vector<std::vector<Tag>> mode_plans;
   ChainModel model;
 };
 
-std::vector<Tag> stage_tags(const Context& c, const Chain& chain, const std::vector<int>& modes) {
-  std::vector<Tag> tags = all(c, Tag::Keep);
-  std::vector<int> mode_of(c.graph.size(), 0);
+std::vector<Tag> combine(const Context& c, const Chain& chain, const std::vector<int>& modes) {
+  std::vector<Tag> tags(c.graph.size(), Tag::Keep);
   for (size_t s = 0; s < chain.stages.size(); ++s) {
-    const auto [first, last] = chain.stages[s];
-    const bool last_stage = s + 1 == chain.stages.size();
-    for (int64_t v = first; v <= last; ++v) {
-      mode_of[v] = modes[s];
-      // A stage's last node is its output, the next stage's input: kept.
-      if (modes[s] == 1 && c.free(v) && (v != last || last_stage)) tags[v] = Tag::Recompute;
-    }
-  }
-  settle_unread(c, tags, [&](int64_t v) { return mode_of[v] == 1; });
-  for (size_t s = 0; s < chain.stages.size(); ++s) {
-    if (modes[s] == 2) cost_rule(c, tags, chain.stages[s].first, chain.stages[s].second);
+    for (int64_t v = chain.stages[s].first; v <= chain.stages[s].second; ++v) tags[v] = chain.mode_plans[modes[s]][v];
   }
   return c.with_forced(tags);
 }
 
-Chain chain_of(const Context& c) {
+std::vector<Tag> replay_stages(const Context& c, const std::vector<std::pair<int64_t, int64_t>>& stages) {
+  std::vector<Tag> tags = all(c, Tag::Keep);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const auto [first, last] = stages[s];
+    for (int64_t v = first; v <= last; ++v) {
+      // A stage's last node is its output, the next stage's input: kept.
+      if (c.free(v) && (v != last || s + 1 == stages.size())) tags[v] = Tag::Recompute;
+    }
+  }
+  settle_unread(c, tags);
+  return tags;
+}
+
+Chain chain_of(const Context& c, const std::vector<Candidate>& greedy) {
   Chain chain;
   int64_t first = 0;
   for (int64_t cut : cuts(c)) {
@@ -272,10 +352,19 @@ Chain chain_of(const Context& c) {
     first = cut + 1;
   }
   chain.stages.push_back({first, c.root()});
+  chain.mode_plans.push_back(all(c, Tag::Keep));
+  chain.mode_plans.push_back(replay_stages(c, chain.stages));
+  std::vector<Tag> rule = all(c, Tag::Keep);
+  for (const auto& [a, b] : chain.stages) cost_rule(c, rule, a, b);
+  chain.mode_plans.push_back(rule);
+  constexpr size_t kGreedyModes = 6;
+  for (size_t k = 1; k <= kGreedyModes && greedy.size() > 1; ++k) {
+    chain.mode_plans.push_back(greedy[k * (greedy.size() - 1) / kGreedyModes].tags);
+  }
   const size_t n = chain.stages.size();
-  chain.model.stages.resize(n);
-  for (int mode = 0; mode < kStageModes; ++mode) {
-    const Simulation sim = c.simulate(stage_tags(c, chain, std::vector<int>(n, mode)));
+  chain.model.stages.assign(n, std::vector<StageCost>(chain.mode_plans.size()));
+  for (size_t mode = 0; mode < chain.mode_plans.size(); ++mode) {
+    const Simulation sim = c.simulate(chain.mode_plans[mode]);
     for (size_t s = 0; s < n; ++s) {
       const auto [a, b] = chain.stages[s];
       const int64_t level = sim.level_before_forward[a];
@@ -292,29 +381,39 @@ Chain chain_of(const Context& c) {
 }
 
 std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
-  const Chain chain = chain_of(c);
+  const Chain chain = chain_of(c, greedy_path(c));
   const int64_t unbounded = std::numeric_limits<int64_t>::max();
   // The model is additive where the engine is nearly so; where the
   // simulator finds the chosen plan over the budget, ask the model again
   // with the excess taken off.
   int64_t target = budget ? planning_target(*budget) : unbounded;
-  for (int attempt = 0; attempt < 8; ++attempt) {
+  for (int attempt = 0; attempt < 12; ++attempt) {
     const std::optional<std::vector<int>> modes = solve_chain(chain.model, target);
     if (!modes) break;
-    std::vector<Tag> tags = stage_tags(c, chain, *modes);
+    std::vector<Tag> tags = combine(c, chain, *modes);
     const int64_t peak = c.simulate(tags).peak_bytes;
     if (!budget || peak <= planning_target(*budget)) {
-      std::string letters;
-      for (int mode : *modes) letters += "KRC"[mode];
-      why = fmt::format("stages {} of {} (K keep, R replay, C cost rule)", letters, chain.stages.size());
+      why = fmt::format("stage modes {} over {} stages (0 keep, 1 replay, 2 cost rule, 3+ greedy)",
+                        fmt::join(*modes, ""), chain.stages.size());
       return tags;
     }
-    target -= std::max<int64_t>(peak - planning_target(*budget), 4096);
+    target -= std::max<int64_t>(peak - planning_target(*budget), *budget / 50);
   }
+  // The model kept missing: the best whole-graph plan offered that fits.
+  const std::vector<Tag>* best = nullptr;
+  double best_ms = 0;
   int64_t minimum = unbounded;
-  for (int mode = 0; mode < kStageModes; ++mode) {
-    const std::vector<int> uniform(chain.stages.size(), mode);
-    minimum = std::min(minimum, c.simulate(stage_tags(c, chain, uniform)).peak_bytes);
+  for (const std::vector<Tag>& plan : chain.mode_plans) {
+    const Simulation sim = c.simulate(plan);
+    minimum = std::min(minimum, sim.peak_bytes);
+    if (sim.peak_bytes <= planning_target(*budget) && (!best || sim.recompute_ms < best_ms)) {
+      best = &plan;
+      best_ms = sim.recompute_ms;
+    }
+  }
+  if (best) {
+    why = "the best single plan offered (the stage model kept missing the budget)";
+    return *best;
   }
   fail_budget("optimal", *budget, minimum);
 }
@@ -335,9 +434,9 @@ std::string reason(const Context& c, const std::string& policy, const std::vecto
                 : fmt::format("inside block {}: replayed in backward", node.block);
   }
   const std::string price = fmt::format("{:.3f} ms/MiB", node.ms_per_mib());
-  if (policy == "cost" && detail.empty()) {
-    return keep ? fmt::format("compute-bound ({}, {}): kept", node.op, price)
-                : fmt::format("memory-bound ({}): cheap to rebuild, replayed", price);
+  if (policy == "cost") {
+    const char* kind = is_compute_bound(node.op) ? "compute-bound" : "memory-bound";
+    return fmt::format("{} ({}): {} ({})", kind, price, keep ? "kept" : "replayed", detail);
   }
   if (policy == "sqrt") return keep ? "a cut of the chain, every ~sqrt: kept" : "between sqrt cuts: replayed";
   return fmt::format("{} ({}; plan: {})", keep ? "kept" : "replayed", price, detail);
@@ -404,6 +503,7 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options) {
               *options.budget);
   REMAT_CHECK(!options.budget || options.policy == "cost" || options.policy == "optimal",
               "plan: policy {} takes no budget (cost and optimal do)", options.policy);
+  const auto start = std::chrono::steady_clock::now();
   const Context c(graph, options.overrides);
   Plan plan{.policy = options.policy, .budget = options.budget};
   std::string detail;
@@ -413,7 +513,9 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options) {
   if (options.policy == "cost") plan.tags = cost_tags(c, options.budget, detail);
   if (options.policy == "optimal") plan.tags = optimal_tags(c, options.budget, detail);
   for (int64_t v = 0; v < graph.size(); ++v) plan.reasons.push_back(reason(c, options.policy, plan.tags, v, detail));
-  return finish_plan(graph, std::move(plan));
+  plan = finish_plan(graph, std::move(plan));
+  plan.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return plan;
 }
 
 int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides) {
@@ -421,6 +523,12 @@ int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides) {
   int64_t minimum = std::numeric_limits<int64_t>::max();
   for (const Candidate& candidate : descent(c)) minimum = std::min(minimum, candidate.sim.peak_bytes);
   return minimum;
+}
+
+int64_t budget_for(int64_t peak) { return budget_for_peak(peak); }
+
+int64_t minimum_budget(const GraphProfile& graph, const Overrides& overrides) {
+  return budget_for_peak(minimum_peak(graph, overrides));
 }
 
 }  // namespace remat::scheduler

@@ -20,8 +20,8 @@
 //            choose, per stage of the graph's chain, keep-all, replay-all or
 //            the cost rule, by dynamic programming (see optimal.h).
 // User overrides (Overrides, checkpoint regions) bind every policy. Budgets
-// are planned with a 1% margin: simulator and allocator agree closely, not
-// to the byte.
+// are planned with a margin of 1% and 64 bytes: simulator and allocator
+// agree closely, not to the byte.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +57,7 @@ struct Plan {
   Simulation predicted;
   // Bytes of the outputs backward reads that the plan keeps, and drops.
   int64_t kept_bytes = 0, dropped_bytes = 0;
+  double planning_ms = 0;  // wall time make_plan took
 };
 
 std::vector<std::string> policy_names();
@@ -66,8 +67,13 @@ void check_policy(const std::string& name);  // an unknown name is an error list
 // can reach is an error naming the smallest peak it can reach.
 Plan make_plan(const GraphProfile& graph, const PlanOptions& options);
 
-// The smallest simulated peak any policy reaches on `graph`.
+// The smallest simulated peak `cost` reaches on `graph` (optimal may reach
+// a little lower or higher: its error names its own), and the smallest
+// budget that lets cost plan it (the 1% margin added).
 int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides = {});
+int64_t minimum_budget(const GraphProfile& graph, const Overrides& overrides = {});
+// The smallest budget whose plans may peak at `peak` bytes.
+int64_t budget_for(int64_t peak);
 
 // Shared by the planners -----------------------------------------------------
 

@@ -21,7 +21,8 @@ class Simulator {
         rebuilt_(n_, kNoStorage),
         side_(n_, kNoStorage),
         pending_(n_, 0),
-        replay_held_(n_, false) {}
+        replay_held_(n_, false),
+        rebuilt_once_(n_, false) {}
 
   Simulation run() {
     result_.level_before_forward.assign(n_, 0);
@@ -85,7 +86,7 @@ class Simulator {
     if (--pending_[v] > 0) return;
     unref(rebuilt_[v]);
     rebuilt_[v] = kNoStorage;
-    release_replay_inputs(v);
+    if (rebuilt_once_[v]) release_replay_inputs(v);  // as Node::drop_use
   }
   void release_replay_inputs(int64_t v) {
     if (!replay_held_[v]) return;
@@ -161,6 +162,7 @@ class Simulator {
     } else {
       rebuilt_[v] = new_storage(node.output_bytes);
     }
+    rebuilt_once_[v] = true;
     result_.replayed_nodes += 1;
     result_.recompute_ms += node.forward_ms;
     result_.replay_ms[v] = node.forward_ms;
@@ -260,6 +262,7 @@ class Simulator {
   std::vector<int> side_;     // per node: its side results' storage
   std::vector<int> pending_;  // per node: saved values that read a dropped output
   std::vector<bool> replay_held_;
+  std::vector<bool> rebuilt_once_;
   Simulation result_;
 };
 
@@ -268,9 +271,19 @@ class Simulator {
 std::vector<Tag> effective_tags(const GraphProfile& graph, std::vector<Tag> tags) {
   REMAT_CHECK(static_cast<int64_t>(tags.size()) == graph.size(), "simulate: {} tags for a graph of {} nodes",
               tags.size(), graph.size());
+  // A checkpoint region's output read outside the region is promoted to
+  // Keep by the engine as that read is recorded, a view included.
+  std::vector<bool> leaves_region(graph.size(), false);
+  for (const NodeProfile& node : graph.nodes) {
+    for (int64_t input : node.inputs) {
+      if (input >= 0 && graph.nodes[input].region != 0 && graph.nodes[input].region != node.region) {
+        leaves_region[input] = true;
+      }
+    }
+  }
   for (int64_t v = 0; v < graph.size(); ++v) {
     const NodeProfile& node = graph.nodes[v];
-    if (node.view_of >= 0) {
+    if (node.view_of >= 0 && !leaves_region[v]) {
       const int64_t base = node.inputs[node.view_of];
       if (base >= 0 && tags[base] == Tag::Recompute) tags[v] = Tag::Recompute;
     }

@@ -132,9 +132,10 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
   } else if (format == "table") {
     fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", graph.nodes.size(),
                mib(graph.total_output_bytes()), graph.total_forward_ms(), graph.signature);
-    fmt::print("policy {}: keeps {}, drops {}; predicted peak {}, {} replays, {:.1f} ms of recompute\n", plan.policy,
-               mib(plan.kept_bytes), mib(plan.dropped_bytes), mib(plan.predicted.peak_bytes),
-               plan.predicted.replayed_nodes, plan.predicted.recompute_ms);
+    fmt::print("policy {}: keeps {}, drops {}; predicted peak {}, {} replays, {:.1f} ms of recompute; planned in "
+               "{:.0f} ms\n", plan.policy, mib(plan.kept_bytes), mib(plan.dropped_bytes),
+               mib(plan.predicted.peak_bytes), plan.predicted.replayed_nodes, plan.predicted.recompute_ms,
+               plan.planning_ms);
     fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block", "output",
                "MiB", "MFLOP", "ms", "ms/MiB", "decision", "reason");
   }
@@ -302,6 +303,7 @@ int main(int argc, char** argv) {
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
   bench->add_option("--seed", bench_options.seed, "seed of weights and batch")->capture_default_str();
   bench->add_flag("--json", json, "print one JSON line");
+  bench->add_option("--trace", bench_options.trace_path, "write the last step's memory timeline (Chrome trace JSON)");
 
   remat::train::WorkloadOptions explain_options{.warmup = 1};
   std::string format = "table";

@@ -135,7 +135,7 @@ std::string tradeoff_csv(const std::vector<TradeoffRow>& rows) {
     const std::optional<double> predicted =
         r.predicted_peak_activation_bytes ? std::optional(mib(*r.predicted_peak_activation_bytes)) : std::nullopt;
     out += fmt::format("{},remat,{},{},{:.3f},{},{:.3f},{:.4f},{:.3f},{:.3f},{}\n", r.workload, r.policy,
-                       cell(budget, "{:.3f}"), mib(r.peak_activation_bytes), cell(predicted, "{:.3f}"),
+                       cell(budget, "{:.2f}"), mib(r.peak_activation_bytes), cell(predicted, "{:.3f}"),
                        r.step_ms_median, row.time_vs_keep_all, r.recompute_ms, mib(r.saved_bytes_after_forward),
                        r.replayed_nodes);
   }

@@ -64,7 +64,8 @@ inline constexpr std::string_view kTradeoffCsvHeader =
 
 // The header above and one line per measured row (skipped rows are left out:
 // they have no point to plot). engine is "remat"; budget_mib and
-// predicted_peak_mib are empty when the run had none; saved_mib is
+// predicted_peak_mib are empty when the run had none (budget_mib has 2
+// decimals, for the plot's labels; tradeoff_json has the bytes); saved_mib is
 // saved_bytes_after_forward; step_ms the median.
 std::string tradeoff_csv(const std::vector<TradeoffRow>& rows);
 

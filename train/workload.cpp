@@ -108,7 +108,9 @@ WorkloadPlan plan_workload(const WorkloadOptions& options) {
   const Workload workload = build(options);
   optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
   scheduler::Checkpointer checkpointer({.policy = options.policy, .budget = options.budget});
-  for (int step = 0; step < std::max(1, options.warmup) + 1; ++step) {
+  // Profiling step, a step under the first plan, then one under the plan
+  // made from that step's warm times.
+  for (int step = 0; step < std::max(1, options.warmup) + 2; ++step) {
     optimizer.zero_grad();
     Tensor loss;
     {

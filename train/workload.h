@@ -66,7 +66,7 @@ struct WorkloadReport {
 WorkloadReport run_workload(const WorkloadOptions& options);
 
 // The workload's graph as the planner saw it (scheduler/profile.h) and the
-// plan of options.policy for it (after max(1, options.warmup) steps).
+// plan of options.policy for it (after max(1, options.warmup) + 2 steps).
 struct WorkloadPlan {
   scheduler::GraphProfile graph;
   scheduler::Plan plan;

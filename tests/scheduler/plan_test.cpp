@@ -130,16 +130,17 @@ TEST(Plan, BudgetsHoldInRealityAndASmallerBudgetNeverPeaksHigher) {
     SCOPED_TRACE(policy);
     int64_t previous_peak = std::numeric_limits<int64_t>::max();
     for (double fraction : {1.0, 0.8, 0.6, 0.45, 0.3, 0.0}) {
-      const int64_t lowest = static_cast<int64_t>(std::ceil(minimum / 0.99)) + 1;  // the planner keeps a 1% margin
+      const int64_t lowest = budget_for(minimum);  // the planner keeps a 1% margin
       const int64_t budget = lowest + static_cast<int64_t>(fraction * static_cast<double>(top - lowest));
       SCOPED_TRACE(budget);
       Step step;
       try {
         step = run(gpt(), {.policy = policy, .budget = budget});
       } catch (const Error& e) {
-        // optimal plans within its stage model and may reach less far down
-        // than the minimum over every policy; it must say how far it reaches.
-        EXPECT_EQ(policy, "optimal") << e.what();
+        // The reachable minimum depends on the plans tried, which follow the
+        // measured times of the step planned from: near the bottom a budget
+        // may be out of reach, and the error must say how far down it goes.
+        EXPECT_LE(fraction, 0.3) << e.what();
         EXPECT_TRUE(testing::contains(e.what(), "the smallest peak it reaches")) << e.what();
         continue;
       }
@@ -155,19 +156,18 @@ TEST(Plan, BudgetsHoldInRealityAndASmallerBudgetNeverPeaksHigher) {
 TEST(Plan, ABudgetBelowTheMinimumNamesIt) {
   const Step all = run(gpt(), {.policy = "none"});
   const int64_t minimum = minimum_peak(all.graph);
-  const int64_t needed = static_cast<int64_t>(std::ceil(minimum / 0.99));  // the planner keeps a 1% margin
-  const std::string message = testing::error_of([&] { make_plan(all.graph, {.policy = "cost", .budget = needed - 100}); });
+  const int64_t needed = minimum_budget(all.graph);  // the planner keeps a 1% margin
+  const std::string message = testing::error_of([&] { make_plan(all.graph, {.policy = "cost", .budget = needed - 1}); });
   EXPECT_TRUE(testing::contains(message, fmt::format("is {} bytes", minimum))) << message;
   EXPECT_TRUE(testing::contains(message, fmt::format("at least {} bytes", needed))) << message;
-  EXPECT_NO_THROW(make_plan(all.graph, {.policy = "cost", .budget = needed + 100}));
+  EXPECT_NO_THROW(make_plan(all.graph, {.policy = "cost", .budget = needed}));
 }
 
-TEST(Plan, CostWithoutBudgetKeepsGemmsAndDropsBytes) {
+TEST(Plan, CostWithoutBudgetSpendsAtMostATwentiethOfTheStepOnReplays) {
   const Step all = run(gpt(), {.policy = "none"});
   const Plan plan = make_plan(all.graph, {.policy = "cost"});
-  for (const NodeProfile& node : all.graph.nodes) {
-    if (is_compute_bound(node.op)) EXPECT_EQ(plan.tags[node.position], Tag::Keep) << node.op << node.position;
-  }
+  const double step_ms = all.graph.total_forward_ms() + all.graph.total_backward_ms();
+  EXPECT_LE(plan.predicted.recompute_ms, 0.05 * step_ms);
   EXPECT_GT(plan.dropped_bytes, 0);
   EXPECT_LT(plan.predicted.peak_bytes, all.report.measured_peak_bytes);
 }

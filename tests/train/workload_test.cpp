@@ -22,7 +22,10 @@ TEST(WorkloadSlow, W1MemoryFiguresAreExact) {
   EXPECT_EQ(report.parameters, 15754250);
   EXPECT_LT(report.loss_last, report.loss_first);
   EXPECT_EQ(report.recompute_flops, 0);
-  EXPECT_FALSE(report.predicted_peak_activation_bytes.has_value());
+  // The simulator's figure for the same step, within 2% of the allocator's.
+  ASSERT_TRUE(report.predicted_peak_activation_bytes.has_value());
+  EXPECT_NEAR(static_cast<double>(*report.predicted_peak_activation_bytes),
+              static_cast<double>(report.peak_activation_bytes), 0.02 * report.peak_activation_bytes);
 }
 
 TEST(WorkloadSlow, W2StaysWithinPyTorchsMemory) {
