@@ -24,6 +24,7 @@ remat=${REMAT:-$root/build/remat}
 python=${PYTHON:-/usr/bin/python3}  # Debian's: the one that sees python3-torch and matplotlib
 threads=1
 steps=3
+rounds=${ROUNDS:-3}
 
 case "$workload" in
   W1) policies="none sequential4" ;;
@@ -36,7 +37,8 @@ if [[ ! -x "$remat" ]]; then
 fi
 
 echo "== remat tradeoff $workload ($threads thread, $steps steps per run)" >&2
-"$remat" tradeoff --workload "$workload" --threads "$threads" --steps "$steps" --warmup 1 --out "$out"
+"$remat" tradeoff --workload "$workload" --threads "$threads" --steps "$steps" --warmup 3 --rounds "$rounds" \
+  --out "$out"
 
 echo "== PyTorch $workload: $policies" >&2
 : > "$out/pytorch.jsonl"

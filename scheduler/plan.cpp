@@ -284,14 +284,14 @@ int64_t budget_for_peak(int64_t peak) {
 
 std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
   if (!budget) {
-    // No budget: the lowest memory whose replays cost at most
-    // kNoBudgetReplayShare of the measured step; the greedy order drops
-    // memory-bound values first (most bytes per ms), GEMMs only if cheap.
+    // No budget: the lowest memory among the plans tried whose replays cost
+    // at most kNoBudgetReplayShare of the measured step; the greedy order
+    // drops memory-bound values first (most bytes per ms), GEMMs only if cheap.
     const double allowance = kNoBudgetReplayShare * (c.graph.total_forward_ms() + c.graph.total_backward_ms());
-    const std::vector<Candidate> path = greedy_path(c);
-    const Candidate* chosen = &path.front();
-    for (const Candidate& candidate : path) {
-      if (candidate.sim.recompute_ms <= allowance) chosen = &candidate;
+    const std::vector<Candidate> pool = descent(c);
+    const Candidate* chosen = &pool.front();  // keep-all
+    for (const Candidate& candidate : pool) {
+      if (candidate.sim.recompute_ms <= allowance && better(candidate.sim, chosen->sim)) chosen = &candidate;
     }
     why = fmt::format("replays within {:.0f}% of the step ({:.1f} of {:.1f} ms allowed)", 100 * kNoBudgetReplayShare,
                       chosen->sim.recompute_ms, allowance);
@@ -380,41 +380,52 @@ Chain chain_of(const Context& c, const std::vector<Candidate>& greedy) {
   return chain;
 }
 
+// The fastest plan in `pool` whose peak fits `target`, if any.
+const Candidate* fastest_fitting(const std::vector<Candidate>& pool, int64_t target) {
+  const Candidate* best = nullptr;
+  for (const Candidate& candidate : pool) {
+    if (candidate.sim.peak_bytes > target) continue;
+    if (!best || candidate.sim.recompute_ms < best->sim.recompute_ms ||
+        (candidate.sim.recompute_ms == best->sim.recompute_ms && candidate.sim.peak_bytes < best->sim.peak_bytes)) {
+      best = &candidate;
+    }
+  }
+  return best;
+}
+
 std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
-  const Chain chain = chain_of(c, greedy_path(c));
+  const std::vector<Candidate> greedy = greedy_path(c);
+  const Chain chain = chain_of(c, greedy);
   const int64_t unbounded = std::numeric_limits<int64_t>::max();
+  const int64_t fits = budget ? planning_target(*budget) : unbounded;
+  // Besides the chain's plans, the whole-graph plans it was built from
+  // compete: the model's stages cannot express every one of them.
+  std::vector<Candidate> offered;
+  for (const std::vector<Tag>& plan : chain.mode_plans) offered.push_back({plan, c.simulate(plan), "a single mode"});
+  offered.insert(offered.end(), greedy.begin(), greedy.end());
   // The model is additive where the engine is nearly so; where the
   // simulator finds the chosen plan over the budget, ask the model again
   // with the excess taken off.
-  int64_t target = budget ? planning_target(*budget) : unbounded;
+  int64_t target = fits;
   for (int attempt = 0; attempt < 12; ++attempt) {
     const std::optional<std::vector<int>> modes = solve_chain(chain.model, target);
     if (!modes) break;
     std::vector<Tag> tags = combine(c, chain, *modes);
-    const int64_t peak = c.simulate(tags).peak_bytes;
-    if (!budget || peak <= planning_target(*budget)) {
-      why = fmt::format("stage modes {} over {} stages (0 keep, 1 replay, 2 cost rule, 3+ greedy)",
-                        fmt::join(*modes, ""), chain.stages.size());
-      return tags;
+    Simulation sim = c.simulate(tags);
+    if (sim.peak_bytes <= fits) {
+      offered.push_back({std::move(tags), std::move(sim),
+                         fmt::format("stage modes {} over {} stages (0 keep, 1 replay, 2 cost rule, 3+ greedy)",
+                                     fmt::join(*modes, ""), chain.stages.size())});
+      break;
     }
-    target -= std::max<int64_t>(peak - planning_target(*budget), *budget / 50);
+    target -= std::max<int64_t>(sim.peak_bytes - fits, *budget / 50);
   }
-  // The model kept missing: the best whole-graph plan offered that fits.
-  const std::vector<Tag>* best = nullptr;
-  double best_ms = 0;
+  if (const Candidate* best = fastest_fitting(offered, fits)) {
+    why = best->origin;
+    return best->tags;
+  }
   int64_t minimum = unbounded;
-  for (const std::vector<Tag>& plan : chain.mode_plans) {
-    const Simulation sim = c.simulate(plan);
-    minimum = std::min(minimum, sim.peak_bytes);
-    if (sim.peak_bytes <= planning_target(*budget) && (!best || sim.recompute_ms < best_ms)) {
-      best = &plan;
-      best_ms = sim.recompute_ms;
-    }
-  }
-  if (best) {
-    why = "the best single plan offered (the stage model kept missing the budget)";
-    return *best;
-  }
+  for (const Candidate& candidate : offered) minimum = std::min(minimum, candidate.sim.peak_bytes);
   fail_budget("optimal", *budget, minimum);
 }
 

@@ -324,6 +324,8 @@ int main(int argc, char** argv) {
   tradeoff->add_option("--workload", tradeoff_options.workload, "W1 or W2")->capture_default_str();
   tradeoff->add_option("--threads", tradeoff_options.threads, "CPU threads")->capture_default_str();
   tradeoff->add_option("--steps", tradeoff_options.steps, "timed steps per run")->capture_default_str();
+  tradeoff->add_option("--rounds", tradeoff_options.rounds, "interleaved repeats of the sweep (median step time)")
+      ->capture_default_str();
   tradeoff->add_option("--warmup", tradeoff_options.warmup, "untimed steps first per run (at least 1)")
       ->capture_default_str();
   tradeoff->add_option("--seed", tradeoff_options.seed, "seed of weights and batch")->capture_default_str();

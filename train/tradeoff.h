@@ -28,6 +28,10 @@ struct TradeoffOptions {
   int steps = 3;   // timed steps per run
   int warmup = 1;  // untimed steps first; at least 1 (the checkpointer's profiling step)
   uint64_t seed = 0;
+  // Rounds over the whole sweep, interleaved (every run once, then again):
+  // a run's step time is the median of its rounds' medians, so that a slow
+  // minute on a shared machine does not land on one policy alone.
+  int rounds = 1;
   // Budgets for cost and optimal, as fractions of keep-all's measured peak.
   std::vector<double> budget_fractions{0.25, 0.35, 0.5, 0.6, 0.75, 0.9};
   // One line before each run and one after it ("[3/16] ..."); may be empty.
