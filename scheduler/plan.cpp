@@ -453,6 +453,21 @@ std::string reason(const Context& c, const std::string& policy, const std::vecto
   return fmt::format("{} ({}; plan: {})", keep ? "kept" : "replayed", price, detail);
 }
 
+// A rule naming an op the graph does not have is a typo, not a no-op.
+void check_overrides(const GraphProfile& graph, const Overrides& overrides) {
+  std::vector<std::string> ops;
+  for (const NodeProfile& node : graph.nodes) {
+    if (!contains(ops, node.op)) ops.push_back(node.op);
+  }
+  for (const auto& [rule, names] : {std::pair{"must-keep", &overrides.must_keep},
+                                    std::pair{"must-recompute", &overrides.must_recompute}}) {
+    for (const std::string& name : *names) {
+      REMAT_CHECK(contains(ops, name), "plan: the {} rule names op '{}', which this graph does not have (its ops: "
+                  "{})", rule, name, fmt::join(ops, ", "));
+    }
+  }
+}
+
 }  // namespace
 
 bool is_compute_bound(std::string_view op) { return op == "matmul" || op == "linear" || op == "affine"; }
@@ -514,6 +529,7 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options) {
               *options.budget);
   REMAT_CHECK(!options.budget || options.policy == "cost" || options.policy == "optimal",
               "plan: policy {} takes no budget (cost and optimal do)", options.policy);
+  check_overrides(graph, options.overrides);
   const auto start = std::chrono::steady_clock::now();
   const Context c(graph, options.overrides);
   Plan plan{.policy = options.policy, .budget = options.budget};

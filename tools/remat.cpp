@@ -233,6 +233,18 @@ void run_tradeoff(remat::train::TradeoffOptions options, const std::string& out_
   fmt::print("graphs: dot -Tsvg {} -o {}\n", (out / "graph_cost.dot").string(), (out / "graph_cost.svg").string());
 }
 
+// The options bench and explain share: which workload, and how to plan it.
+void add_plan_options(CLI::App* command, remat::train::WorkloadOptions& options, std::string& budget) {
+  command->add_option("--workload", options.workload, "W1 or W2")->capture_default_str();
+  command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost or optimal")
+      ->capture_default_str();
+  command->add_option("--budget", budget, "peak activation bytes for cost/optimal, e.g. 64MiB");
+  command->add_option("--must-keep", options.overrides.must_keep, "ops whose outputs every plan keeps, e.g. gelu")
+      ->delimiter(',');
+  command->add_option("--must-recompute", options.overrides.must_recompute,
+                      "ops whose outputs every plan replays, e.g. layer_norm")->delimiter(',');
+}
+
 // OpenMP threads that spin while idle take the cores from OpenBLAS's own
 // (pthread) threads: a 2-thread training run was 3x slower with libgomp's
 // default policy. libgomp reads OMP_WAIT_POLICY when it loads, before
@@ -293,11 +305,8 @@ int main(int argc, char** argv) {
 
   remat::train::WorkloadOptions bench_options;
   CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
-  bench->add_option("--workload", bench_options.workload, "W1 or W2")->capture_default_str();
-  bench->add_option("--policy", bench_options.policy, "recompute policy: none, blocks, sqrt, cost or optimal")
-      ->capture_default_str();
   std::string bench_budget;
-  bench->add_option("--budget", bench_budget, "peak activation bytes for cost/optimal, e.g. 64MiB");
+  add_plan_options(bench, bench_options, bench_budget);
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
@@ -308,11 +317,8 @@ int main(int argc, char** argv) {
   remat::train::WorkloadOptions explain_options{.warmup = 1};
   std::string format = "table";
   CLI::App* explain = app.add_subcommand("explain", "one row per node of a workload's graph: cost and decision");
-  explain->add_option("--workload", explain_options.workload, "W1 or W2")->capture_default_str();
-  explain->add_option("--policy", explain_options.policy, "recompute policy: none, blocks, sqrt, cost or optimal")
-      ->capture_default_str();
   std::string explain_budget;
-  explain->add_option("--budget", explain_budget, "peak activation bytes for cost/optimal, e.g. 64MiB");
+  add_plan_options(explain, explain_options, explain_budget);
   explain->add_option("--threads", explain_options.threads, "CPU threads")->capture_default_str();
   explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();

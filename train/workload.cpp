@@ -107,7 +107,8 @@ Workload build(const WorkloadOptions& options) {
 WorkloadPlan plan_workload(const WorkloadOptions& options) {
   const Workload workload = build(options);
   optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
-  scheduler::Checkpointer checkpointer({.policy = options.policy, .budget = options.budget});
+  scheduler::Checkpointer checkpointer(
+      {.policy = options.policy, .budget = options.budget, .overrides = options.overrides});
   // Profiling step, a step under the first plan, then one under the plan
   // made from that step's warm times.
   for (int step = 0; step < std::max(1, options.warmup) + 2; ++step) {
@@ -138,7 +139,8 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
   report.parameters = workload.model->num_parameters();
 
   Allocator& allocator = cpu_allocator();
-  scheduler::Checkpointer checkpointer({.policy = options.policy, .budget = options.budget});
+  scheduler::Checkpointer checkpointer(
+      {.policy = options.policy, .budget = options.budget, .overrides = options.overrides});
   std::vector<double> step_ms;
   for (int step = 0; step < options.warmup + options.steps; ++step) {
     const int64_t transient_before = allocator.stats().live_transient;

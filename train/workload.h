@@ -22,6 +22,7 @@ struct WorkloadOptions {
   std::string workload = "W1";
   std::string policy = "none";
   std::optional<int64_t> budget;  // peak activation bytes, for policies cost and optimal
+  scheduler::Overrides overrides;  // ops always kept / always replayed
   int threads = 1;
   int steps = 10;   // timed steps
   int warmup = 3;   // untimed steps before them

@@ -184,6 +184,9 @@ TEST(Plan, UserRulesBindEveryPolicy) {
   }
   const Step step = run(gpt(), {.policy = "blocks", .overrides = rules});
   EXPECT_EQ(step.grads, reference(gpt()));
+  const std::string typo = testing::error_of([&] { make_plan(all.graph, {.overrides = {.must_keep = {"gelo"}}}); });
+  EXPECT_TRUE(testing::contains(typo, "'gelo'")) << typo;
+  EXPECT_TRUE(testing::contains(typo, "gelu")) << typo;
 }
 
 TEST(Plan, ACheckpointRegionIsReplayedAndItsOutputKept) {
