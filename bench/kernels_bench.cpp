@@ -77,9 +77,23 @@ void BM_Relu(benchmark::State& state) {
   state.counters["GB/s"] = giga_per_second(bytes);
 }
 
+// GELU (tanh form), the costliest elementwise replay of a GPT block.
+void BM_Gelu(benchmark::State& state) {
+  use_threads(state);
+  const Tensor x = uniform({kElements}, -3.0, 3.0);
+  for (auto _ : state) {
+    Tensor y = gelu(x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  const double bytes = 2.0 * 4.0 * kElements;  // read x, write y
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["GB/s"] = giga_per_second(bytes);
+}
+
 BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace remat
