@@ -1,8 +1,14 @@
-// The chain solver; see optimal.h.
+// The `optimal` policy: its chain solver (below the header's declarations) and,
+// in namespace search, how a profiled graph becomes a chain of stages.
 #include "scheduler/optimal.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
+
+#include <fmt/format.h>
+
+#include "scheduler/search.h"
 
 namespace remat::scheduler {
 
@@ -96,4 +102,113 @@ std::optional<std::vector<int>> solve_chain_exhaustive(const ChainModel& model, 
   return best;
 }
 
+namespace search {
+namespace {
+
+// The chain of stages between cuts. A stage's modes are the whole-graph
+// plans offered (keep all, replay each stage from its input, the cost rule
+// per stage, and points along the greedy path), each restricted to the
+// stage; a mode's costs are read from one simulation of its plan.
+struct Chain {
+  std::vector<std::pair<int64_t, int64_t>> stages;  // first, last position
+  std::vector<std::vector<Tag>> mode_plans;
+  ChainModel model;
+};
+
+std::vector<Tag> combine(const Context& c, const Chain& chain, const std::vector<int>& modes) {
+  std::vector<Tag> tags(c.graph.size(), Tag::Keep);
+  for (size_t s = 0; s < chain.stages.size(); ++s) {
+    for (int64_t v = chain.stages[s].first; v <= chain.stages[s].second; ++v) tags[v] = chain.mode_plans[modes[s]][v];
+  }
+  return c.with_forced(tags);
+}
+
+std::vector<Tag> replay_stages(const Context& c, const std::vector<std::pair<int64_t, int64_t>>& stages) {
+  std::vector<Tag> tags = all(c, Tag::Keep);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const auto [first, last] = stages[s];
+    for (int64_t v = first; v <= last; ++v) {
+      // A stage's last node is its output, the next stage's input: kept.
+      if (c.free(v) && (v != last || s + 1 == stages.size())) tags[v] = Tag::Recompute;
+    }
+  }
+  settle_unread(c, tags);
+  return tags;
+}
+
+Chain chain_of(const Context& c, const std::vector<Candidate>& greedy) {
+  Chain chain;
+  int64_t first = 0;
+  for (int64_t cut : cuts(c)) {
+    chain.stages.push_back({first, cut});
+    first = cut + 1;
+  }
+  chain.stages.push_back({first, c.root()});
+  chain.mode_plans.push_back(all(c, Tag::Keep));
+  chain.mode_plans.push_back(replay_stages(c, chain.stages));
+  std::vector<Tag> rule = all(c, Tag::Keep);
+  for (const auto& [a, b] : chain.stages) cost_rule(c, rule, a, b);
+  chain.mode_plans.push_back(rule);
+  constexpr size_t kGreedyModes = 6;
+  for (size_t k = 1; k <= kGreedyModes && greedy.size() > 1; ++k) {
+    chain.mode_plans.push_back(greedy[k * (greedy.size() - 1) / kGreedyModes].tags);
+  }
+  const size_t n = chain.stages.size();
+  chain.model.stages.assign(n, std::vector<StageCost>(chain.mode_plans.size()));
+  for (size_t mode = 0; mode < chain.mode_plans.size(); ++mode) {
+    const Simulation sim = c.simulate(chain.mode_plans[mode]);
+    for (size_t s = 0; s < n; ++s) {
+      const auto [a, b] = chain.stages[s];
+      const int64_t level = sim.level_before_forward[a];
+      const int64_t next = s + 1 < n ? sim.level_before_forward[chain.stages[s + 1].first] : sim.saved_bytes_after_forward;
+      StageCost& cost = chain.model.stages[s][mode];
+      cost.held = next - level;
+      for (int64_t v = a; v <= b; ++v) {
+        cost.peak = std::max({cost.peak, sim.forward_peak_at[v] - level, sim.backward_peak_at[v] - level});
+        cost.recompute_ms += sim.replay_ms[v];
+      }
+    }
+  }
+  return chain;
+}
+
+}  // namespace
+
+std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
+  const std::vector<Candidate> greedy = greedy_path(c);
+  const Chain chain = chain_of(c, greedy);
+  const int64_t unbounded = std::numeric_limits<int64_t>::max();
+  const int64_t fits = budget ? planning_target(*budget) : unbounded;
+  // Besides the chain's plans, the whole-graph plans it was built from
+  // compete: the model's stages cannot express every one of them.
+  std::vector<Candidate> offered;
+  for (const std::vector<Tag>& plan : chain.mode_plans) offered.push_back({plan, c.simulate(plan), "a single mode"});
+  offered.insert(offered.end(), greedy.begin(), greedy.end());
+  // The model is additive where the engine is nearly so; where the
+  // simulator finds the chosen plan over the budget, ask the model again
+  // with the excess taken off.
+  int64_t target = fits;
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    const std::optional<std::vector<int>> modes = solve_chain(chain.model, target);
+    if (!modes) break;
+    std::vector<Tag> tags = combine(c, chain, *modes);
+    Simulation sim = c.simulate(tags);
+    if (sim.peak_bytes <= fits) {
+      offered.push_back({std::move(tags), std::move(sim),
+                         fmt::format("stage modes {} over {} stages (0 keep, 1 replay, 2 cost rule, 3+ greedy)",
+                                     fmt::join(*modes, ""), chain.stages.size())});
+      break;
+    }
+    target -= std::max<int64_t>(sim.peak_bytes - fits, *budget / 50);
+  }
+  if (const Candidate* best = fastest_fitting(offered, fits)) {
+    why = best->origin;
+    return best->tags;
+  }
+  int64_t minimum = unbounded;
+  for (const Candidate& candidate : offered) minimum = std::min(minimum, candidate.sim.peak_bytes);
+  fail_budget("optimal", *budget, minimum);
+}
+
+}  // namespace search
 }  // namespace remat::scheduler

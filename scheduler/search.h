@@ -1,0 +1,90 @@
+// What the planners of plan.cpp and optimal.cpp share (internal to
+// scheduler/): the planning context, plans tried with their simulations,
+// the rule-based plans, the greedy path of `cost`, and budget arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/plan.h"
+
+namespace remat::scheduler::search {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::vector<std::vector<int64_t>> consumers_of(const GraphProfile& graph);
+
+// Everything a planner works with.
+struct Context {
+  const GraphProfile& graph;
+  std::vector<std::optional<Tag>> forced;
+  std::vector<bool> read;
+  std::vector<std::vector<int64_t>> consumers;
+
+  Context(const GraphProfile& g, const Overrides& overrides)
+      : graph(g), forced(forced_tags(g, overrides)), read(read_by_backward(g)), consumers(consumers_of(g)) {}
+
+  int64_t root() const { return graph.size() - 1; }
+  // Worth deciding: owns bytes that backward reads, and no rule binds it.
+  bool free(int64_t v) const {
+    const NodeProfile& node = graph.nodes[v];
+    return v != root() && !forced[v] && read[v] && node.view_of < 0 && node.output_bytes > 0;
+  }
+  std::vector<Tag> with_forced(std::vector<Tag> tags) const {
+    for (size_t v = 0; v < tags.size(); ++v) {
+      if (forced[v]) tags[v] = *forced[v];
+    }
+    return tags;
+  }
+  Simulation simulate(const std::vector<Tag>& tags) const { return scheduler::simulate(graph, tags); }
+};
+
+// A whole-graph plan tried, its simulation, and where it came from.
+struct Candidate {
+  std::vector<Tag> tags;
+  Simulation sim;
+  std::string origin;
+};
+
+// A node no backward reads, feeding a dropped node, would be held by that
+// node's replay inputs until backward: drop it too (keep it where `may_drop`
+// says no), so that replays reach back to values kept anyway; a node that
+// feeds no replay is kept (it is freed after forward either way).
+void settle_unread(const Context& c, std::vector<Tag>& tags);
+template <class MayDrop>
+void settle_unread(const Context& c, std::vector<Tag>& tags, MayDrop may_drop) {
+  for (int64_t v = c.graph.size(); v-- > 0;) {
+    if (c.forced[v] || v == c.root() || c.read[v]) continue;
+    bool feeds_replay = false;
+    for (int64_t u : c.consumers[v]) feeds_replay = feeds_replay || tags[u] == Tag::Recompute;
+    tags[v] = feeds_replay && may_drop(v) ? Tag::Recompute : Tag::Keep;
+  }
+}
+
+// a has the lower peak, or the same peak and fewer bytes after forward.
+bool better(const Simulation& a, const Simulation& b);
+// `tag` on every node worth deciding (Context::free), Keep elsewhere.
+std::vector<Tag> all(const Context& c, Tag tag);
+std::vector<Tag> blocks_tags(const Context& c);
+std::vector<Tag> sqrt_tags(const Context& c);
+// The cost rule on positions first..last (see search.cpp).
+void cost_rule(const Context& c, std::vector<Tag>& tags, int64_t first, int64_t last);
+// Positions p that cut the graph: no edge jumps from before p to after it.
+std::vector<int64_t> cuts(const Context& c);
+std::vector<Candidate> greedy_path(const Context& c);
+// The greedy path, a static descent and the rule-based plans.
+std::vector<Candidate> descent(const Context& c);
+// The fastest plan in `pool` whose peak is at most `target`, or null.
+const Candidate* fastest_fitting(const std::vector<Candidate>& pool, int64_t target);
+
+// What a budget leaves to plan with, and the smallest budget for a peak.
+int64_t planning_target(int64_t budget);
+int64_t budget_for_peak(int64_t peak);
+[[noreturn]] void fail_budget(const std::string& policy, int64_t budget, int64_t minimum);
+
+// The `optimal` policy (optimal.cpp).
+std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why);
+
+}  // namespace remat::scheduler::search
