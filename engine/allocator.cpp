@@ -127,10 +127,11 @@ MemoryStats Allocator::stats() const {
   return stats_;
 }
 
-void Allocator::watch(int64_t* peak) {
+int64_t Allocator::watch(int64_t* peak) {
   std::lock_guard lock(mutex_);
   *peak = stats_.live_transient;
   watches_.push_back(peak);
+  return *peak;
 }
 
 void Allocator::unwatch(int64_t* peak) {
@@ -175,10 +176,8 @@ ScopedPeak::ScopedPeak(Device device) : allocator_(allocator_for(device)), outer
 
 ScopedPeak::~ScopedPeak() { allocator_.merge_peaks(outer_); }
 
-TransientPeakWatch::TransientPeakWatch(Device device) : allocator_(allocator_for(device)) {
-  allocator_.watch(&peak_);
-  start_ = peak_;
-}
+TransientPeakWatch::TransientPeakWatch(Device device)
+    : allocator_(allocator_for(device)), start_(allocator_.watch(&peak_)) {}
 
 TransientPeakWatch::~TransientPeakWatch() { allocator_.unwatch(&peak_); }
 

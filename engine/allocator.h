@@ -73,8 +73,9 @@ class Allocator {
   void empty_cache();
   Device device() const { return device_; }
 
-  // For TransientPeakWatch: `peak` follows live transient bytes until unwatched.
-  void watch(int64_t* peak);
+  // For TransientPeakWatch: `peak` follows live transient bytes until
+  // unwatched; returns the level it starts from.
+  int64_t watch(int64_t* peak);
   void unwatch(int64_t* peak);
   int64_t watched(const int64_t* peak) const;
 
@@ -145,8 +146,8 @@ class TransientPeakWatch {
 
  private:
   Allocator& allocator_;
-  int64_t start_ = 0;
-  int64_t peak_ = 0;
+  int64_t peak_ = 0;   // written by the allocator from construction on
+  int64_t start_ = 0;  // initialised after peak_, by watch(&peak_)
 };
 
 }  // namespace remat

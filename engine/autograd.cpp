@@ -115,13 +115,11 @@ void Node::release_saved() {
 
 void Node::drop_use() {
   if (--pending_uses_ > 0) return;
-  // Nobody reads the output now: free the rebuilt copy. Once backward has
-  // rebuilt it, nobody will again, so what a replay needs goes too; before
-  // that (a use dropped while forward still runs) a later node may still
-  // save the output and need it replayed.
+  // Nobody reads the output now: free the rebuilt copy. What a replay needs
+  // stays: rebuild() released it already, or the output was never rebuilt
+  // and a node recorded later (forward may still run) can still save it;
+  // it goes with this node's own saved values.
   rebuilt_ = Tensor();
-  if (!rebuilt_once_) return;
-  for (SavedValue& input : replay_inputs_) input.release();
 }
 
 void Node::promote_to_keep(const Tensor& output) {
@@ -133,7 +131,9 @@ void Node::promote_to_keep(const Tensor& output) {
 
 Tensor Node::rebuild() {
   if (rebuilt_.defined()) return rebuilt_;
-  REMAT_CHECK(record_->tag == Tag::Recompute && !replay_inputs_.empty(), "{}: asked to rebuild an output it kept", name());
+  REMAT_CHECK(record_->tag == Tag::Recompute, "{}: asked to rebuild an output it kept", name());
+  REMAT_CHECK(!replay_inputs_.empty() && !replay_inputs_.front().is_released(), "{}: asked to rebuild its output "
+              "after its backward ran (the inputs a replay needs are gone)", name());
   Tensors inputs;
   inputs.reserve(replay_inputs_.size());
   for (const SavedValue& input : replay_inputs_) inputs.push_back(input.materialize(name()));
@@ -142,7 +142,6 @@ Tensor Node::rebuild() {
   const auto start = std::chrono::steady_clock::now();
   TraceSpan span("replay", name());
   rebuilt_ = forward(inputs);
-  rebuilt_once_ = true;
   discard_side_results();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // rebuilt_ now serves every later read until the last one, so the inputs
@@ -271,11 +270,19 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   }
   output.impl()->requires_grad = true;
   output.impl()->grad_fn = node;
-  node->recording_inputs_ = &inputs;
-  node->recording_output_ = &output;
-  node->save(inputs, output);
-  node->recording_inputs_ = nullptr;
-  node->recording_output_ = nullptr;
+  {
+    // save_value() classifies what it saves against these while save() runs.
+    struct Recording {
+      Node& node;
+      ~Recording() {
+        node.recording_inputs_ = nullptr;
+        node.recording_output_ = nullptr;
+      }
+    } recording{*node};
+    node->recording_inputs_ = &inputs;
+    node->recording_output_ = &output;
+    node->save(inputs, output);
+  }
   return output;
 }
 

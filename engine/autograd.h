@@ -204,7 +204,6 @@ class Node {
   std::vector<SavedValue> replay_inputs_;  // Recompute nodes only
   Tensor rebuilt_;                         // the replayed output, while a SavedValue still needs it
   int pending_uses_ = 0;                   // SavedValues that read this node's output
-  bool rebuilt_once_ = false;
 };
 
 // Chooses the tag of each node as it is recorded (a policy of scheduler/

@@ -14,7 +14,15 @@
 namespace remat::nn {
 
 void Module::gradient_checkpointing_enable(scheduler::PlanOptions options) {
+  REMAT_CHECK(!scheduler::Checkpointer::recording_on_this_thread(), "{}: gradient_checkpointing_enable inside a "
+              "checkpointed forward", type_name());
   checkpointer_ = std::make_unique<scheduler::Checkpointer>(std::move(options));
+}
+
+void Module::gradient_checkpointing_disable() {
+  REMAT_CHECK(!scheduler::Checkpointer::recording_on_this_thread(), "{}: gradient_checkpointing_disable inside a "
+              "checkpointed forward", type_name());
+  checkpointer_.reset();
 }
 
 std::optional<scheduler::StepReport> Module::checkpointing_report() const {

@@ -73,7 +73,7 @@ class Module {
   // apply from the next step on. Works for any module whose forward() opens
   // record_forward() first, as GPT, MLP and Sequential do.
   void gradient_checkpointing_enable(scheduler::PlanOptions options = {.policy = "blocks"});
-  void gradient_checkpointing_disable() { checkpointer_.reset(); }
+  void gradient_checkpointing_disable();
   bool is_gradient_checkpointing() const { return checkpointer_ != nullptr; }
   // The latest step's figures: kept and dropped bytes, predicted and
   // measured peak, replays (nothing when checkpointing is off).

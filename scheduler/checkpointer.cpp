@@ -43,10 +43,11 @@ Checkpointer::Recording::~Recording() { t_recording = false; }
 bool Checkpointer::recording_on_this_thread() { return t_recording; }
 
 std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
+  REMAT_CHECK(!t_recording, "checkpointing: a Checkpointer is already recording on this thread (nested "
+              "record(), or a checkpointed module called inside another's forward)");
   settle_last_step();
   records_.clear();
   mismatch_ = false;
-  step_start_ = next_sequence_nr();
   const int64_t step = report_.step + 1;
   report_ = StepReport{.step = step, .profiling = active_ == nullptr, .policy = options_.policy,
                        .budget = options_.budget};
@@ -75,18 +76,28 @@ RecomputePolicy Checkpointer::recording_policy() {
 
 namespace {
 
-// Whether `record` is the node `plan` expects at its place (or a node the
-// plan does not know, which it leaves kept).
-bool expected_by(const CachedPlan& plan, const NodeRecord& record, uint64_t step_start) {
-  const auto it = plan.position_at.find(record.sequence_nr - step_start);
+// Whether the node recorded `index`-th in this step is the one `plan`
+// expects there (or one the plan does not know, which it leaves kept).
+bool expected_by(const CachedPlan& plan, const NodeRecord& record, size_t index) {
+  const auto it = plan.position_at.find(index);
   if (it == plan.position_at.end()) return true;
   const NodeProfile& planned = plan.graph.nodes[it->second];
   return planned.op == record.op && planned.output_shape == record.output_shape;
 }
 
-Tag tag_in(const CachedPlan& plan, const NodeRecord& record, uint64_t step_start) {
-  const auto it = plan.position_at.find(record.sequence_nr - step_start);
+Tag tag_in(const CachedPlan& plan, size_t index) {
+  const auto it = plan.position_at.find(index);
   return it == plan.position_at.end() ? Tag::Keep : plan.plan.tags[it->second];
+}
+
+// Where each node of `graph` was recorded in the step of `records`.
+std::unordered_map<size_t, int64_t> positions(const GraphProfile& graph,
+                                              const std::vector<std::shared_ptr<const NodeRecord>>& records) {
+  std::unordered_map<uint64_t, size_t> index_of;
+  for (size_t i = 0; i < records.size(); ++i) index_of[records[i]->sequence_nr] = i;
+  std::unordered_map<size_t, int64_t> position_at;
+  for (const NodeProfile& node : graph.nodes) position_at[index_of.at(node.sequence_nr)] = node.position;
+  return position_at;
 }
 
 }  // namespace
@@ -96,9 +107,9 @@ Tag tag_in(const CachedPlan& plan, const NodeRecord& record, uint64_t step_start
 bool Checkpointer::fits_so_far(const CachedPlan& plan) const {
   for (size_t i = 0; i < records_.size(); ++i) {
     const NodeRecord& record = *records_[i];
-    if (!expected_by(plan, record, step_start_)) return false;
+    if (!expected_by(plan, record, i)) return false;
     const bool tagged = i + 1 < records_.size();  // the node being recorded has no tag yet
-    if (tagged && tag_in(plan, record, step_start_) != record.tag) return false;
+    if (tagged && tag_in(plan, i) != record.tag) return false;
   }
   return true;
 }
@@ -107,7 +118,8 @@ Tag Checkpointer::tag_for(const Node& node) {
   records_.push_back(node.shared_record());
   if (mismatch_) return Tag::Keep;
   if (!active_) return options_.policy != "none" && node.record().block ? Tag::Recompute : Tag::Keep;
-  if (!expected_by(*active_, node.record(), step_start_)) {
+  const size_t index = records_.size() - 1;
+  if (!expected_by(*active_, node.record(), index)) {
     // Another graph than the one planned: a cached plan that fits what was
     // recorded so far takes over; if none does, the rest of the step is
     // kept and this graph is planned after it.
@@ -127,7 +139,7 @@ Tag Checkpointer::tag_for(const Node& node) {
     report_.dropped_bytes = active_->plan.dropped_bytes;
     report_.predicted_peak_bytes = active_->plan.predicted.peak_bytes;
   }
-  return tag_in(*active_, node.record(), step_start_);
+  return tag_in(*active_, index);
 }
 
 void Checkpointer::settle_last_step() {
@@ -140,6 +152,7 @@ void Checkpointer::settle_last_step() {
     // The plan came from the graph's first step, whose times are cold
     // (first touches of fresh memory): plan once more from this one.
     active_->plan = make_plan(graph, options_);
+    active_->position_at = positions(graph, records_);
     active_->graph = std::move(graph);
     active_->warm = true;
   }
@@ -149,7 +162,7 @@ void Checkpointer::settle_last_step() {
     return;
   }
   auto cached = std::make_shared<CachedPlan>();
-  for (const NodeProfile& node : graph.nodes) cached->position_at[node.sequence_nr - step_start_] = node.position;
+  cached->position_at = positions(graph, records_);
   cached->plan = make_plan(graph, options_);
   cached->graph = std::move(graph);
   ++plans_made_;

@@ -15,9 +15,10 @@
 // runs under `blocks` (keep-all when the policy is none) and records what
 // the planner reads (scheduler/profile.h). From the next record() on, the
 // plan is applied: the tag policy maps each recorded node, by its position
-// in recording order, to the plan's tag, after checking that op and output
-// shape are the ones planned. At the first node that differs the rest of
-// the step is kept (never a plan misapplied to another graph) and the step's
+// in recording order (on the recording thread: other threads' nodes do not
+// shift it), to the plan's tag, after checking that op and output shape are
+// the ones planned. At the first node that differs the rest of the step is
+// kept (never a plan misapplied to another graph) and the step's
 // graph is planned, or its plan found in the cache, for the next step. The
 // first step's times are cold, so a graph is planned once more from the
 // first step its plan ran on.
@@ -54,13 +55,18 @@ struct StepReport {
 struct CachedPlan {
   GraphProfile graph;
   Plan plan;
-  std::unordered_map<uint64_t, int64_t> position_at;  // sequence_nr - the step's first -> position
+  // Node recorded i-th in a step (counting only this thread's recording) ->
+  // its position in `graph`.
+  std::unordered_map<size_t, int64_t> position_at;
   bool warm = false;  // planned again from a later step's (warm) times
 };
 
 class Checkpointer {
  public:
   explicit Checkpointer(PlanOptions options);
+  // The tag policy it installs while recording points at it: it stays put.
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
 
   // Opens the recording of one forward: until it is destroyed, nodes are
   // tagged by the plan. One at a time per thread.
@@ -98,7 +104,6 @@ class Checkpointer {
   std::map<uint64_t, std::shared_ptr<CachedPlan>> cache_;
   std::shared_ptr<CachedPlan> active_;  // the plan tried on the current step
   bool mismatch_ = false;
-  uint64_t step_start_ = 0;
   std::vector<std::shared_ptr<const NodeRecord>> records_;
   StepReport report_;
   RecomputeStats replays_at_start_;

@@ -1,5 +1,5 @@
-// The `optimal` policy: its chain solver (below the header's declarations) and,
-// in namespace search, how a profiled graph becomes a chain of stages.
+// The `optimal` policy: the chain solver of optimal.h and (namespace search)
+// how a profiled graph becomes a chain of stages to solve.
 #include "scheduler/optimal.h"
 
 #include <algorithm>
@@ -129,7 +129,7 @@ std::vector<Tag> replay_stages(const Context& c, const std::vector<std::pair<int
     const auto [first, last] = stages[s];
     for (int64_t v = first; v <= last; ++v) {
       // A stage's last node is its output, the next stage's input: kept.
-      if (c.free(v) && (v != last || s + 1 == stages.size())) tags[v] = Tag::Recompute;
+      if (c.decidable(v) && (v != last || s + 1 == stages.size())) tags[v] = Tag::Recompute;
     }
   }
   settle_unread(c, tags);

@@ -38,17 +38,12 @@ std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std:
     return chosen->tags;
   }
   const std::vector<Candidate> pool = descent(c);
-  const Candidate* best = nullptr;
-  int64_t minimum = std::numeric_limits<int64_t>::max();
-  for (const Candidate& candidate : pool) {
-    minimum = std::min(minimum, candidate.sim.peak_bytes);
-    if (candidate.sim.peak_bytes > planning_target(*budget)) continue;
-    if (!best || candidate.sim.recompute_ms < best->sim.recompute_ms ||
-        (candidate.sim.recompute_ms == best->sim.recompute_ms && candidate.sim.peak_bytes < best->sim.peak_bytes)) {
-      best = &candidate;
-    }
+  const Candidate* best = fastest_fitting(pool, planning_target(*budget));
+  if (!best) {
+    int64_t minimum = std::numeric_limits<int64_t>::max();
+    for (const Candidate& candidate : pool) minimum = std::min(minimum, candidate.sim.peak_bytes);
+    fail_budget("cost", *budget, minimum);
   }
-  if (!best) fail_budget("cost", *budget, minimum);
   why = best->origin;
   return best->tags;
 }

@@ -81,10 +81,22 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
         row.leaves.push_back(-1);
       }
     }
-    mix(hash, row.op.data(), row.op.size());
-    for (const Shape& s : row.input_shapes) mix(hash, s.data(), s.size() * sizeof(int64_t));
-    mix(hash, row.output_shape.data(), row.output_shape.size() * sizeof(int64_t));
+    // Sizes before contents, so that (2, 3), (4) and (2), (3, 4) differ.
+    auto mix_shape = [&](const Shape& s) {
+      const size_t rank = s.size();
+      mix(hash, &rank, sizeof rank);
+      mix(hash, s.data(), rank * sizeof(int64_t));
+    };
+    mix(hash, row.op.data(), row.op.size() + 1);  // with its terminating zero
+    const size_t inputs = row.input_shapes.size();
+    mix(hash, &inputs, sizeof inputs);
+    for (const Shape& s : row.input_shapes) mix_shape(s);
+    for (DType d : r.input_dtypes) mix(hash, &d, sizeof d);
+    mix_shape(row.output_shape);
+    mix(hash, &row.output_dtype, sizeof row.output_dtype);
     for (int64_t input : row.inputs) mix(hash, &input, sizeof input);
+    const bool in_region = row.region != 0;  // region ids differ per call; being in one does not
+    mix(hash, &in_region, sizeof in_region);
     profile.nodes.push_back(std::move(row));
   }
   // Release times, as positions: the first node recorded at or after it.

@@ -32,7 +32,7 @@ bool better(const Simulation& a, const Simulation& b) {
 std::vector<Tag> all(const Context& c, Tag tag) {
   std::vector<Tag> tags(c.graph.size(), Tag::Keep);
   for (int64_t v = 0; v < c.graph.size(); ++v) {
-    if (c.free(v)) tags[v] = tag;
+    if (c.decidable(v)) tags[v] = tag;
   }
   return c.with_forced(tags);
 }
@@ -60,7 +60,7 @@ void cost_rule(const Context& c, std::vector<Tag>& tags, int64_t first, int64_t 
   auto not_gemm = [&](int64_t v) { return !is_compute_bound(c.graph.nodes[v].op); };
   std::vector<int64_t> order;
   for (int64_t v = first; v <= last; ++v) {
-    if (c.free(v) && not_gemm(v)) order.push_back(v);
+    if (c.decidable(v) && not_gemm(v)) order.push_back(v);
   }
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return c.graph.nodes[a].ms_per_mib() < c.graph.nodes[b].ms_per_mib();
@@ -94,7 +94,8 @@ std::vector<int64_t> cuts(const Context& c) {
 }
 
 // Chen et al. 2016: walk the graph adding up the bytes backward reads, and
-// keep a cut each time about sqrt(total) bytes have gone by since the last.
+// keep a cut each time total / sqrt(#cuts) bytes have gone by since the last
+// (about sqrt(#cuts) segments).
 std::vector<Tag> sqrt_tags(const Context& c) {
   int64_t total = 0;
   for (int64_t v = 0; v < c.graph.size(); ++v) {
@@ -111,7 +112,7 @@ std::vector<Tag> sqrt_tags(const Context& c) {
     if (j < joints.size() && joints[j] == v) {
       ++j;
       if (since >= segment_bytes) {
-        if (c.free(v)) tags[v] = Tag::Keep;
+        if (c.decidable(v)) tags[v] = Tag::Keep;
         since = 0;
       }
     }
@@ -131,7 +132,8 @@ double gain(const Simulation& from, const Simulation& to) {
 // From keep-all, drop one value at a time, the one that buys the most bytes
 // per millisecond of replay (a value no backward reads goes with the first
 // dropped value that replays from it), until no drop lowers memory. Gains
-// only shrink as values go, so stale gains are re-evaluated lazily.
+// mostly shrink as values go, so stale gains are re-evaluated lazily (a
+// heuristic: peaks are not submodular, and the simulator judges each step).
 std::vector<Candidate> greedy_path(const Context& c) {
   std::vector<Tag> tags = all(c, Tag::Keep);
   Simulation current = c.simulate(tags);
@@ -149,7 +151,7 @@ std::vector<Candidate> greedy_path(const Context& c) {
   };
   std::priority_queue<Entry> queue;
   for (int64_t v = 0; v < c.graph.size(); ++v) {
-    if (c.free(v)) queue.push({std::numeric_limits<double>::infinity(), v, -1});
+    if (c.decidable(v)) queue.push({std::numeric_limits<double>::infinity(), v, -1});
   }
   int64_t round = 0;
   while (!queue.empty()) {
@@ -178,7 +180,7 @@ std::vector<Candidate> descent(const Context& c) {
   std::vector<Candidate> pool = greedy_path(c);
   std::vector<int64_t> order;
   for (int64_t v = 0; v < c.graph.size(); ++v) {
-    if (c.free(v)) order.push_back(v);
+    if (c.decidable(v)) order.push_back(v);
   }
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return c.graph.nodes[a].ms_per_mib() < c.graph.nodes[b].ms_per_mib();

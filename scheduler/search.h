@@ -28,7 +28,7 @@ struct Context {
 
   int64_t root() const { return graph.size() - 1; }
   // Worth deciding: owns bytes that backward reads, and no rule binds it.
-  bool free(int64_t v) const {
+  bool decidable(int64_t v) const {
     const NodeProfile& node = graph.nodes[v];
     return v != root() && !forced[v] && read[v] && node.view_of < 0 && node.output_bytes > 0;
   }

@@ -21,8 +21,7 @@ class Simulator {
         rebuilt_(n_, kNoStorage),
         side_(n_, kNoStorage),
         pending_(n_, 0),
-        replay_held_(n_, false),
-        rebuilt_once_(n_, false) {}
+        replay_held_(n_, false) {}
 
   Simulation run() {
     result_.level_before_forward.assign(n_, 0);
@@ -84,9 +83,8 @@ class Simulator {
   }
   void drop_use(int64_t v) {
     if (--pending_[v] > 0) return;
-    unref(rebuilt_[v]);
+    unref(rebuilt_[v]);  // replay inputs go when the replay ran, or with the node's own saved values
     rebuilt_[v] = kNoStorage;
-    if (rebuilt_once_[v]) release_replay_inputs(v);  // as Node::drop_use
   }
   void release_replay_inputs(int64_t v) {
     if (!replay_held_[v]) return;
@@ -162,7 +160,6 @@ class Simulator {
     } else {
       rebuilt_[v] = new_storage(node.output_bytes);
     }
-    rebuilt_once_[v] = true;
     result_.replayed_nodes += 1;
     result_.recompute_ms += node.forward_ms;
     result_.replay_ms[v] = node.forward_ms;
@@ -229,7 +226,10 @@ class Simulator {
       release_saved(v);
       for (size_t i = 0; i < grads.size(); ++i) {
         const int64_t t = target(v, i);
-        if (t < 0) continue;
+        if (t < 0) {  // a gradient for an input that needs none (a view of the incoming one, say)
+          unref(grads[i]);
+          continue;
+        }
         if (grads[i] != kNoStorage) {
           if (buffer[t] == kNoStorage) {
             buffer[t] = grads[i];
@@ -262,7 +262,6 @@ class Simulator {
   std::vector<int> side_;     // per node: its side results' storage
   std::vector<int> pending_;  // per node: saved values that read a dropped output
   std::vector<bool> replay_held_;
-  std::vector<bool> rebuilt_once_;
   Simulation result_;
 };
 

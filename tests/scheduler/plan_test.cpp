@@ -106,7 +106,9 @@ TEST(Plan, EveryPolicyIsBitIdenticalOnGptWithDropoutAndPredictsItsPeak) {
     EXPECT_EQ(step.grads, expected);
     EXPECT_FALSE(step.report.profiling);
     expect_prediction_holds(step);
-    if (policy != "none" && policy != "optimal") EXPECT_GT(step.report.replayed_nodes, 0);
+    if (policy != "none" && policy != "optimal") {
+      EXPECT_GT(step.report.replayed_nodes, 0);
+    }
   }
 }
 
@@ -178,8 +180,12 @@ TEST(Plan, UserRulesBindEveryPolicy) {
   for (const std::string& policy : policy_names()) {
     const Plan plan = make_plan(all.graph, {.policy = policy, .overrides = rules});
     for (const NodeProfile& node : all.graph.nodes) {
-      if (node.op == "gelu") EXPECT_EQ(plan.tags[node.position], Tag::Keep) << policy;
-      if (node.op == "layer_norm") EXPECT_EQ(plan.tags[node.position], Tag::Recompute) << policy;
+      if (node.op == "gelu") {
+        EXPECT_EQ(plan.tags[node.position], Tag::Keep) << policy;
+      }
+      if (node.op == "layer_norm") {
+        EXPECT_EQ(plan.tags[node.position], Tag::Recompute) << policy;
+      }
     }
   }
   const Step step = run(gpt(), {.policy = "blocks", .overrides = rules});
@@ -223,6 +229,23 @@ TEST(Plan, AChangedGraphIsReplannedNeverMisapplied) {
   EXPECT_EQ(checkpointer.cached_plans(), 2u);
   EXPECT_EQ(checkpointer.plans_made(), 2);
   EXPECT_FALSE(checkpointer.report().profiling);  // the last step found its plan in the cache
+}
+
+TEST(Plan, ANestedRecordingIsAnErrorThatLeavesTheStepIntact) {
+  Checkpointer checkpointer({.policy = "blocks"});
+  const Grads expected = reference(gpt());
+  for (int i = 0; i < 2; ++i) {
+    Tensor loss;
+    std::vector<Tensor> params;
+    {
+      const auto recording = checkpointer.record();
+      EXPECT_TRUE(testing::contains(testing::error_of([&] { (void)checkpointer.record(); }), "already recording"));
+      std::tie(loss, params) = gpt()();
+    }
+    loss.backward();
+    EXPECT_EQ(grads_of(params), expected);
+  }
+  EXPECT_NE(checkpointer.plan(), nullptr);
 }
 
 TEST(Plan, UnknownPolicyAndMisplacedBudgetAreErrors) {
