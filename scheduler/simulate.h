@@ -11,6 +11,10 @@
 // op's own working memory is the rise measured when it ran
 // (forward_peak_bytes, backward_peak_bytes). Planners call it to honour a
 // budget; the bench compares its peak with the allocator's.
+//
+// It assumes the caller lets go of every output but the root once forward
+// returns (loss = model(x); loss.backward()): logits kept across backward
+// for a metric are memory it does not see.
 #pragma once
 
 #include <cstdint>
