@@ -288,6 +288,11 @@ int main(int argc, char** argv) {
   kjv_only.push_back(train->add_option("--n-embd", kjv.n_embd, "kjv-gpt: channels")->capture_default_str());
   kjv_only.push_back(train->add_option("--block-size", kjv.block_size, "kjv-gpt: context length")->capture_default_str());
   kjv_only.push_back(train->add_option("--dropout", kjv.dropout, "kjv-gpt: dropout probability")->capture_default_str());
+  kjv_only.push_back(train->add_option("--checkpointing", kjv.checkpointing,
+                                       "kjv-gpt: activation checkpointing policy (blocks, sqrt, cost, optimal)"));
+  std::string kjv_budget;
+  kjv_only.push_back(train->add_option("--checkpointing-budget", kjv_budget,
+                                       "kjv-gpt: peak activation bytes for cost/optimal, e.g. 32MiB"));
   kjv_only.push_back(train->add_option("--warmup-steps", kjv.warmup_steps, "kjv-gpt: linear warm-up steps")->capture_default_str());
   kjv_only.push_back(train->add_option("--eval-interval", kjv.eval_interval, "kjv-gpt: steps between validation losses")
       ->capture_default_str());
@@ -356,6 +361,7 @@ int main(int argc, char** argv) {
     }
     if (*train && task == "kjv-gpt") {
       apply(common, kjv);
+      if (!kjv_budget.empty()) kjv.checkpointing_budget = remat::train::parse_bytes(kjv_budget, "--checkpointing-budget");
       train_kjv_gpt(kjv, json);
     }
     if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");

@@ -60,6 +60,9 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
 
   nn::GPT model({.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size, .n_layer = options.n_layer,
                  .n_head = options.n_head, .n_embd = options.n_embd, .dropout = options.dropout, .seed = options.seed});
+  if (!options.checkpointing.empty()) {
+    model.gradient_checkpointing_enable({.policy = options.checkpointing, .budget = options.checkpointing_budget});
+  }
   optim::AdamW optimizer(model.parameters(), {.lr = options.lr, .beta1 = 0.9, .beta2 = 0.95,
                                               .weight_decay = options.weight_decay});
   optim::LRScheduler scheduler(optimizer, optim::ScheduleKind::WarmupCosine,

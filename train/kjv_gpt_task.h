@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct KjvGptOptions {
   int64_t n_embd = 128;
   int64_t block_size = 128;
   double dropout = 0.0;
+  // Activation checkpointing (docs/checkpointing.md): a policy of
+  // scheduler/plan.h, "" for none, and for cost and optimal a byte budget.
+  std::string checkpointing;
+  std::optional<int64_t> checkpointing_budget;
   // Optimisation.
   int64_t batch_size = 32;
   int64_t max_steps = 1000;          // the cosine schedule ends here
