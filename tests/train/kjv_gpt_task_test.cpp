@@ -42,6 +42,26 @@ TEST(KjvGptTask, LearnsARepeatingText) {
   EXPECT_EQ(result.sample.substr(0, 2), "ab");
 }
 
+TEST(KjvGptTask, CheckpointingChangesMemoryNotTheCurve) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "abcd efg\n";
+  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_test5.txt", text));
+  options.n_layer = 2;
+  options.dropout = 0.1;
+  options.max_steps = 20;
+  options.eval_interval = 10;
+  const KjvResult plain = train_kjv_gpt(options);
+  options.checkpointing = "blocks";
+  const KjvResult checkpointed = train_kjv_gpt(options);
+  ASSERT_EQ(plain.curve.size(), checkpointed.curve.size());
+  for (size_t i = 0; i < plain.curve.size(); ++i) {
+    EXPECT_EQ(plain.curve[i].train_loss, checkpointed.curve[i].train_loss);  // bit for bit, dropout included
+    EXPECT_EQ(plain.curve[i].val_loss, checkpointed.curve[i].val_loss);
+  }
+  EXPECT_LT(checkpointed.curve.back().peak_activation_bytes, plain.curve.back().peak_activation_bytes);
+  EXPECT_EQ(plain.sample, checkpointed.sample);
+}
+
 TEST(KjvGptTask, SavesWeightsWithGpt2NamesAndTheVocabulary) {
   std::string text;
   for (int i = 0; i < 100; ++i) text += "abcd efg\n";
