@@ -56,7 +56,10 @@ std::string reason(const Context& c, const std::string& policy, const std::vecto
                                : "replayed by a user rule (must-recompute or inside a checkpoint region)";
   if (node.view_of >= 0) return keep ? "a view: holds no bytes of its own" : "a view of a dropped value: dropped too";
   if (v == c.root()) return "the root: backward starts from it";
-  if (!c.read[v]) return "no backward reads it: freed after forward whatever its tag";
+  if (!c.read[v]) {
+    return keep ? "no backward reads it: freed after forward"
+                : "no backward reads it, but a dropped value replays from it: dropped and replayed too";
+  }
   if (policy == "none") return "policy none keeps every output";
   if (policy == "blocks") {
     if (node.block.empty()) return "outside any block: kept";
