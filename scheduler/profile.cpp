@@ -54,6 +54,7 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     row.sequence_nr = r.sequence_nr;
     row.op = r.op;
     row.input_shapes = r.input_shapes;
+    row.input_dtypes = r.input_dtypes;
     row.output_shape = r.output_shape;
     row.output_dtype = r.output_dtype;
     row.output_bytes = r.output_bytes;

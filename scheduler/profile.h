@@ -20,6 +20,7 @@ struct NodeProfile {
   uint64_t sequence_nr = 0;
   std::string op;
   std::vector<Shape> input_shapes;
+  std::vector<DType> input_dtypes;
   // Per input: the position of the node that made it, or -1 when it came
   // from outside the graph (a parameter, the batch); and the index of the
   // leaf its gradient accumulates into, or -1.

@@ -234,7 +234,7 @@ class Simulator {
           if (buffer[t] == kNoStorage) {
             buffer[t] = grads[i];
           } else {  // a new sum of the input's shape, then both parts go
-            const int64_t bytes = numel(node.input_shapes[i]) * dtype_size(node.output_dtype);
+            const int64_t bytes = numel(node.input_shapes[i]) * dtype_size(node.input_dtypes[i]);
             const int sum = new_storage(bytes);
             unref(buffer[t]);
             unref(grads[i]);
