@@ -65,11 +65,13 @@ void BM_Add(benchmark::State& state) {
   state.counters["GB/s"] = giga_per_second(bytes);
 }
 
-void BM_Relu(benchmark::State& state) {
+// An elementwise op on kElements floats drawn from [low, high].
+template <Tensor (*Op)(const Tensor&)>
+void unary_benchmark(benchmark::State& state, double low, double high) {
   use_threads(state);
-  const Tensor x = uniform({kElements}, -1.0, 1.0);
+  const Tensor x = uniform({kElements}, low, high);
   for (auto _ : state) {
-    Tensor y = relu(x);
+    Tensor y = Op(x);
     benchmark::DoNotOptimize(y.raw_data());
   }
   const double bytes = 2.0 * 4.0 * kElements;  // read x, write y
@@ -77,18 +79,9 @@ void BM_Relu(benchmark::State& state) {
   state.counters["GB/s"] = giga_per_second(bytes);
 }
 
+void BM_Relu(benchmark::State& state) { unary_benchmark<relu>(state, -1.0, 1.0); }
 // GELU (tanh form), the costliest elementwise replay of a GPT block.
-void BM_Gelu(benchmark::State& state) {
-  use_threads(state);
-  const Tensor x = uniform({kElements}, -3.0, 3.0);
-  for (auto _ : state) {
-    Tensor y = gelu(x);
-    benchmark::DoNotOptimize(y.raw_data());
-  }
-  const double bytes = 2.0 * 4.0 * kElements;  // read x, write y
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
-  state.counters["GB/s"] = giga_per_second(bytes);
-}
+void BM_Gelu(benchmark::State& state) { unary_benchmark<gelu>(state, -3.0, 3.0); }
 
 BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -51,12 +51,7 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   const int64_t step = report_.step + 1;
   report_ = StepReport{.step = step, .profiling = active_ == nullptr, .policy = options_.policy,
                        .budget = options_.budget};
-  if (active_) {
-    report_.signature = active_->plan.signature;
-    report_.kept_bytes = active_->plan.kept_bytes;
-    report_.dropped_bytes = active_->plan.dropped_bytes;
-    report_.predicted_peak_bytes = active_->plan.predicted.peak_bytes;
-  }
+  if (active_) report_applying(active_->plan);
   replays_at_start_ = recompute_stats();
   watch_.reset();
   watch_ = std::make_unique<TransientPeakWatch>();
@@ -134,12 +129,16 @@ Tag Checkpointer::tag_for(const Node& node) {
       return Tag::Keep;
     }
     active_ = fitting;
-    report_.signature = active_->plan.signature;
-    report_.kept_bytes = active_->plan.kept_bytes;
-    report_.dropped_bytes = active_->plan.dropped_bytes;
-    report_.predicted_peak_bytes = active_->plan.predicted.peak_bytes;
+    report_applying(active_->plan);
   }
   return tag_in(*active_, index);
+}
+
+void Checkpointer::report_applying(const Plan& plan) {
+  report_.signature = plan.signature;
+  report_.kept_bytes = plan.kept_bytes;
+  report_.dropped_bytes = plan.dropped_bytes;
+  report_.predicted_peak_bytes = plan.predicted.peak_bytes;
 }
 
 void Checkpointer::settle_last_step() {

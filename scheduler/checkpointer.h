@@ -98,6 +98,8 @@ class Checkpointer {
   void settle_last_step();
   Tag tag_for(const Node& node);
   bool fits_so_far(const CachedPlan& plan) const;
+  // The step's report takes the figures of the plan it now applies.
+  void report_applying(const Plan& plan);
   RecomputePolicy recording_policy();
 
   PlanOptions options_;
