@@ -40,13 +40,25 @@ DataLoader::DataLoader(Dataset dataset, LoaderOptions options) : dataset_(std::m
   REMAT_CHECK(dataset_.inputs.device().is_cpu() && dataset_.targets.device().is_cpu(),
               "DataLoader: the dataset must be on the CPU (inputs {}, targets {})", dataset_.inputs.str(),
               dataset_.targets.str());
+  REMAT_CHECK(options_.num_shards >= 1 && options_.shard >= 0 && options_.shard < options_.num_shards,
+              "DataLoader: shard {} of {} shards; need num_shards >= 1 and 0 <= shard < num_shards", options_.shard,
+              options_.num_shards);
   // Copies, not views: gather() reads rows as bytes from the start of storage.
   if (!dataset_.inputs.is_contiguous()) dataset_.inputs = contiguous_copy(dataset_.inputs);
   if (!dataset_.targets.is_contiguous()) dataset_.targets = contiguous_copy(dataset_.targets);
 }
 
+int64_t DataLoader::shard_rows() const {
+  return (dataset_.size() + options_.num_shards - 1) / options_.num_shards;
+}
+
+int64_t DataLoader::batch_rows(int64_t index) const {
+  REMAT_CHECK(index >= 0 && index < size(), "DataLoader: batch {} of an epoch of {} batches", index, size());
+  return std::min(options_.batch_size, shard_rows() - index * options_.batch_size);
+}
+
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_.size();
+  const int64_t n = shard_rows();
   return options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
 }
 
@@ -55,7 +67,7 @@ std::vector<int64_t> DataLoader::order(int64_t epoch) const {
   const int64_t n = dataset_.size();
   std::vector<int64_t> rows(static_cast<size_t>(n));
   std::iota(rows.begin(), rows.end(), int64_t{0});
-  if (!options_.shuffle) return rows;
+  if (!options_.shuffle) return shard_of(rows);
   // Fisher-Yates from the back: swap row i with a uniform j in [0, i].
   const uint64_t base = static_cast<uint64_t>(epoch) << kBitsPerEpoch;
   for (int64_t i = n - 1; i > 0; --i) {
@@ -63,7 +75,19 @@ std::vector<int64_t> DataLoader::order(int64_t epoch) const {
     const uint64_t bits = (static_cast<uint64_t>(words[0]) << 32) | words[1];
     std::swap(rows[i], rows[below(static_cast<uint64_t>(i) + 1, bits)]);
   }
-  return rows;
+  return shard_of(rows);
+}
+
+std::vector<int64_t> DataLoader::shard_of(const std::vector<int64_t>& rows) const {
+  if (options_.num_shards == 1) return rows;
+  std::vector<int64_t> shard;
+  shard.reserve(static_cast<size_t>(shard_rows()));
+  const auto n = static_cast<int64_t>(rows.size());
+  for (int64_t k = 0; k < shard_rows(); ++k) {
+    const int64_t position = k * options_.num_shards + options_.shard;
+    if (n > 0) shard.push_back(rows[static_cast<size_t>(position % n)]);  // past the end: padding from the start
+  }
+  return shard;
 }
 
 DataLoader::Epoch DataLoader::epoch(int64_t epoch) const { return Epoch(this, order(epoch)); }

@@ -40,6 +40,13 @@ struct LoaderOptions {
   bool shuffle = false;
   uint64_t seed = 0;
   bool drop_last = false;  // drop a last batch smaller than batch_size
+  // Data parallelism (as torch's DistributedSampler): each of num_shards
+  // ranks reads its own shard of every epoch's order, the rows at positions
+  // shard, shard + num_shards, ... With the same seed on every rank the
+  // shards are disjoint and cover the data; the order is padded by repeating
+  // its first rows so that every shard has ceil(N / num_shards) rows.
+  int64_t num_shards = 1;  // >= 1
+  int64_t shard = 0;       // in [0, num_shards)
 };
 
 class DataLoader {
@@ -50,13 +57,19 @@ class DataLoader {
   // targets with different row counts. Non-contiguous tensors are copied once.
   DataLoader(Dataset dataset, LoaderOptions options);
 
-  // Batches per epoch: ceil(N / batch_size), or floor(N / batch_size) with drop_last.
+  // Batches per epoch: ceil(R / batch_size), or floor(R / batch_size) with
+  // drop_last, for R = shard_rows().
   int64_t size() const;
+  // Rows this shard visits per epoch: ceil(N / num_shards) (N without shards).
+  int64_t shard_rows() const;
+  // Rows in batch `index` of an epoch (the last may be smaller).
+  int64_t batch_rows(int64_t index) const;
   const Dataset& dataset() const { return dataset_; }
   const LoaderOptions& options() const { return options_; }
 
   // The order in which epoch `epoch` (>= 0) visits the rows: 0..N-1 without
-  // shuffle, else a permutation of them fixed by (seed, epoch).
+  // shuffle, else a permutation of them fixed by (seed, epoch); with shards,
+  // this shard's part of it.
   std::vector<int64_t> order(int64_t epoch) const;
   // The batches of one epoch, gathered one at a time as the loop advances.
   Epoch epoch(int64_t epoch) const;
@@ -64,6 +77,8 @@ class DataLoader {
   Batch gather(const std::vector<int64_t>& rows) const;
 
  private:
+  std::vector<int64_t> shard_of(const std::vector<int64_t>& rows) const;
+
   Dataset dataset_;
   LoaderOptions options_;
 };

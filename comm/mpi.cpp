@@ -1,0 +1,201 @@
+// The MPI backend; see mpi.h.
+#include "comm/mpi.h"
+
+#include <mpi.h>
+
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+namespace remat::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// MPI is initialised once per process and finalised at exit, after every Mpi
+// is gone; an MPI_Init done by someone else (a test's main) is left to them.
+void ensure_initialized() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) return;
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
+  });
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Int64: return MPI_INT64_T;
+    default: REMAT_FAIL("mpi: no MPI type for dtype {} (float32, float64 and int64 only)", dtype_name(dtype));
+  }
+}
+
+std::string_view kind_name(int64_t kind) {
+  static constexpr std::array<std::string_view, 4> names{"allreduce", "broadcast", "allgather", "barrier"};
+  return kind >= 0 && kind < 4 ? names[static_cast<size_t>(kind)] : "?";
+}
+
+// MPI counts are ints: larger buffers go in pieces of at most 2^30 elements.
+constexpr int64_t kMaxPiece = int64_t{1} << 30;
+
+template <class T>
+void divide(void* data, int64_t count, double by) {
+  T* values = static_cast<T*>(data);
+  for (int64_t i = 0; i < count; ++i) values[i] = static_cast<T>(values[i] / by);
+}
+
+}  // namespace
+
+struct Mpi::State {
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+bool Mpi::launched_by_mpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
+Mpi::Mpi(double timeout_seconds) : state_(std::make_unique<State>()), timeout_seconds_(timeout_seconds) {
+  REMAT_CHECK(timeout_seconds > 0, "mpi: the collective timeout must be > 0 seconds, got {}", timeout_seconds);
+  ensure_initialized();
+  MPI_Comm_dup(MPI_COMM_WORLD, &state_->comm);
+  MPI_Comm_rank(state_->comm, &rank_);
+  MPI_Comm_size(state_->comm, &world_size_);
+}
+
+Mpi::~Mpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // A communicator with a collective still pending cannot be freed.
+  if (!finalized && !broken_ && state_->comm != MPI_COMM_NULL) MPI_Comm_free(&state_->comm);
+}
+
+void Mpi::abort(int exit_code) { MPI_Abort(state_->comm, exit_code); std::_Exit(exit_code); }
+
+void* Mpi::native_handle() const { return &state_->comm; }
+
+void Mpi::wait(void* request_ptr, std::string_view what) {
+  auto& request = *static_cast<MPI_Request*>(request_ptr);
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_seconds_);
+  for (int64_t polls = 0;; ++polls) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (polls < 1000) continue;
+    if (Clock::now() > deadline) {
+      broken_ = true;
+      throw CommError(fmt::format(
+          "mpi: {} on rank {} of {} got no answer within {} s: a peer rank stopped or died; this "
+          "communicator is unusable, end the job (Communicator::abort)",
+          what, rank_, world_size_, timeout_seconds_));
+    }
+    // Ranks may share cores (mpirun --oversubscribe): give the core away
+    // while a slower peer computes.
+    if (Clock::now() - start < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+void Mpi::agree(Kind kind, int64_t count, DType dtype, int64_t detail) {
+  REMAT_CHECK(!broken_, "mpi: this communicator timed out in an earlier collective and is unusable");
+  const std::array<int64_t, 4> mine{static_cast<int64_t>(kind), count, static_cast<int64_t>(dtype), detail};
+  // The maximum of v and of -v in one call: the range of every field.
+  std::array<int64_t, 8> range{};
+  for (size_t i = 0; i < 4; ++i) {
+    range[i] = mine[i];
+    range[i + 4] = -mine[i];
+  }
+  MPI_Request request;
+  MPI_Iallreduce(MPI_IN_PLACE, range.data(), 8, MPI_INT64_T, MPI_MAX, state_->comm, &request);
+  wait(&request, fmt::format("{} (the check that all ranks pass the same sizes)", kind_name(mine[0])));
+  const auto low = [&](size_t i) { return -range[i + 4]; };
+  const auto high = [&](size_t i) { return range[i]; };
+  if (low(0) != high(0)) {
+    throw CommError(fmt::format("mpi: ranks call different collectives at once: rank {} calls {}, others {} to {}",
+                                rank_, kind_name(mine[0]), kind_name(low(0)), kind_name(high(0))));
+  }
+  const std::string_view what = kind_name(mine[0]);
+  if (low(1) != high(1)) {
+    throw CommError(fmt::format("mpi: {} with different element counts across ranks: from {} to {} (rank {} has {})",
+                                what, low(1), high(1), rank_, count));
+  }
+  if (low(2) != high(2)) {
+    throw CommError(fmt::format("mpi: {} with different dtypes across ranks (rank {} has {})", what, rank_,
+                                dtype_name(dtype)));
+  }
+  if (low(3) != high(3)) {
+    throw CommError(fmt::format("mpi: {} with a different {} across ranks (rank {} has {})", what,
+                                kind == Kind::Broadcast ? "root" : "reduce op", rank_, detail));
+  }
+}
+
+void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
+  agree(Kind::Allreduce, count, dtype, static_cast<int64_t>(op));
+  const MPI_Datatype type = mpi_type(dtype);
+  auto* bytes = static_cast<char*>(data);
+  for (int64_t done = 0; done < count; done += kMaxPiece) {
+    const int piece = static_cast<int>(std::min(kMaxPiece, count - done));
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, bytes + done * static_cast<int64_t>(dtype_size(dtype)), piece, type, MPI_SUM,
+                   state_->comm, &request);
+    wait(&request, "allreduce");
+  }
+  if (op == ReduceOp::Average && world_size_ > 1) {
+    dispatch_floating(dtype, "allreduce average",
+                      [&]<class T>() { divide<T>(data, count, static_cast<double>(world_size_)); });
+  }
+}
+
+void Mpi::do_broadcast(void* data, int64_t count, DType dtype, int root) {
+  agree(Kind::Broadcast, count, dtype, root);
+  const MPI_Datatype type = mpi_type(dtype);
+  auto* bytes = static_cast<char*>(data);
+  for (int64_t done = 0; done < count; done += kMaxPiece) {
+    const int piece = static_cast<int>(std::min(kMaxPiece, count - done));
+    MPI_Request request;
+    MPI_Ibcast(bytes + done * static_cast<int64_t>(dtype_size(dtype)), piece, type, root, state_->comm, &request);
+    wait(&request, "broadcast");
+  }
+}
+
+void Mpi::broadcast_bytes(void* data, int64_t bytes, int root) {
+  agree(Kind::Broadcast, bytes, DType::Int64, root);
+  REMAT_CHECK(bytes <= INT_MAX, "mpi: broadcast_bytes of {} bytes is too large", bytes);
+  MPI_Request request;
+  MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, state_->comm, &request);
+  wait(&request, "broadcast");
+}
+
+void Mpi::do_allgather(const void* send, void* receive, int64_t count, DType dtype) {
+  agree(Kind::Allgather, count, dtype, 0);
+  REMAT_CHECK(count <= INT_MAX, "mpi: allgather of {} elements per rank is too large", count);
+  MPI_Request request;
+  MPI_Iallgather(send, static_cast<int>(count), mpi_type(dtype), receive, static_cast<int>(count), mpi_type(dtype),
+                 state_->comm, &request);
+  wait(&request, "allgather");
+}
+
+void Mpi::do_barrier() {
+  agree(Kind::Barrier, 0, DType::Int64, 0);
+  MPI_Request request;
+  MPI_Ibarrier(state_->comm, &request);
+  wait(&request, "barrier");
+}
+
+}  // namespace remat::comm

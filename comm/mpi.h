@@ -1,0 +1,69 @@
+// The MPI backend of Communicator: CPU buffers, one process per rank, started
+// by mpirun on one host or many (OpenMPI from Debian).
+//
+//   mpirun -np 4 build/remat train --task fashion-mnist --local-sgd-steps 8
+//
+// MPI is initialised by the first Mpi in the process and finalised at exit.
+// Each Mpi works on its own duplicate of MPI_COMM_WORLD.
+//
+// Every collective first agrees on its arguments: one small allreduce of
+// (collective, element count, dtype, op or root) over all ranks, so that a
+// rank that passes another size fails on every rank with a CommError naming
+// the range, instead of corrupting memory or hanging. The payload then moves
+// in a non-blocking collective that is polled until done or until
+// `timeout_seconds` pass: a peer that stopped answering gives a CommError
+// (a peer that died is seen sooner by mpirun, which ends the job). After a
+// timeout the communicator is unusable (the collective is still pending): the
+// caller reports and calls abort().
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "comm/communicator.h"
+
+namespace remat::comm {
+
+class Mpi final : public Communicator {
+ public:
+  explicit Mpi(double timeout_seconds = 300);
+  ~Mpi() override;
+
+  // Whether this process was started by an MPI launcher (mpirun sets
+  // OMPI_COMM_WORLD_SIZE; other launchers PMI_SIZE or PMIX_RANK).
+  static bool launched_by_mpi();
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string_view backend() const override { return "mpi"; }
+  double timeout_seconds() const { return timeout_seconds_; }
+  [[noreturn]] void abort(int exit_code) override;
+
+  // The MPI_Comm this communicator works on, as an opaque handle for other
+  // backends that bootstrap over MPI (NCCL carries its unique id this way).
+  void* native_handle() const;
+  // Root's `bytes` bytes at `data` to every rank, outside the counters.
+  void broadcast_bytes(void* data, int64_t bytes, int root);
+
+ protected:
+  void do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override;
+  void do_broadcast(void* data, int64_t count, DType dtype, int root) override;
+  void do_allgather(const void* send, void* receive, int64_t count, DType dtype) override;
+  void do_barrier() override;
+  bool reaches(Device device) const override { return device.is_cpu(); }
+
+ private:
+  struct State;
+  enum class Kind { Allreduce, Broadcast, Allgather, Barrier };
+
+  void agree(Kind kind, int64_t count, DType dtype, int64_t detail);
+  void wait(void* request, std::string_view what);
+
+  std::unique_ptr<State> state_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  double timeout_seconds_;
+  bool broken_ = false;  // a collective timed out and may still be pending
+};
+
+}  // namespace remat::comm

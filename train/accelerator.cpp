@@ -1,0 +1,113 @@
+// Accelerator; see accelerator.h.
+#include "train/accelerator.h"
+
+#include "ops/ops.h"
+
+namespace remat::train {
+
+void PreparedOptimizer::step() {
+  if (accelerator_.sync_gradients()) optimizer_.step();
+}
+
+void PreparedOptimizer::zero_grad() {
+  if (accelerator_.sync_gradients()) optimizer_.zero_grad();
+}
+
+void PreparedScheduler::step() {
+  if (accelerator_.sync_gradients()) scheduler_.step();
+}
+
+Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)), comm_(options_.communicator) {
+  REMAT_CHECK(options_.gradient_accumulation_steps >= 1, "Accelerator: gradient_accumulation_steps must be >= 1, got {}",
+              options_.gradient_accumulation_steps);
+  REMAT_CHECK(options_.bucket_bytes > 0, "Accelerator: bucket_bytes must be > 0, got {}", options_.bucket_bytes);
+  if (!comm_) comm_ = comm::world();
+}
+
+void Accelerator::prepare(nn::Module& model) {
+  model_ = &model;
+  if (num_processes() > 1) comm::broadcast_buckets(*comm_, model.parameters(), 0, options_.bucket_bytes);
+}
+
+data::DataLoader Accelerator::prepare(const data::DataLoader& loader) {
+  data::LoaderOptions options = loader.options();
+  REMAT_CHECK(options.num_shards == 1, "Accelerator: the loader is already split into {} shards", options.num_shards);
+  options.num_shards = num_processes();
+  options.shard = rank();
+  data::DataLoader sharded(loader.dataset(), options);
+  epoch_length_ = sharded.size();
+  batch_size_ = options.batch_size;
+  shard_rows_ = sharded.shard_rows();
+  position_ = 0;
+  return sharded;
+}
+
+void Accelerator::set_epoch_length(int64_t batches) {
+  REMAT_CHECK(batches >= 0, "Accelerator: epoch length must be >= 0 batches, got {}", batches);
+  epoch_length_ = batches;
+  position_ = 0;
+}
+
+Accelerator::Window Accelerator::accumulate(nn::Module& model) {
+  begin_micro_batch(model);
+  return Window(*this);
+}
+
+void Accelerator::begin_micro_batch(nn::Module& model) {
+  REMAT_CHECK(!window_open_, "Accelerator::accumulate: the previous micro-batch's guard is still open");
+  REMAT_CHECK(model_ == nullptr || model_ == &model,
+              "Accelerator::accumulate: called with another model than the prepared one");
+  model_ = &model;
+  const int64_t k = options_.gradient_accumulation_steps;
+  const int64_t start = position_ - position_ % k;
+  const int64_t end = epoch_length_ > 0 ? std::min(start + k, epoch_length_) : start + k;
+  // Rows per micro-batch: the prepared loader's batch sizes, else all equal.
+  auto rows = [&](int64_t i) -> double {
+    return batch_size_ > 0 ? static_cast<double>(std::min(batch_size_, shard_rows_ - i * batch_size_)) : 1.0;
+  };
+  double window_rows = 0;
+  for (int64_t i = start; i < end; ++i) window_rows += rows(i);
+  loss_scale_ = rows(position_) / window_rows;
+  sync_gradients_ = position_ == end - 1;
+  window_open_ = true;
+}
+
+Accelerator::Window::~Window() {
+  Accelerator& a = accelerator_;
+  a.window_open_ = false;
+  if (a.sync_gradients_) ++a.optimizer_steps_;
+  ++a.position_;
+  if (a.epoch_length_ > 0 && a.position_ == a.epoch_length_) a.position_ = 0;
+  a.sync_gradients_ = true;  // outside a window, nothing holds a step back
+  a.loss_scale_ = 1;
+}
+
+void Accelerator::backward(const Tensor& loss) {
+  REMAT_CHECK(window_open_ || options_.gradient_accumulation_steps == 1,
+              "Accelerator::backward: with gradient_accumulation_steps = {}, call it inside accelerator.accumulate(model)",
+              options_.gradient_accumulation_steps);
+  REMAT_CHECK(loss.defined() && loss.numel() == 1, "Accelerator::backward: the loss must be a scalar, got {}",
+              loss.defined() ? loss.str() : "an undefined tensor");
+  if (loss_scale_ == 1.0) {
+    loss.backward();
+  } else {
+    mul(loss, loss_scale_).backward();
+  }
+  if (sync_gradients_ && gradient_allreduce_ && num_processes() > 1) {
+    REMAT_CHECK(model_ != nullptr, "Accelerator::backward: prepare(model) first, so that its gradients can be synchronised");
+    comm::average_gradients(*comm_, model_->parameters(), options_.bucket_bytes);
+  }
+}
+
+Tensor Accelerator::gather(const Tensor& values) const {
+  REMAT_CHECK(values.defined() && values.dim() >= 1, "Accelerator::gather: need a tensor with a leading axis, got {}",
+              values.defined() ? values.str() : "an undefined tensor");
+  const Tensor local = dense(values);
+  Shape shape = local.shape();
+  shape[0] *= num_processes();
+  Tensor out(shape, local.dtype());
+  comm_->allgather(local.raw_data(), out.raw_data(), local.numel(), local.dtype());
+  return out;
+}
+
+}  // namespace remat::train
