@@ -67,6 +67,21 @@ bool Mpi::launched_by_mpi() {
          std::getenv("PMIX_RANK") != nullptr;
 }
 
+int Mpi::launch_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+void Mpi::abort_job(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
 Mpi::Mpi(double timeout_seconds) : state_(std::make_unique<State>()), timeout_seconds_(timeout_seconds) {
   REMAT_CHECK(timeout_seconds > 0, "mpi: the collective timeout must be > 0 seconds, got {}", timeout_seconds);
   ensure_initialized();

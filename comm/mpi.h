@@ -32,6 +32,13 @@ class Mpi final : public Communicator {
   // Whether this process was started by an MPI launcher (mpirun sets
   // OMPI_COMM_WORLD_SIZE; other launchers PMI_SIZE or PMIX_RANK).
   static bool launched_by_mpi();
+  // This process's rank as the launcher set it (0 when not launched by MPI),
+  // known before any communicator exists: for printing on rank 0 only.
+  static int launch_rank();
+  // Ends every process of the job (MPI_Abort on MPI_COMM_WORLD when MPI is
+  // up, else exit): for a fatal error on one rank, which the others would
+  // otherwise wait for in their next collective.
+  [[noreturn]] static void abort_job(int exit_code);
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }

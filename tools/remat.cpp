@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/mpi.h"
 #include "engine/error.h"
 #include "scheduler/dot.h"
 #include "train/fashion_mnist_task.h"
@@ -45,6 +46,10 @@ struct CommonFlags {
   std::optional<double> lr, weight_decay;
   std::optional<uint64_t> seed;
   std::optional<int> threads;
+  int64_t gradient_accumulation_steps = 1;
+  int64_t local_sgd_steps = 0;
+  bool diloco = false;
+  remat::comm::DiLoCoOptions outer;
 };
 
 template <class Options>
@@ -54,23 +59,51 @@ void apply(const CommonFlags& flags, Options& options) {
   if (flags.weight_decay) options.weight_decay = *flags.weight_decay;
   if (flags.seed) options.seed = *flags.seed;
   if (flags.threads) options.threads = *flags.threads;
+  options.gradient_accumulation_steps = flags.gradient_accumulation_steps;
+  options.local_sgd_steps = flags.local_sgd_steps;
+  if (flags.diloco) options.diloco = flags.outer;
+}
+
+// Only rank 0 of an mpirun job prints headers and summaries.
+bool main_process() { return remat::comm::Mpi::launch_rank() == 0; }
+
+// "4 ranks (mpi), LocalSGD every 8 steps, 2 micro-batches per step"
+template <class Options>
+std::string distribution(const Options& options) {
+  const char* ranks = std::getenv("OMPI_COMM_WORLD_SIZE");
+  std::string out = ranks != nullptr ? fmt::format("{} ranks (mpi)", ranks) : "1 process";
+  if (options.local_sgd_steps > 0) {
+    out += fmt::format(", {} every {} steps", options.diloco ? "DiLoCo" : "LocalSGD", options.local_sgd_steps);
+    if (options.diloco) out += fmt::format(" (outer lr {}, momentum {})", options.diloco->outer_lr, options.diloco->momentum);
+  } else if (ranks != nullptr) {
+    out += ", synchronous data parallel";
+  }
+  if (options.gradient_accumulation_steps > 1) {
+    out += fmt::format(", {} micro-batches per step", options.gradient_accumulation_steps);
+  }
+  return out;
 }
 
 void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool json) {
-  if (!json) {
-    fmt::print("task fashion-mnist: MLP 784-{}-10, AdamW lr {}, batch {}, {} epochs, {} threads\n",
-               fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads);
-    fmt::print("{:>5} {:>11} {:>10} {:>9} {:>8} {:>16}\n", "epoch", "train_loss", "test_loss", "test_acc", "seconds",
-               "peak_activation");
+  if (!json && main_process()) {
+    fmt::print("task fashion-mnist: MLP 784-{}-10, AdamW lr {}, batch {} per rank, {} epochs, {} threads; {}\n",
+               fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads,
+               distribution(options));
+    fmt::print("{:>5} {:>11} {:>10} {:>9} {:>8} {:>16} {:>10} {:>12} {:>7}\n", "epoch", "train_loss", "test_loss",
+               "test_acc", "seconds", "peak_activation", "allreduce", "sent", "comm_s");
+    std::fflush(stdout);
   }
   auto on_epoch = [&](const EpochResult& r) {
     if (json) {
       fmt::print("{{\"epoch\": {}, \"train_loss\": {:.6f}, \"test_loss\": {:.6f}, \"test_accuracy\": {:.4f}, "
-                 "\"seconds\": {:.3f}, \"peak_activation_bytes\": {}}}\n",
-                 r.epoch, r.train_loss, r.test_loss, r.test_accuracy, r.seconds, r.peak_activation_bytes);
+                 "\"seconds\": {:.3f}, \"peak_activation_bytes\": {}, \"ranks\": {}, \"optimizer_steps\": {}, "
+                 "\"allreduce_calls\": {}, \"allreduce_bytes\": {}, \"comm_seconds\": {:.3f}}}\n",
+                 r.epoch, r.train_loss, r.test_loss, r.test_accuracy, r.seconds, r.peak_activation_bytes, r.ranks,
+                 r.optimizer_steps, r.allreduce_calls, r.allreduce_bytes, r.comm_seconds);
     } else {
-      fmt::print("{:>5} {:>11.4f} {:>10.4f} {:>8.2f}% {:>8.1f} {:>16}\n", r.epoch, r.train_loss, r.test_loss,
-                 100.0 * r.test_accuracy, r.seconds, mib(r.peak_activation_bytes));
+      fmt::print("{:>5} {:>11.4f} {:>10.4f} {:>8.2f}% {:>8.1f} {:>16} {:>10} {:>12} {:>7.2f}\n", r.epoch, r.train_loss,
+                 r.test_loss, 100.0 * r.test_accuracy, r.seconds, mib(r.peak_activation_bytes), r.allreduce_calls,
+                 mib(r.allreduce_bytes), r.comm_seconds);
     }
     std::fflush(stdout);
   };
@@ -81,25 +114,30 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
 }
 
 void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
-  if (!json) {
-    fmt::print("task kjv-gpt: GPT {} layers x {} channels, {} heads, context {}, batch {}, AdamW lr {}, up to {} "
-               "steps or {} s, {} threads\n", options.n_layer, options.n_embd, options.n_head, options.block_size,
-               options.batch_size, options.lr, options.max_steps, options.time_limit_seconds, options.threads);
-    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>9} {:>16}\n", "step", "train_loss", "val_loss", "lr", "seconds",
-               "tokens/s", "peak_activation");
+  if (!json && main_process()) {
+    fmt::print("task kjv-gpt: GPT {} layers x {} channels, {} heads, context {}, batch {} per rank, AdamW lr {}, up to "
+               "{} steps or {} s, {} threads; {}\n", options.n_layer, options.n_embd, options.n_head,
+               options.block_size, options.batch_size, options.lr, options.max_steps, options.time_limit_seconds,
+               options.threads, distribution(options));
+    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>9} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
+               "seconds", "tokens/s", "peak_activation", "allreduce");
+    std::fflush(stdout);
   }
   auto on_eval = [&](const KjvEval& e) {
     if (json) {
       fmt::print("{{\"step\": {}, \"train_loss\": {:.6f}, \"val_loss\": {:.6f}, \"lr\": {:.6g}, \"seconds\": {:.3f}, "
-                 "\"tokens_per_second\": {:.1f}, \"peak_activation_bytes\": {}}}\n",
-                 e.step, e.train_loss, e.val_loss, e.lr, e.seconds, e.tokens_per_second, e.peak_activation_bytes);
+                 "\"tokens_per_second\": {:.1f}, \"peak_activation_bytes\": {}, \"allreduce_calls\": {}, "
+                 "\"allreduce_bytes\": {}}}\n",
+                 e.step, e.train_loss, e.val_loss, e.lr, e.seconds, e.tokens_per_second, e.peak_activation_bytes,
+                 e.allreduce_calls, e.allreduce_bytes);
     } else {
-      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.2e} {:>8.1f} {:>9.0f} {:>16}\n", e.step, e.train_loss, e.val_loss,
-                 e.lr, e.seconds, e.tokens_per_second, mib(e.peak_activation_bytes));
+      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.2e} {:>8.1f} {:>9.0f} {:>16} {:>10}\n", e.step, e.train_loss,
+                 e.val_loss, e.lr, e.seconds, e.tokens_per_second, mib(e.peak_activation_bytes), e.allreduce_calls);
     }
     std::fflush(stdout);
   };
   const remat::train::KjvResult result = remat::train::train_kjv_gpt(options, on_eval);
+  if (!main_process()) return;
   if (result.first_step > 0 && !json) fmt::print("(resumed from {} at step {})\n", options.checkpoint_path, result.first_step);
   if (json) {
     fmt::print("{}\n", nlohmann::json{{"sample", result.sample}, {"parameters", result.parameters}}.dump());
@@ -273,7 +311,15 @@ int main(int argc, char** argv) {
   train->add_option("--lr", common.lr, "AdamW peak learning rate (fashion-mnist 1e-3, kjv-gpt 3e-3)");
   train->add_option("--weight-decay", common.weight_decay, "AdamW decoupled weight decay (1e-2, 0.1)");
   train->add_option("--seed", common.seed, "seed of initialisation, shuffling and sampling (0)");
-  train->add_option("--threads", common.threads, "CPU threads (2)");
+  train->add_option("--threads", common.threads, "CPU threads per process (2)");
+  train->add_option("--gradient-accumulation-steps", common.gradient_accumulation_steps,
+                    "micro-batches per optimizer step")->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_option("--local-sgd-steps", common.local_sgd_steps,
+                    "under mpirun: optimizer steps between parameter averages (0: synchronous data parallel)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  train->add_flag("--diloco", common.diloco, "with --local-sgd-steps: DiLoCo's outer Nesterov step at each average");
+  train->add_option("--outer-lr", common.outer.outer_lr, "DiLoCo's outer learning rate")->capture_default_str();
+  train->add_option("--outer-momentum", common.outer.momentum, "DiLoCo's outer momentum")->capture_default_str();
   std::vector<CLI::Option*> mnist_only, kjv_only;
   mnist_only.push_back(train->add_option("--epochs", mnist.epochs, "fashion-mnist: epochs")->capture_default_str());
   mnist_only.push_back(train->add_option("--data-dir", mnist.data_dir, "fashion-mnist: folder of the IDX .gz files")
@@ -371,7 +417,11 @@ int main(int argc, char** argv) {
     if (!fractions.empty()) tradeoff_options.budget_fractions = parse_fractions(fractions);
     if (*tradeoff) run_tradeoff(tradeoff_options, out_dir);
   } catch (const std::exception& e) {  // remat::Error, and e.g. std::bad_alloc
-    fmt::print(stderr, "remat: error: {}\n", e.what());
+    fmt::print(stderr, "remat: error{}: {}\n",
+               remat::comm::Mpi::launched_by_mpi() ? fmt::format(" on rank {}", remat::comm::Mpi::launch_rank()) : "",
+               e.what());
+    // The other ranks would wait for this one in their next collective.
+    if (remat::comm::Mpi::launched_by_mpi()) remat::comm::Mpi::abort_job(1);
     return 1;
   }
   return 0;

@@ -4,11 +4,14 @@
 #include <chrono>
 
 #include "engine/allocator.h"
+#include "engine/factory.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
+#include "train/accelerator.h"
 #include "train/data_loader.h"
+#include "train/local_sgd.h"
 
 namespace remat::train {
 namespace {
@@ -17,24 +20,37 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Mean loss and accuracy of `model` over a dataset, in eval mode without grad.
-std::pair<double, double> evaluate(nn::Module& model, const data::Dataset& dataset) {
+// Mean loss and accuracy of `model` over a dataset, in eval mode without
+// grad: each rank takes its shard of the rows, and the sums are gathered.
+std::pair<double, double> evaluate(nn::Module& model, const data::Dataset& dataset, const Accelerator& accelerator) {
   NoGradGuard no_grad;
   model.eval();
-  data::DataLoader loader(dataset, {.batch_size = 1000});
-  double loss_sum = 0;
-  int64_t correct = 0;
-  for (const data::Batch& batch : loader.epoch(0)) {
+  // Without padding: shard r holds rows r, r + w, ... below N.
+  const int64_t n = dataset.size(), ranks = accelerator.num_processes();
+  std::vector<int64_t> rows;
+  for (int64_t i = accelerator.rank(); i < n; i += ranks) rows.push_back(i);
+  const data::DataLoader all(dataset, {.batch_size = 1000});
+  double loss_sum = 0, correct = 0;
+  for (size_t first = 0; first < rows.size(); first += 1000) {
+    const data::Batch batch =
+        all.gather(std::vector<int64_t>(rows.begin() + static_cast<std::ptrdiff_t>(first),
+                                        rows.begin() + static_cast<std::ptrdiff_t>(std::min(first + 1000, rows.size()))));
     const Tensor logits = model.forward(batch.inputs);
-    const int64_t n = batch.targets.numel();
-    loss_sum += cross_entropy(logits, batch.targets).item<double>() * static_cast<double>(n);
+    const int64_t count = batch.targets.numel();
+    loss_sum += cross_entropy(logits, batch.targets).item<double>() * static_cast<double>(count);
     const std::vector<int64_t> predicted = argmax(logits, 1).to_vector<int64_t>();
     const std::vector<int64_t> truth = batch.targets.to_vector<int64_t>();
-    for (int64_t i = 0; i < n; ++i) correct += predicted[static_cast<size_t>(i)] == truth[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < count; ++i) correct += predicted[static_cast<size_t>(i)] == truth[static_cast<size_t>(i)];
   }
   model.train();
-  const auto total = static_cast<double>(dataset.size());
-  return {loss_sum / total, static_cast<double>(correct) / total};
+  const std::vector<double> sums =
+      accelerator.gather(from_vector(std::vector<double>{loss_sum, correct}, {2})).to_vector<double>();
+  double total_loss = 0, total_correct = 0;
+  for (size_t r = 0; r < sums.size(); r += 2) {
+    total_loss += sums[r];
+    total_correct += sums[r + 1];
+  }
+  return {total_loss / static_cast<double>(n), total_correct / static_cast<double>(n)};
 }
 
 }  // namespace
@@ -44,8 +60,11 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
                                              const std::function<void(int64_t, int64_t, double)>& on_progress) {
   REMAT_CHECK(options.epochs >= 1, "train: --epochs must be at least 1, got {}", options.epochs);
   REMAT_CHECK(options.threads >= 1, "train: --threads must be at least 1, got {}", options.threads);
+  REMAT_CHECK(options.local_sgd_steps >= 0, "train: --local-sgd-steps must be >= 0, got {}", options.local_sgd_steps);
+  REMAT_CHECK(!options.diloco || options.local_sgd_steps > 0, "train: DiLoCo needs --local-sgd-steps H > 0");
   kernels::cpu::set_num_threads(options.threads);
 
+  Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps});
   const data::Dataset train_set = data::load_fashion_mnist("train", options.data_dir);
   const data::Dataset test_set = data::load_fashion_mnist("test", options.data_dir);
   std::vector<int64_t> sizes{train_set.inputs.size(1)};
@@ -54,8 +73,13 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
 
   Generator generator(options.seed);
   nn::MLP model(sizes, generator);
-  optim::AdamW optimizer(model.parameters(), {.lr = options.lr, .weight_decay = options.weight_decay});
-  data::DataLoader loader(train_set, {.batch_size = options.batch_size, .shuffle = true, .seed = options.seed});
+  accelerator.prepare(model);
+  optim::AdamW adamw(model.parameters(), {.lr = options.lr, .weight_decay = options.weight_decay});
+  PreparedOptimizer optimizer = accelerator.prepare(adamw);
+  const data::DataLoader loader = accelerator.prepare(
+      data::DataLoader(train_set, {.batch_size = options.batch_size, .shuffle = true, .seed = options.seed}));
+  const int64_t planned = options.max_batches > 0 ? std::min(options.max_batches, loader.size()) : loader.size();
+  accelerator.set_epoch_length(planned);
 
   std::vector<EpochResult> results;
   Allocator& allocator = cpu_allocator();
@@ -65,29 +89,41 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
     EpochResult result{.epoch = epoch + 1};
     double loss_sum = 0;
     int64_t batches = 0;
-    const int64_t planned = options.max_batches > 0 ? std::min(options.max_batches, loader.size()) : loader.size();
-    for (const data::Batch& batch : loader.epoch(epoch)) {
-      if (batches == planned) break;
-      const int64_t transient_before = allocator.stats().live_transient;
-      ScopedPeak peak;
-      optimizer.zero_grad();
-      Tensor loss = cross_entropy(model.forward(batch.inputs), batch.targets);
-      loss.backward();
-      optimizer.step();
-      result.peak_activation_bytes =
-          std::max(result.peak_activation_bytes, peak.stats().peak_transient - transient_before);
-      loss_sum += loss.item<double>();
-      ++batches;
-      if (on_progress && seconds_since(last_report) > 5.0) {
-        on_progress(batches, planned, loss_sum / static_cast<double>(batches));
-        last_report = Clock::now();
+    {
+      LocalSGD local_sgd(accelerator, model,
+                         {.local_sgd_steps = std::max<int64_t>(options.local_sgd_steps, 1),
+                          .enabled = options.local_sgd_steps > 0, .diloco = options.diloco});
+      for (const data::Batch& batch : loader.epoch(epoch)) {
+        if (batches == planned) break;
+        const int64_t transient_before = allocator.stats().live_transient;
+        ScopedPeak peak;
+        auto window = accelerator.accumulate(model);
+        Tensor loss = cross_entropy(model.forward(batch.inputs), batch.targets);
+        accelerator.backward(loss);
+        optimizer.step();
+        optimizer.zero_grad();
+        local_sgd.step();
+        result.peak_activation_bytes =
+            std::max(result.peak_activation_bytes, peak.stats().peak_transient - transient_before);
+        loss_sum += loss.item<double>();
+        ++batches;
+        if (on_progress && accelerator.is_main_process() && seconds_since(last_report) > 5.0) {
+          on_progress(batches, planned, loss_sum / static_cast<double>(batches));
+          last_report = Clock::now();
+        }
       }
-    }
+    }  // LocalSGD's last average: every rank evaluates the same model
     result.train_loss = loss_sum / static_cast<double>(batches);
-    std::tie(result.test_loss, result.test_accuracy) = evaluate(model, test_set);
+    std::tie(result.test_loss, result.test_accuracy) = evaluate(model, test_set, accelerator);
     result.seconds = seconds_since(start);
+    result.optimizer_steps = accelerator.optimizer_steps();
+    const comm::CommStats& traffic = accelerator.communicator().stats();
+    result.allreduce_calls = traffic.allreduce_calls;
+    result.allreduce_bytes = traffic.allreduce_bytes;
+    result.comm_seconds = traffic.seconds;
+    result.ranks = accelerator.num_processes();
     results.push_back(result);
-    if (on_epoch) on_epoch(result);
+    if (on_epoch && accelerator.is_main_process()) on_epoch(result);
   }
   return results;
 }

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/averaging.h"
 #include "train/fashion_mnist.h"
 
 namespace remat::train {
@@ -23,6 +25,14 @@ struct FashionMnistOptions {
   std::string data_dir = std::string(data::kFashionMnistDir);
   // Stop after this many batches per epoch (0: all), for quick runs and tests.
   int64_t max_batches = 0;
+  // Distribution: under mpirun every rank trains on its shard of each epoch
+  // (batch_size is per rank). Micro-batches per optimizer step; LocalSGD's
+  // optimizer steps between parameter averages (0: synchronous data
+  // parallel, gradients averaged every step); DiLoCo's outer step at each
+  // average (needs local_sgd_steps).
+  int64_t gradient_accumulation_steps = 1;
+  int64_t local_sgd_steps = 0;
+  std::optional<comm::DiLoCoOptions> diloco;
 };
 
 struct EpochResult {
@@ -32,10 +42,19 @@ struct EpochResult {
   double test_accuracy = 0;     // fraction in [0, 1]
   double seconds = 0;           // training and evaluation of this epoch
   int64_t peak_activation_bytes = 0;  // peak rise of activation + temporary bytes over a training step
+  int64_t optimizer_steps = 0;        // so far, on each rank
+  // This rank's traffic so far (comm/communicator.h): allreduce calls and
+  // payload bytes, and seconds inside collectives.
+  int64_t allreduce_calls = 0;
+  int64_t allreduce_bytes = 0;
+  double comm_seconds = 0;
+  int ranks = 1;
 };
 
-// Trains and returns one result per epoch; on_epoch is called as each ends,
-// on_progress(batch, batches, running loss) every few seconds.
+// Trains and returns one result per epoch (the test figures are over the
+// whole test split, shared out among the ranks); on_epoch is called as each
+// ends, on_progress(batch, batches, running loss) every few seconds, both on
+// rank 0 only. The loop is the seed's Accelerator loop (DESIGN.md).
 std::vector<EpochResult> train_fashion_mnist(
     const FashionMnistOptions& options, const std::function<void(const EpochResult&)>& on_epoch = {},
     const std::function<void(int64_t, int64_t, double)>& on_progress = {});

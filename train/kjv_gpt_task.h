@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/averaging.h"
+
 namespace remat::train {
 
 struct KjvGptOptions {
@@ -48,6 +50,14 @@ struct KjvGptOptions {
   std::string weights_path;
   uint64_t seed = 0;
   int threads = 2;
+  // Distribution (as for fashion-mnist): under mpirun each rank draws its own
+  // windows (batch_size is per rank); micro-batches per optimizer step;
+  // LocalSGD's steps between averages (0: synchronous data parallel);
+  // DiLoCo's outer step at each average. With more than one rank, each rank
+  // writes its own checkpoint file, checkpoint_path + ".rank<r>-of-<w>".
+  int64_t gradient_accumulation_steps = 1;
+  int64_t local_sgd_steps = 0;
+  std::optional<comm::DiLoCoOptions> diloco;
 };
 
 struct KjvEval {
@@ -58,6 +68,8 @@ struct KjvEval {
   double seconds = 0;     // since training started
   double tokens_per_second = 0;
   int64_t peak_activation_bytes = 0;  // largest rise over a step so far
+  int64_t allreduce_calls = 0;        // this rank's, so far
+  int64_t allreduce_bytes = 0;
 };
 
 struct KjvResult {
@@ -68,6 +80,10 @@ struct KjvResult {
   int64_t vocab_size = 0;
 };
 
+// The seed's Accelerator loop; on_eval is called on rank 0 only. The
+// validation loss is the mean over the ranks of each rank's model (with
+// LocalSGD they differ between averages; the loss after the last step is
+// measured after the final average, on the common model).
 KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval = {});
 
 }  // namespace remat::train

@@ -22,8 +22,14 @@ LocalSGD::LocalSGD(Accelerator& accelerator, nn::Module& model, LocalSGDOptions 
 LocalSGD::~LocalSGD() noexcept(false) {
   if (!active_) return;
   accelerator_.set_gradient_allreduce(true);
-  if (std::uncaught_exceptions() > uncaught_at_entry_ || steps_ == synced_at_) return;
+  if (std::uncaught_exceptions() > uncaught_at_entry_) return;
+  finish();
+}
+
+void LocalSGD::finish() {
+  if (!active_ || steps_ == synced_at_) return;
   averager_->sync();
+  synced_at_ = steps_;
 }
 
 void LocalSGD::step() {

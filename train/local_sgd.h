@@ -53,6 +53,10 @@ class LocalSGD {
 
   // Call once per micro-batch, after the optimizer's step.
   void step();
+  // The average that leaving the guard does, now (for a loop that measures
+  // the common model before the guard ends); nothing if no step was taken
+  // since the last average.
+  void finish();
 
   bool active() const { return active_; }
   int64_t steps() const { return steps_; }  // optimizer steps counted

@@ -189,6 +189,31 @@ TEST(LocalSGD, DiLoCoWithUnitOuterStepAndNoMomentumIsPlainAveraging) {
   expect_near(diloco, plain, 1e-12);
 }
 
+TEST(ModelAverager, DiLoCoStateRoundTripsAndRejectsAnotherShape) {
+  comm::SingleProcess alone_comm;
+  Tensor p = full({3}, 1.0);
+  comm::ModelAverager averager(alone_comm, {p}, {.diloco = comm::DiLoCoOptions{}});
+  p.data<float>()[0] = 0.5f;  // a local step moved the parameter
+  averager.sync();            // outer step: previous and velocity change
+  const auto state = averager.state_dict();
+  ASSERT_EQ(state.size(), 2u);
+  std::vector<std::pair<std::string, Tensor>> saved;
+  for (const auto& [name, t] : state) saved.emplace_back(name, contiguous_copy(t));
+
+  Tensor q = full({3}, 1.0);
+  comm::ModelAverager restored(alone_comm, {q}, {.diloco = comm::DiLoCoOptions{}});
+  restored.load_state_dict(saved);
+  for (size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(restored.state_dict()[i].second.to_vector<float>(), state[i].second.to_vector<float>());
+  }
+  std::vector<std::pair<std::string, Tensor>> wrong{{"diloco.previous.0", full({4}, 1.0)},
+                                                    {"diloco.velocity.0", full({3}, 1.0)}};
+  EXPECT_TRUE(contains(error_of([&] { restored.load_state_dict(wrong); }), "diloco.previous.0"));
+  // Nesterov by hand: delta 0.5 on element 0, velocity 0.5, previous 1 - 0.7 (0.5 + 0.9 * 0.5).
+  EXPECT_FLOAT_EQ(p.data<float>()[0], 1.0f - 0.7f * (0.5f + 0.9f * 0.5f));
+  EXPECT_FLOAT_EQ(p.data<float>()[1], 1.0f);
+}
+
 TEST(Accelerator, GatherConcatenatesInRankOrder) {
   auto world = test_world();
   Accelerator accelerator({.communicator = world});

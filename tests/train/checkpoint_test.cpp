@@ -12,6 +12,8 @@
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 #include "train/kjv_gpt_task.h"
+#include "train/accelerator.h"
+#include "train/local_sgd.h"
 
 namespace remat::train {
 namespace {
@@ -65,6 +67,28 @@ TEST(Checkpoint, AnotherModelIsAnErrorAndChangesNothing) {
   const std::vector<float> before = other.parameters()[0].to_vector<float>();
   EXPECT_THROW(load_checkpoint(path, other, other_optimizer), Error);
   EXPECT_EQ(other.parameters()[0].to_vector<float>(), before);
+}
+
+TEST(Checkpoint, CarriesTheLocalSgdStepCount) {
+  nn::GPT model(tiny(1));
+  optim::AdamW optimizer(model.parameters());
+  Accelerator accelerator({.communicator = std::make_shared<comm::SingleProcess>()});
+  LocalSGD local_sgd(accelerator, model, {.local_sgd_steps = 4});
+  local_sgd.set_steps(7);
+  const std::string path = temp_path("remat_checkpoint_local_sgd.safetensors");
+  save_checkpoint(path, model, optimizer, 7, {}, &local_sgd);
+
+  LocalSGD resumed(accelerator, model, {.local_sgd_steps = 4});
+  EXPECT_EQ(load_checkpoint(path, model, optimizer, &resumed), 7);
+  EXPECT_EQ(resumed.steps(), 7);
+  // A checkpoint written without LocalSGD cannot restore its count.
+  save_checkpoint(path, model, optimizer, 3);
+  try {
+    load_checkpoint(path, model, optimizer, &resumed);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no \"local_sgd_steps\""), std::string::npos) << e.what();
+  }
 }
 
 TEST(Checkpoint, AResumedRunEndsWhereAnUninterruptedOneDoes) {

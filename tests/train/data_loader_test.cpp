@@ -146,6 +146,30 @@ TEST(DataLoader, GathersRowsOfAnyShapeAndLayout) {
   EXPECT_EQ(b.targets.to_vector<int64_t>(), (std::vector<int64_t>{3, 103, 0, 100}));
 }
 
+TEST(DataLoader, ShardsAreDisjointCoverTheDataAndAreEqualInSize) {
+  // 10 rows over 4 shards: 3 rows each, the order padded with its first 2 rows.
+  const Dataset d = numbered(10);
+  std::vector<int64_t> seen;
+  for (int64_t shard = 0; shard < 4; ++shard) {
+    const DataLoader loader(d, {.batch_size = 2, .shuffle = true, .seed = 9, .num_shards = 4, .shard = shard});
+    EXPECT_EQ(loader.shard_rows(), 3);
+    EXPECT_EQ(loader.size(), 2);
+    EXPECT_EQ(loader.batch_rows(0), 2);
+    EXPECT_EQ(loader.batch_rows(1), 1);
+    const std::vector<int64_t> order = loader.order(1);
+    ASSERT_EQ(order.size(), 3u);
+    seen.insert(seen.end(), order.begin(), order.end());
+  }
+  // Shard s holds positions s, s + 4, s + 8 of the whole epoch's order.
+  const std::vector<int64_t> whole = DataLoader(d, {.batch_size = 2, .shuffle = true, .seed = 9}).order(1);
+  for (int64_t shard = 0; shard < 4; ++shard) {
+    for (int64_t k = 0; k < 3; ++k) EXPECT_EQ(seen[shard * 3 + k], whole[(k * 4 + shard) % 10]);
+  }
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  EXPECT_EQ(seen.size(), 10u);  // every row, the two padding rows twice
+}
+
 TEST(DataLoader, Errors) {
   const Dataset d = numbered(5);
   auto message = [](auto&& f) -> std::string {
@@ -166,6 +190,8 @@ TEST(DataLoader, Errors) {
   EXPECT_NE(message([&] { loader.order(-1); }).find("epoch -1"), std::string::npos);
   EXPECT_NE(message([&] { loader.epoch(0).batch(3); }).find("batch 3 of an epoch of 3 batches"), std::string::npos);
   EXPECT_NE(message([&] { loader.gather({5}); }).find("row 5"), std::string::npos);
+  EXPECT_NE(message([&] { DataLoader(d, {.num_shards = 2, .shard = 2}); }).find("shard 2 of 2 shards"),
+            std::string::npos);
 }
 
 }  // namespace
