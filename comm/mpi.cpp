@@ -42,11 +42,6 @@ MPI_Datatype mpi_type(DType dtype) {
   }
 }
 
-std::string_view kind_name(int64_t kind) {
-  static constexpr std::array<std::string_view, 4> names{"allreduce", "broadcast", "allgather", "barrier"};
-  return kind >= 0 && kind < 4 ? names[static_cast<size_t>(kind)] : "?";
-}
-
 // MPI counts are ints: larger buffers go in pieces of at most 2^30 elements.
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 
@@ -127,41 +122,18 @@ void Mpi::wait(void* request_ptr, std::string_view what) {
   }
 }
 
-void Mpi::agree(Kind kind, int64_t count, DType dtype, int64_t detail) {
+void Mpi::agree(Collective kind, int64_t count, DType dtype, int64_t detail) {
   REMAT_CHECK(!broken_, "mpi: this communicator timed out in an earlier collective and is unusable");
-  const std::array<int64_t, 4> mine{static_cast<int64_t>(kind), count, static_cast<int64_t>(dtype), detail};
-  // The maximum of v and of -v in one call: the range of every field.
-  std::array<int64_t, 8> range{};
-  for (size_t i = 0; i < 4; ++i) {
-    range[i] = mine[i];
-    range[i + 4] = -mine[i];
-  }
+  const CallArguments mine{kind, count, dtype, detail};
+  std::array<int64_t, 8> maxima = encode_for_max(mine);
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, range.data(), 8, MPI_INT64_T, MPI_MAX, state_->comm, &request);
-  wait(&request, fmt::format("{} (the check that all ranks pass the same sizes)", kind_name(mine[0])));
-  const auto low = [&](size_t i) { return -range[i + 4]; };
-  const auto high = [&](size_t i) { return range[i]; };
-  if (low(0) != high(0)) {
-    throw CommError(fmt::format("mpi: ranks call different collectives at once: rank {} calls {}, others {} to {}",
-                                rank_, kind_name(mine[0]), kind_name(low(0)), kind_name(high(0))));
-  }
-  const std::string_view what = kind_name(mine[0]);
-  if (low(1) != high(1)) {
-    throw CommError(fmt::format("mpi: {} with different element counts across ranks: from {} to {} (rank {} has {})",
-                                what, low(1), high(1), rank_, count));
-  }
-  if (low(2) != high(2)) {
-    throw CommError(fmt::format("mpi: {} with different dtypes across ranks (rank {} has {})", what, rank_,
-                                dtype_name(dtype)));
-  }
-  if (low(3) != high(3)) {
-    throw CommError(fmt::format("mpi: {} with a different {} across ranks (rank {} has {})", what,
-                                kind == Kind::Broadcast ? "root" : "reduce op", rank_, detail));
-  }
+  MPI_Iallreduce(MPI_IN_PLACE, maxima.data(), 8, MPI_INT64_T, MPI_MAX, state_->comm, &request);
+  wait(&request, fmt::format("{} (the check that all ranks pass the same sizes)", collective_name(kind)));
+  check_agreement("mpi", maxima, mine, rank_);
 }
 
 void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
-  agree(Kind::Allreduce, count, dtype, static_cast<int64_t>(op));
+  agree(Collective::Allreduce, count, dtype, static_cast<int64_t>(op));
   const MPI_Datatype type = mpi_type(dtype);
   auto* bytes = static_cast<char*>(data);
   for (int64_t done = 0; done < count; done += kMaxPiece) {
@@ -178,7 +150,7 @@ void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
 }
 
 void Mpi::do_broadcast(void* data, int64_t count, DType dtype, int root) {
-  agree(Kind::Broadcast, count, dtype, root);
+  agree(Collective::Broadcast, count, dtype, root);
   const MPI_Datatype type = mpi_type(dtype);
   auto* bytes = static_cast<char*>(data);
   for (int64_t done = 0; done < count; done += kMaxPiece) {
@@ -190,7 +162,7 @@ void Mpi::do_broadcast(void* data, int64_t count, DType dtype, int root) {
 }
 
 void Mpi::broadcast_bytes(void* data, int64_t bytes, int root) {
-  agree(Kind::Broadcast, bytes, DType::Int64, root);
+  agree(Collective::Broadcast, bytes, DType::Int64, root);
   REMAT_CHECK(bytes <= INT_MAX, "mpi: broadcast_bytes of {} bytes is too large", bytes);
   MPI_Request request;
   MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, state_->comm, &request);
@@ -198,7 +170,7 @@ void Mpi::broadcast_bytes(void* data, int64_t bytes, int root) {
 }
 
 void Mpi::do_allgather(const void* send, void* receive, int64_t count, DType dtype) {
-  agree(Kind::Allgather, count, dtype, 0);
+  agree(Collective::Allgather, count, dtype, 0);
   REMAT_CHECK(count <= INT_MAX, "mpi: allgather of {} elements per rank is too large", count);
   MPI_Request request;
   MPI_Iallgather(send, static_cast<int>(count), mpi_type(dtype), receive, static_cast<int>(count), mpi_type(dtype),
@@ -207,7 +179,7 @@ void Mpi::do_allgather(const void* send, void* receive, int64_t count, DType dty
 }
 
 void Mpi::do_barrier() {
-  agree(Kind::Barrier, 0, DType::Int64, 0);
+  agree(Collective::Barrier, 0, DType::Int64, 0);
   MPI_Request request;
   MPI_Ibarrier(state_->comm, &request);
   wait(&request, "barrier");

@@ -6,10 +6,9 @@
 // MPI is initialised by the first Mpi in the process and finalised at exit.
 // Each Mpi works on its own duplicate of MPI_COMM_WORLD.
 //
-// Every collective first agrees on its arguments: one small allreduce of
-// (collective, element count, dtype, op or root) over all ranks, so that a
-// rank that passes another size fails on every rank with a CommError naming
-// the range, instead of corrupting memory or hanging. The payload then moves
+// Every collective first agrees on its arguments (comm/agreement.h): a rank
+// that passes another size fails on every rank with a CommError naming the
+// range, instead of corrupting memory or hanging. The payload then moves
 // in a non-blocking collective that is polled until done or until
 // `timeout_seconds` pass: a peer that stopped answering gives a CommError
 // (a peer that died is seen sooner by mpirun, which ends the job). After a
@@ -20,6 +19,7 @@
 #include <memory>
 #include <string_view>
 
+#include "comm/agreement.h"
 #include "comm/communicator.h"
 
 namespace remat::comm {
@@ -61,9 +61,8 @@ class Mpi final : public Communicator {
 
  private:
   struct State;
-  enum class Kind { Allreduce, Broadcast, Allgather, Barrier };
 
-  void agree(Kind kind, int64_t count, DType dtype, int64_t detail);
+  void agree(Collective kind, int64_t count, DType dtype, int64_t detail);
   void wait(void* request, std::string_view what);
 
   std::unique_ptr<State> state_;

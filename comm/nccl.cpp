@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
@@ -51,11 +52,6 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::Float16: return ncclFloat16;
   }
   REMAT_FAIL("nccl: no NCCL type for dtype {}", static_cast<int>(dtype));
-}
-
-std::string_view kind_name(int64_t kind) {
-  static constexpr std::array<std::string_view, 4> names{"allreduce", "broadcast", "allgather", "barrier"};
-  return kind >= 0 && kind < 4 ? names[static_cast<size_t>(kind)] : "?";
 }
 
 // mpirun numbers the ranks of each host from 0: one GPU each. Without it
@@ -162,44 +158,25 @@ void Nccl::wait(const char* what) {
   }
 }
 
-// The same agreement as Mpi::agree (see mpi.h), made over NCCL itself so that
-// it needs no MPI call: the maximum of v and of -v over all ranks in one
-// allreduce gives the range of every field.
-void Nccl::agree(Kind kind, int64_t count, DType dtype, int64_t detail) {
+// The same agreement as Mpi's (comm/agreement.h), made over NCCL itself so
+// that it needs no MPI call.
+void Nccl::agree(Collective kind, int64_t count, DType dtype, int64_t detail) {
   REMAT_CHECK(!broken_, "nccl: this communicator failed or timed out in an earlier collective and is unusable");
-  const std::array<int64_t, 4> mine{static_cast<int64_t>(kind), count, static_cast<int64_t>(dtype), detail};
-  for (size_t i = 0; i < 4; ++i) {
-    agree_host_[i] = mine[i];
-    agree_host_[i + 4] = -mine[i];
-  }
+  const CallArguments mine{kind, count, dtype, detail};
+  const std::array<int64_t, 8> encoded = encode_for_max(mine);
+  std::copy(encoded.begin(), encoded.end(), agree_host_);
   constexpr size_t kBytes = 8 * sizeof(int64_t);
   REMAT_CUDA_CHECK(cudaMemcpyAsync(agree_device_, agree_host_, kBytes, cudaMemcpyHostToDevice, stream_));
   REMAT_NCCL_CHECK(ncclAllReduce(agree_device_, agree_device_, 8, ncclInt64, ncclMax, comm_, stream_));
   REMAT_CUDA_CHECK(cudaMemcpyAsync(agree_host_, agree_device_, kBytes, cudaMemcpyDeviceToHost, stream_));
   wait("the argument check of a collective");
-  const auto low = [&](size_t i) { return -agree_host_[i + 4]; };
-  const auto high = [&](size_t i) { return agree_host_[i]; };
-  if (low(0) != high(0)) {
-    throw CommError(fmt::format("nccl: ranks call different collectives at once: rank {} calls {}, others {} to {}",
-                                rank_, kind_name(mine[0]), kind_name(low(0)), kind_name(high(0))));
-  }
-  const std::string_view what = kind_name(mine[0]);
-  if (low(1) != high(1)) {
-    throw CommError(fmt::format("nccl: {} with different element counts across ranks: from {} to {} (rank {} has {})",
-                                what, low(1), high(1), rank_, count));
-  }
-  if (low(2) != high(2)) {
-    throw CommError(fmt::format("nccl: {} with different dtypes across ranks (rank {} has {})", what, rank_,
-                                dtype_name(dtype)));
-  }
-  if (low(3) != high(3)) {
-    throw CommError(fmt::format("nccl: {} with a different {} across ranks (rank {} has {})", what,
-                                kind == Kind::Broadcast ? "root" : "reduce op", rank_, detail));
-  }
+  std::array<int64_t, 8> maxima{};
+  std::copy(agree_host_, agree_host_ + 8, maxima.begin());
+  check_agreement("nccl", maxima, mine, rank_);
 }
 
 void Nccl::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
-  agree(Kind::Allreduce, count, dtype, static_cast<int64_t>(op));
+  agree(Collective::Allreduce, count, dtype, static_cast<int64_t>(op));
   // ncclAvg divides on the GPU (in the reduction's own dtype).
   REMAT_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype),
                                  op == ReduceOp::Average ? ncclAvg : ncclSum, comm_, stream_));
@@ -207,20 +184,20 @@ void Nccl::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
 }
 
 void Nccl::do_broadcast(void* data, int64_t count, DType dtype, int root) {
-  agree(Kind::Broadcast, count, dtype, root);
+  agree(Collective::Broadcast, count, dtype, root);
   REMAT_NCCL_CHECK(ncclBroadcast(data, data, static_cast<size_t>(count), nccl_type(dtype), root, comm_, stream_));
   wait("broadcast");
 }
 
 void Nccl::do_allgather(const void* send, void* receive, int64_t count, DType dtype) {
-  agree(Kind::Allgather, count, dtype, 0);
+  agree(Collective::Allgather, count, dtype, 0);
   REMAT_NCCL_CHECK(ncclAllGather(send, receive, static_cast<size_t>(count), nccl_type(dtype), comm_, stream_));
   wait("allgather");
 }
 
 // The argument check is itself an allreduce that every rank must join and
 // that is waited for: no rank leaves it before all have entered.
-void Nccl::do_barrier() { agree(Kind::Barrier, 0, DType::Int64, 0); }
+void Nccl::do_barrier() { agree(Collective::Barrier, 0, DType::Int64, 0); }
 
 }  // namespace remat::comm
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "comm/agreement.h"
 #include "comm/communicator.h"
 #include "comm/mpi.h"
 
@@ -61,9 +62,7 @@ class Nccl final : public Communicator {
   bool reaches(Device device) const override { return device.is_cuda(); }
 
  private:
-  enum class Kind { Allreduce, Broadcast, Allgather, Barrier };
-
-  void agree(Kind kind, int64_t count, DType dtype, int64_t detail);
+  void agree(Collective kind, int64_t count, DType dtype, int64_t detail);
   void wait(const char* what);
   void release() noexcept;
 
