@@ -49,7 +49,7 @@ for r in runs:
     if r["config"] not in order:
         order.append(r["config"])
 base_calls = statistics.median(r["last_epoch"]["allreduce_calls"] for r in runs if r["config"] == "data-parallel")
-rows = ["| configuration | test accuracy, mean (min-max) | allreduce calls | of data parallel's | payload MiB sent | comm s | wall s (median) |",
+rows = ["| configuration | test accuracy, mean (min-max) | allreduce calls | of data parallel's | allreduce payload MiB | comm s | wall s (median) |",
         "|---|---|---|---|---|---|---|"]
 for name in order:
     rs = [r for r in runs if r["config"] == name]
