@@ -90,7 +90,7 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
                fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads,
                distribution(options));
     fmt::print("{:>5} {:>11} {:>10} {:>9} {:>8} {:>16} {:>10} {:>12} {:>7}\n", "epoch", "train_loss", "test_loss",
-               "test_acc", "seconds", "peak_activation", "allreduce", "sent", "comm_s");
+               "test_acc", "seconds", "peak_activation", "allreduce", "payload", "comm_s");
     std::fflush(stdout);
   }
   auto on_epoch = [&](const EpochResult& r) {
