@@ -23,22 +23,30 @@ std::string_view collective_name(Collective kind) {
   return "?";
 }
 
-std::array<int64_t, 8> encode_for_max(const CallArguments& mine) {
-  const std::array<int64_t, 4> fields{static_cast<int64_t>(mine.kind), mine.count, static_cast<int64_t>(mine.dtype),
-                                      mine.detail};
-  std::array<int64_t, 8> encoded{};
-  for (size_t i = 0; i < 4; ++i) {
+AgreementValues encode_for_max(const CallArguments& mine) {
+  const std::array<int64_t, kAgreementFields> fields{static_cast<int64_t>(mine.kind), mine.count,
+                                                     static_cast<int64_t>(mine.dtype), mine.detail,
+                                                     mine.valid ? 1 : 0};
+  AgreementValues encoded{};
+  for (size_t i = 0; i < kAgreementFields; ++i) {
     encoded[i] = fields[i];
-    encoded[i + 4] = -fields[i];
+    encoded[i + kAgreementFields] = -fields[i];
   }
   return encoded;
 }
 
-void check_agreement(std::string_view backend, const std::array<int64_t, 8>& maxima, const CallArguments& mine,
-                     int rank) {
-  const auto low = [&](size_t i) { return -maxima[i + 4]; };
+std::string check_name(const AgreementValues& mine) {
+  return fmt::format("{} (the check that all ranks make the same call)", name_of(mine[0]));
+}
+
+void check_agreement(std::string_view backend, const AgreementValues& maxima, const CallArguments& mine, int rank) {
+  const auto low = [&](size_t i) { return -maxima[i + kAgreementFields]; };
   const auto high = [&](size_t i) { return maxima[i]; };
   const std::string_view what = collective_name(mine.kind);
+  if (low(4) == 0) {
+    throw CommError(fmt::format("{}: another rank's arguments to {} were invalid (its own error says how); no data "
+                                "moved", backend, what));
+  }
   if (low(0) != high(0)) {
     throw CommError(fmt::format("{}: ranks call different collectives at once: rank {} calls {}, others {} to {}",
                                 backend, rank, what, name_of(low(0)), name_of(high(0))));

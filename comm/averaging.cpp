@@ -27,6 +27,9 @@ ModelAverager::ModelAverager(Communicator& comm, std::vector<Tensor> params, Ave
     REMAT_CHECK(options_.diloco->outer_lr > 0, "DiLoCo: outer_lr must be > 0, got {}", options_.diloco->outer_lr);
     REMAT_CHECK(options_.diloco->momentum >= 0 && options_.diloco->momentum < 1,
                 "DiLoCo: momentum must be in [0, 1), got {}", options_.diloco->momentum);
+    // The outer step starts from the parameters of the last sync, which must
+    // be the same on every rank: make them so.
+    if (comm_.world_size() > 1) broadcast_buckets(comm_, params_, 0, options_.bucket_bytes);
     for (const Tensor& param : params_) {
       previous_.push_back(copy_of(param));
       CategoryGuard category(MemoryCategory::OptimizerState);

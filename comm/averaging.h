@@ -12,8 +12,8 @@
 //       params   = previous
 //   With outer_lr = 1 and momentum = 0 this is LocalSGD's plain mean.
 //
-// Parameters must be equal on every rank when the averager is made (broadcast
-// them from rank 0 first): DiLoCo's starting point is that common value.
+// DiLoCo's starting point is the parameters when the averager is made, the
+// same on every rank: its constructor broadcasts them from rank 0.
 // The counting of steps, and when to sync, belong to the caller (train/'s
 // LocalSGD guard). Module has no buffers (no batch norm yet), so parameters
 // are all there is to average.

@@ -8,8 +8,9 @@
 //
 // Used by data parallelism (gradients), LocalSGD (parameters) and the start
 // of training (parameters from rank 0). The flat buffers are Temporary bytes
-// of the allocator; a bucket that is one tensor needs none. GPU tensors go
-// through the Communicator directly (NCCL).
+// of the allocator; a bucket that is one tensor needs none. CPU tensors only:
+// the trainers are CPU-only so far, and NCCL's users call its allreduce on
+// device buffers directly.
 #pragma once
 
 #include <cstddef>

@@ -32,53 +32,83 @@ int64_t payload_bytes(int64_t count, DType dtype) { return count * static_cast<i
 
 std::string_view reduce_op_name(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : "average"; }
 
+void Communicator::agree(CallArguments call, const std::string& problem) {
+  call.valid = problem.empty();
+  AgreementValues values = encode_for_max(call);
+  exchange_maximum(values);
+  if (!problem.empty()) throw CommError(fmt::format("{}: {}", backend(), problem));
+  check_agreement(backend(), values, call, rank());
+}
+
 void Communicator::allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
-  REMAT_CHECK(count >= 0, "allreduce: element count must be >= 0, got {}", count);
-  REMAT_CHECK(op == ReduceOp::Sum || is_floating(dtype), "allreduce: average of {} elements is not defined; use sum",
-              dtype_name(dtype));
+  std::string problem;
+  if (count < 0) problem = fmt::format("allreduce: element count must be >= 0, got {}", count);
+  if (op == ReduceOp::Average && !is_floating(dtype)) {
+    problem = fmt::format("allreduce: average of {} elements is not defined; use sum", dtype_name(dtype));
+  }
   Stopwatch watch(stats_.seconds);
+  agree({Collective::Allreduce, count, dtype, static_cast<int64_t>(op)}, problem);
   ++stats_.allreduce_calls;
   stats_.allreduce_bytes += payload_bytes(count, dtype);
   do_allreduce(data, count, dtype, op);
 }
 
 void Communicator::broadcast(void* data, int64_t count, DType dtype, int root) {
-  REMAT_CHECK(count >= 0, "broadcast: element count must be >= 0, got {}", count);
-  REMAT_CHECK(root >= 0 && root < world_size(), "broadcast: root {} is not a rank of a world of {}", root,
-              world_size());
+  std::string problem;
+  if (count < 0) problem = fmt::format("broadcast: element count must be >= 0, got {}", count);
+  if (root < 0 || root >= world_size()) {
+    problem = fmt::format("broadcast: root {} is not a rank of a world of {}", root, world_size());
+  }
   Stopwatch watch(stats_.seconds);
+  agree({Collective::Broadcast, count, dtype, root}, problem);
   ++stats_.broadcast_calls;
   stats_.broadcast_bytes += payload_bytes(count, dtype);
   do_broadcast(data, count, dtype, root);
 }
 
 void Communicator::allgather(const void* send, void* receive, int64_t count, DType dtype) {
-  REMAT_CHECK(count >= 0, "allgather: element count must be >= 0, got {}", count);
+  std::string problem;
+  if (count < 0) problem = fmt::format("allgather: element count must be >= 0, got {}", count);
   Stopwatch watch(stats_.seconds);
+  agree({Collective::Allgather, count, dtype, 0}, problem);
   ++stats_.allgather_calls;
+  stats_.allgather_bytes += payload_bytes(count, dtype);
   do_allgather(send, receive, count, dtype);
 }
 
 void Communicator::barrier() {
   Stopwatch watch(stats_.seconds);
+  agree({Collective::Barrier, 0, DType::Int64, 0}, "");
   ++stats_.barrier_calls;
   do_barrier();
 }
 
-void Communicator::check_tensor(const Tensor& tensor, const char* what) const {
-  REMAT_CHECK(tensor.defined(), "{}: undefined tensor", what);
-  REMAT_CHECK(tensor.is_contiguous(), "{}: the tensor ({}) must be contiguous", what, tensor.str());
-  REMAT_CHECK(reaches(tensor.device()), "{}: the {} backend cannot reach a tensor on {}", what, backend(),
-              tensor.device().str());
+std::string Communicator::tensor_problem(const Tensor& tensor, const char* what) const {
+  if (!tensor.defined()) return fmt::format("{}: undefined tensor", what);
+  if (!tensor.is_contiguous()) return fmt::format("{}: the tensor ({}) must be contiguous", what, tensor.str());
+  if (!reaches(tensor.device())) {
+    return fmt::format("{}: the {} backend cannot reach a tensor on {}", what, backend(), tensor.device().str());
+  }
+  return "";
 }
 
+// A tensor this rank cannot send still takes part in the agreement (as an
+// invalid call), so that its peers fail at once instead of waiting for it.
 void Communicator::allreduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "allreduce");
+  const std::string problem = tensor_problem(tensor, "allreduce");
+  if (!problem.empty()) {
+    Stopwatch watch(stats_.seconds);
+    agree({Collective::Allreduce, 0, DType::Float32, static_cast<int64_t>(op)}, problem);
+  }
   allreduce(tensor.raw_data(), tensor.numel(), tensor.dtype(), op);
 }
 
 void Communicator::broadcast(const Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast");
+  const std::string problem = tensor_problem(tensor, "broadcast");
+  if (!problem.empty()) {
+    Stopwatch watch(stats_.seconds);
+    agree({Collective::Broadcast, 0, DType::Float32, root}, problem);
+  }
   broadcast(tensor.raw_data(), tensor.numel(), tensor.dtype(), root);
 }
 

@@ -11,10 +11,12 @@
 //   comm->stats().allreduce_calls;
 //
 // Collectives are in place on contiguous buffers. Every rank must call the
-// same collectives in the same order with the same element count and dtype:
-// a mismatch is a CommError naming both sides on every rank, never a hang or
-// garbage. A peer that dies or stops answering makes the others fail with a
-// CommError within the communicator's timeout (or mpirun ends the job sooner).
+// same collectives in the same order with the same element count and dtype.
+// Before any data moves, the ranks agree on the call (comm/agreement.h): a
+// mismatch, or arguments that one rank finds invalid, is a CommError on
+// every rank, never a hang or garbage. A peer that dies or stops answering
+// makes the others fail with a CommError within the communicator's timeout
+// (or mpirun ends the job sooner).
 // The counters are this rank's: calls, payload bytes (the buffer each call
 // reduced or broadcast, not the bytes a ring algorithm puts on the wire) and
 // the seconds spent inside collectives.
@@ -22,8 +24,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
+#include "comm/agreement.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
 #include "engine/tensor.h"
@@ -44,8 +48,9 @@ struct CommStats {
   int64_t broadcast_calls = 0;
   int64_t broadcast_bytes = 0;
   int64_t allgather_calls = 0;
+  int64_t allgather_bytes = 0;  // this rank's contribution
   int64_t barrier_calls = 0;
-  double seconds = 0;  // wall time inside collectives, all kinds
+  double seconds = 0;  // wall time inside collectives, all kinds, the argument checks included
 };
 
 class Communicator {
@@ -83,6 +88,16 @@ class Communicator {
  protected:
   Communicator() = default;
 
+  // The argument check of one call on every rank (comm/agreement.h), run by
+  // each collective before its data moves; `problem` is what this rank found
+  // wrong with its own arguments ("" if nothing), thrown here after the
+  // peers have learnt that a rank failed. Backends that bootstrap others
+  // (Mpi::broadcast_bytes) call it for their uncounted collectives.
+  void agree(CallArguments call, const std::string& problem);
+  // Replaces each value by its maximum over the ranks (the identity for one
+  // process); the agreement's only traffic.
+  virtual void exchange_maximum(AgreementValues& values) = 0;
+
   virtual void do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) = 0;
   virtual void do_broadcast(void* data, int64_t count, DType dtype, int root) = 0;
   virtual void do_allgather(const void* send, void* receive, int64_t count, DType dtype) = 0;
@@ -91,7 +106,7 @@ class Communicator {
   virtual bool reaches(Device device) const = 0;
 
  private:
-  void check_tensor(const Tensor& tensor, const char* what) const;
+  std::string tensor_problem(const Tensor& tensor, const char* what) const;
 
   CommStats stats_;
 };
@@ -106,6 +121,7 @@ class SingleProcess final : public Communicator {
   [[noreturn]] void abort(int exit_code) override;
 
  protected:
+  void exchange_maximum(AgreementValues&) override {}
   void do_allreduce(void*, int64_t, DType, ReduceOp) override {}
   void do_broadcast(void*, int64_t, DType, int) override {}
   void do_allgather(const void* send, void* receive, int64_t count, DType dtype) override;
@@ -114,7 +130,7 @@ class SingleProcess final : public Communicator {
 };
 
 // The communicator of this process: MPI when it was started by mpirun (or
-// another MPI launcher) with more than one rank, else SingleProcess.
+// another MPI launcher, with any number of ranks), else SingleProcess.
 // `timeout_seconds` bounds every MPI collective (see comm/mpi.h).
 std::unique_ptr<Communicator> world(double timeout_seconds = 300);
 

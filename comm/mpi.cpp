@@ -55,6 +55,7 @@ void divide(void* data, int64_t count, double by) {
 
 struct Mpi::State {
   MPI_Comm comm = MPI_COMM_NULL;
+  AgreementValues agreement{};
 };
 
 bool Mpi::launched_by_mpi() {
@@ -64,6 +65,13 @@ bool Mpi::launched_by_mpi() {
 
 int Mpi::launch_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+int Mpi::launch_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
     if (const char* value = std::getenv(name)) return std::atoi(value);
   }
   return 0;
@@ -122,18 +130,19 @@ void Mpi::wait(void* request_ptr, std::string_view what) {
   }
 }
 
-void Mpi::agree(Collective kind, int64_t count, DType dtype, int64_t detail) {
+void Mpi::exchange_maximum(AgreementValues& values) {
   REMAT_CHECK(!broken_, "mpi: this communicator timed out in an earlier collective and is unusable");
-  const CallArguments mine{kind, count, dtype, detail};
-  std::array<int64_t, 8> maxima = encode_for_max(mine);
+  // The buffer lives in State: after a timeout the pending reduction may
+  // still write into it.
+  state_->agreement = values;
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, maxima.data(), 8, MPI_INT64_T, MPI_MAX, state_->comm, &request);
-  wait(&request, fmt::format("{} (the check that all ranks pass the same sizes)", collective_name(kind)));
-  check_agreement("mpi", maxima, mine, rank_);
+  MPI_Iallreduce(MPI_IN_PLACE, state_->agreement.data(), static_cast<int>(values.size()), MPI_INT64_T, MPI_MAX,
+                 state_->comm, &request);
+  wait(&request, check_name(values));
+  values = state_->agreement;
 }
 
 void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
-  agree(Collective::Allreduce, count, dtype, static_cast<int64_t>(op));
   const MPI_Datatype type = mpi_type(dtype);
   auto* bytes = static_cast<char*>(data);
   for (int64_t done = 0; done < count; done += kMaxPiece) {
@@ -150,7 +159,6 @@ void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
 }
 
 void Mpi::do_broadcast(void* data, int64_t count, DType dtype, int root) {
-  agree(Collective::Broadcast, count, dtype, root);
   const MPI_Datatype type = mpi_type(dtype);
   auto* bytes = static_cast<char*>(data);
   for (int64_t done = 0; done < count; done += kMaxPiece) {
@@ -162,15 +170,15 @@ void Mpi::do_broadcast(void* data, int64_t count, DType dtype, int root) {
 }
 
 void Mpi::broadcast_bytes(void* data, int64_t bytes, int root) {
-  agree(Collective::Broadcast, bytes, DType::Int64, root);
-  REMAT_CHECK(bytes <= INT_MAX, "mpi: broadcast_bytes of {} bytes is too large", bytes);
+  agree({Collective::Broadcast, bytes, DType::Int64, root},
+        bytes >= 0 && bytes <= INT_MAX ? "" : fmt::format("broadcast_bytes: {} bytes is out of range", bytes));
   MPI_Request request;
   MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, state_->comm, &request);
   wait(&request, "broadcast");
 }
 
 void Mpi::do_allgather(const void* send, void* receive, int64_t count, DType dtype) {
-  agree(Collective::Allgather, count, dtype, 0);
+  // Every rank has the same count (agreed), so all of them fail here alike.
   REMAT_CHECK(count <= INT_MAX, "mpi: allgather of {} elements per rank is too large", count);
   MPI_Request request;
   MPI_Iallgather(send, static_cast<int>(count), mpi_type(dtype), receive, static_cast<int>(count), mpi_type(dtype),
@@ -179,7 +187,6 @@ void Mpi::do_allgather(const void* send, void* receive, int64_t count, DType dty
 }
 
 void Mpi::do_barrier() {
-  agree(Collective::Barrier, 0, DType::Int64, 0);
   MPI_Request request;
   MPI_Ibarrier(state_->comm, &request);
   wait(&request, "barrier");

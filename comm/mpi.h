@@ -6,9 +6,10 @@
 // MPI is initialised by the first Mpi in the process and finalised at exit.
 // Each Mpi works on its own duplicate of MPI_COMM_WORLD.
 //
-// Every collective first agrees on its arguments (comm/agreement.h): a rank
-// that passes another size fails on every rank with a CommError naming the
-// range, instead of corrupting memory or hanging. The payload then moves
+// Every collective first agrees on its arguments (Communicator::agree, one
+// small allreduce here): a rank that passes another size fails on every
+// rank with a CommError naming the range, instead of corrupting memory or
+// hanging. The payload then moves
 // in a non-blocking collective that is polled until done or until
 // `timeout_seconds` pass: a peer that stopped answering gives a CommError
 // (a peer that died is seen sooner by mpirun, which ends the job). After a
@@ -19,7 +20,6 @@
 #include <memory>
 #include <string_view>
 
-#include "comm/agreement.h"
 #include "comm/communicator.h"
 
 namespace remat::comm {
@@ -35,6 +35,8 @@ class Mpi final : public Communicator {
   // This process's rank as the launcher set it (0 when not launched by MPI),
   // known before any communicator exists: for printing on rank 0 only.
   static int launch_rank();
+  // The job's rank count as the launcher set it; 0 when unknown.
+  static int launch_size();
   // Ends every process of the job (MPI_Abort on MPI_COMM_WORLD when MPI is
   // up, else exit): for a fatal error on one rank, which the others would
   // otherwise wait for in their next collective.
@@ -53,6 +55,7 @@ class Mpi final : public Communicator {
   void broadcast_bytes(void* data, int64_t bytes, int root);
 
  protected:
+  void exchange_maximum(AgreementValues& values) override;
   void do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override;
   void do_broadcast(void* data, int64_t count, DType dtype, int root) override;
   void do_allgather(const void* send, void* receive, int64_t count, DType dtype) override;
@@ -62,7 +65,6 @@ class Mpi final : public Communicator {
  private:
   struct State;
 
-  void agree(Collective kind, int64_t count, DType dtype, int64_t detail);
   void wait(void* request, std::string_view what);
 
   std::unique_ptr<State> state_;

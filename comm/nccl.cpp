@@ -51,7 +51,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::BFloat16: return ncclBfloat16;
     case DType::Float16: return ncclFloat16;
   }
-  REMAT_FAIL("nccl: no NCCL type for dtype {}", static_cast<int>(dtype));
+  REMAT_FAIL("nccl: no NCCL type for dtype {}", dtype_name(dtype));
 }
 
 // mpirun numbers the ranks of each host from 0: one GPU each. Without it
@@ -95,8 +95,8 @@ Nccl::Nccl(Mpi& bootstrap, int device, double timeout_seconds)
     bootstrap_.broadcast_bytes(&id, sizeof id, 0);
     REMAT_NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, id, rank_));
     REMAT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    REMAT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&agree_device_), 8 * sizeof(int64_t)));
-    REMAT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&agree_host_), 8 * sizeof(int64_t)));
+    REMAT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&agree_device_), sizeof(AgreementValues)));
+    REMAT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&agree_host_), sizeof(AgreementValues)));
   } catch (...) {
     release();
     throw;
@@ -141,7 +141,7 @@ void Nccl::wait(const char* what) {
     if (status == cudaSuccess) return;
     if (status != cudaErrorNotReady) give_up(fmt::format("failed in CUDA: {}", cudaGetErrorString(status)));
     ncclResult_t async = ncclSuccess;
-    REMAT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+    if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess) give_up("could not read NCCL's error state");
     if (async != ncclSuccess && async != ncclInProgress) {
       give_up(fmt::format("failed in NCCL: {}: {}", ncclGetErrorString(async), ncclGetLastError(comm_)));
     }
@@ -158,25 +158,22 @@ void Nccl::wait(const char* what) {
   }
 }
 
-// The same agreement as Mpi's (comm/agreement.h), made over NCCL itself so
-// that it needs no MPI call.
-void Nccl::agree(Collective kind, int64_t count, DType dtype, int64_t detail) {
+// The agreement's exchange runs over NCCL itself, so that it needs no MPI
+// call: the values go to the GPU, are reduced with ncclMax, and come back
+// through pinned memory (a copy into pageable memory would block the thread
+// and defeat the timeout).
+void Nccl::exchange_maximum(AgreementValues& values) {
   REMAT_CHECK(!broken_, "nccl: this communicator failed or timed out in an earlier collective and is unusable");
-  const CallArguments mine{kind, count, dtype, detail};
-  const std::array<int64_t, 8> encoded = encode_for_max(mine);
-  std::copy(encoded.begin(), encoded.end(), agree_host_);
-  constexpr size_t kBytes = 8 * sizeof(int64_t);
+  std::copy(values.begin(), values.end(), agree_host_);
+  constexpr size_t kBytes = sizeof(AgreementValues);
   REMAT_CUDA_CHECK(cudaMemcpyAsync(agree_device_, agree_host_, kBytes, cudaMemcpyHostToDevice, stream_));
-  REMAT_NCCL_CHECK(ncclAllReduce(agree_device_, agree_device_, 8, ncclInt64, ncclMax, comm_, stream_));
+  REMAT_NCCL_CHECK(ncclAllReduce(agree_device_, agree_device_, values.size(), ncclInt64, ncclMax, comm_, stream_));
   REMAT_CUDA_CHECK(cudaMemcpyAsync(agree_host_, agree_device_, kBytes, cudaMemcpyDeviceToHost, stream_));
-  wait("the argument check of a collective");
-  std::array<int64_t, 8> maxima{};
-  std::copy(agree_host_, agree_host_ + 8, maxima.begin());
-  check_agreement("nccl", maxima, mine, rank_);
+  wait(check_name(values).c_str());
+  std::copy(agree_host_, agree_host_ + values.size(), values.begin());
 }
 
 void Nccl::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
-  agree(Collective::Allreduce, count, dtype, static_cast<int64_t>(op));
   // ncclAvg divides on the GPU (in the reduction's own dtype).
   REMAT_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype),
                                  op == ReduceOp::Average ? ncclAvg : ncclSum, comm_, stream_));
@@ -184,20 +181,19 @@ void Nccl::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
 }
 
 void Nccl::do_broadcast(void* data, int64_t count, DType dtype, int root) {
-  agree(Collective::Broadcast, count, dtype, root);
   REMAT_NCCL_CHECK(ncclBroadcast(data, data, static_cast<size_t>(count), nccl_type(dtype), root, comm_, stream_));
   wait("broadcast");
 }
 
 void Nccl::do_allgather(const void* send, void* receive, int64_t count, DType dtype) {
-  agree(Collective::Allgather, count, dtype, 0);
   REMAT_NCCL_CHECK(ncclAllGather(send, receive, static_cast<size_t>(count), nccl_type(dtype), comm_, stream_));
   wait("allgather");
 }
 
-// The argument check is itself an allreduce that every rank must join and
-// that is waited for: no rank leaves it before all have entered.
-void Nccl::do_barrier() { agree(Collective::Barrier, 0, DType::Int64, 0); }
+// The argument check that Communicator::barrier ran first is itself an
+// allreduce that every rank joined and waited for: no rank left it before
+// all had entered.
+void Nccl::do_barrier() {}
 
 }  // namespace remat::comm
 

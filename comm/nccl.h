@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <string_view>
 
-#include "comm/agreement.h"
 #include "comm/communicator.h"
 #include "comm/mpi.h"
 
@@ -55,6 +54,7 @@ class Nccl final : public Communicator {
   [[noreturn]] void abort(int exit_code) override;
 
  protected:
+  void exchange_maximum(AgreementValues& values) override;
   void do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override;
   void do_broadcast(void* data, int64_t count, DType dtype, int root) override;
   void do_allgather(const void* send, void* receive, int64_t count, DType dtype) override;
@@ -62,7 +62,6 @@ class Nccl final : public Communicator {
   bool reaches(Device device) const override { return device.is_cuda(); }
 
  private:
-  void agree(Collective kind, int64_t count, DType dtype, int64_t detail);
   void wait(const char* what);
   void release() noexcept;
 
@@ -73,8 +72,8 @@ class Nccl final : public Communicator {
   double timeout_seconds_;
   ncclComm* comm_ = nullptr;        // null once aborted
   CUstream_st* stream_ = nullptr;
-  int64_t* agree_device_ = nullptr;  // (8,) the argument check's buffer on the GPU
-  int64_t* agree_host_ = nullptr;    // (8,) pinned, so copying back does not block
+  int64_t* agree_device_ = nullptr;  // AgreementValues: the argument check's buffer on the GPU
+  int64_t* agree_host_ = nullptr;    // the same, pinned, so copying back does not block
   bool broken_ = false;              // a collective timed out or failed
 };
 

@@ -70,12 +70,13 @@ bool main_process() { return remat::comm::Mpi::launch_rank() == 0; }
 // "4 ranks (mpi), LocalSGD every 8 steps, 2 micro-batches per step"
 template <class Options>
 std::string distribution(const Options& options) {
-  const char* ranks = std::getenv("OMPI_COMM_WORLD_SIZE");
-  std::string out = ranks != nullptr ? fmt::format("{} ranks (mpi)", ranks) : "1 process";
+  const bool mpi = remat::comm::Mpi::launched_by_mpi();
+  const int ranks = remat::comm::Mpi::launch_size();
+  std::string out = !mpi ? "1 process" : ranks > 0 ? fmt::format("{} ranks (mpi)", ranks) : "mpi";
   if (options.local_sgd_steps > 0) {
     out += fmt::format(", {} every {} steps", options.diloco ? "DiLoCo" : "LocalSGD", options.local_sgd_steps);
     if (options.diloco) out += fmt::format(" (outer lr {}, momentum {})", options.diloco->outer_lr, options.diloco->momentum);
-  } else if (ranks != nullptr) {
+  } else if (mpi) {
     out += ", synchronous data parallel";
   }
   if (options.gradient_accumulation_steps > 1) {
@@ -318,8 +319,11 @@ int main(int argc, char** argv) {
                     "under mpirun: optimizer steps between parameter averages (0: synchronous data parallel)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   train->add_flag("--diloco", common.diloco, "with --local-sgd-steps: DiLoCo's outer Nesterov step at each average");
-  train->add_option("--outer-lr", common.outer.outer_lr, "DiLoCo's outer learning rate")->capture_default_str();
-  train->add_option("--outer-momentum", common.outer.momentum, "DiLoCo's outer momentum")->capture_default_str();
+  CLI::Option* diloco = train->get_option("--diloco");
+  train->add_option("--outer-lr", common.outer.outer_lr, "DiLoCo's outer learning rate")->capture_default_str()
+      ->needs(diloco);
+  train->add_option("--outer-momentum", common.outer.momentum, "DiLoCo's outer momentum")->capture_default_str()
+      ->needs(diloco);
   std::vector<CLI::Option*> mnist_only, kjv_only;
   mnist_only.push_back(train->add_option("--epochs", mnist.epochs, "fashion-mnist: epochs")->capture_default_str());
   mnist_only.push_back(train->add_option("--data-dir", mnist.data_dir, "fashion-mnist: folder of the IDX .gz files")

@@ -35,15 +35,19 @@ data::DataLoader Accelerator::prepare(const data::DataLoader& loader) {
   options.num_shards = num_processes();
   options.shard = rank();
   data::DataLoader sharded(loader.dataset(), options);
-  epoch_length_ = sharded.size();
-  batch_size_ = options.batch_size;
-  shard_rows_ = sharded.shard_rows();
-  position_ = 0;
+  if (batch_rows_.empty()) {  // the first loader prepared is the training loader
+    for (int64_t i = 0; i < sharded.size(); ++i) batch_rows_.push_back(sharded.batch_rows(i));
+    epoch_length_ = sharded.size();
+    position_ = 0;
+  }
   return sharded;
 }
 
 void Accelerator::set_epoch_length(int64_t batches) {
   REMAT_CHECK(batches >= 0, "Accelerator: epoch length must be >= 0 batches, got {}", batches);
+  REMAT_CHECK(batch_rows_.empty() || batches <= static_cast<int64_t>(batch_rows_.size()),
+              "Accelerator: epoch length {} is longer than the prepared loader's {} batches", batches,
+              batch_rows_.size());
   epoch_length_ = batches;
   position_ = 0;
 }
@@ -61,9 +65,11 @@ void Accelerator::begin_micro_batch(nn::Module& model) {
   const int64_t k = options_.gradient_accumulation_steps;
   const int64_t start = position_ - position_ % k;
   const int64_t end = epoch_length_ > 0 ? std::min(start + k, epoch_length_) : start + k;
-  // Rows per micro-batch: the prepared loader's batch sizes, else all equal.
+  // Rows per micro-batch: the prepared loader's batch sizes within its
+  // epochs, else all equal.
   auto rows = [&](int64_t i) -> double {
-    return batch_size_ > 0 ? static_cast<double>(std::min(batch_size_, shard_rows_ - i * batch_size_)) : 1.0;
+    const bool known = epoch_length_ > 0 && i < static_cast<int64_t>(batch_rows_.size());
+    return known ? static_cast<double>(batch_rows_[static_cast<size_t>(i)]) : 1.0;
   };
   double window_rows = 0;
   for (int64_t i = start; i < end; ++i) window_rows += rows(i);
@@ -72,14 +78,15 @@ void Accelerator::begin_micro_batch(nn::Module& model) {
   window_open_ = true;
 }
 
+// sync_gradients() keeps the closed micro-batch's value until the next
+// accumulate(), as in Accelerate: a step called after the guard's scope
+// still sees whether this micro-batch ended a window.
 Accelerator::Window::~Window() {
   Accelerator& a = accelerator_;
   a.window_open_ = false;
   if (a.sync_gradients_) ++a.optimizer_steps_;
   ++a.position_;
   if (a.epoch_length_ > 0 && a.position_ == a.epoch_length_) a.position_ = 0;
-  a.sync_gradients_ = true;  // outside a window, nothing holds a step back
-  a.loss_scale_ = 1;
 }
 
 void Accelerator::backward(const Tensor& loss) {

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "comm/buckets.h"
 #include "comm/communicator.h"
@@ -102,13 +103,16 @@ class Accelerator {
   // broadcast from rank 0, so every rank starts from the same model.
   void prepare(nn::Module& model);
   // The same loader over this rank's shard (its seed is kept: ranks must
-  // share it); its batch count and batch sizes define epochs and windows.
+  // share it). The first loader prepared is the training loader: its batch
+  // count and batch sizes define epochs and windows; later ones (an
+  // evaluation loader) are only sharded.
   data::DataLoader prepare(const data::DataLoader& loader);
   PreparedOptimizer prepare(optim::Optimizer& optimizer) const { return {optimizer, *this}; }
   PreparedScheduler prepare(optim::LRScheduler& scheduler) const { return {scheduler, *this}; }
 
   // Epoch length in micro-batches (what the prepared loader set), for loops
-  // that stop an epoch early; 0: unknown, every window is full.
+  // that stop an epoch early: at most the loader's batch count; 0: unknown,
+  // every window is full and its micro-batches weigh the same.
   void set_epoch_length(int64_t batches);
 
   // Opens the next micro-batch: call once per batch, before its forward.
@@ -117,7 +121,8 @@ class Accelerator {
   // window; on a window's last micro-batch, then averages the gradients over
   // the ranks (unless LocalSGD turned that off).
   void backward(const Tensor& loss);
-  // True on the last micro-batch of a window (and when no window is open).
+  // True on the last micro-batch of a window (kept after its guard closes,
+  // until the next accumulate(); true before the first).
   bool sync_gradients() const { return sync_gradients_; }
   // Optimizer steps so far: windows completed.
   int64_t optimizer_steps() const { return optimizer_steps_; }
@@ -136,10 +141,9 @@ class Accelerator {
   AcceleratorOptions options_;
   std::shared_ptr<comm::Communicator> comm_;
   nn::Module* model_ = nullptr;
-  // Epoch geometry from the prepared loader.
+  // Epoch geometry from the first prepared loader: its batches' rows.
+  std::vector<int64_t> batch_rows_;
   int64_t epoch_length_ = 0;
-  int64_t batch_size_ = 0;
-  int64_t shard_rows_ = 0;
   // The open micro-batch.
   int64_t position_ = 0;       // index of the next micro-batch in its epoch
   double loss_scale_ = 1;

@@ -1,8 +1,9 @@
 // Training checkpoints: one safetensors file holding the model's parameters
 // ("model.<name>"), the optimizer's state ("optimizer.<name>"), the step
 // reached (metadata "step") and, when training with LocalSGD, its step count
-// (metadata "local_sgd_steps") and DiLoCo's outer state ("local_sgd.<name>"), so that a killed run resumes where its last
-// checkpoint was written and loses only the work since. The file is written
+// (metadata "local_sgd_steps") and DiLoCo's outer state ("local_sgd.<name>"),
+// so that a killed run resumes where its last checkpoint was written and
+// loses only the work since. The file is written
 // to a temporary name and renamed, so a crash never leaves half a checkpoint.
 // Called by the training tasks.
 #pragma once

@@ -83,36 +83,37 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
 
   std::vector<EpochResult> results;
   Allocator& allocator = cpu_allocator();
+  // One guard over all epochs, so that H counts on across them and DiLoCo's
+  // outer momentum lives on; finish() averages before each evaluation.
+  LocalSGD local_sgd(accelerator, model,
+                     {.local_sgd_steps = std::max<int64_t>(options.local_sgd_steps, 1),
+                      .enabled = options.local_sgd_steps > 0, .diloco = options.diloco});
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     const auto start = Clock::now();
     auto last_report = start;
     EpochResult result{.epoch = epoch + 1};
     double loss_sum = 0;
     int64_t batches = 0;
-    {
-      LocalSGD local_sgd(accelerator, model,
-                         {.local_sgd_steps = std::max<int64_t>(options.local_sgd_steps, 1),
-                          .enabled = options.local_sgd_steps > 0, .diloco = options.diloco});
-      for (const data::Batch& batch : loader.epoch(epoch)) {
-        if (batches == planned) break;
-        const int64_t transient_before = allocator.stats().live_transient;
-        ScopedPeak peak;
-        auto window = accelerator.accumulate(model);
-        Tensor loss = cross_entropy(model.forward(batch.inputs), batch.targets);
-        accelerator.backward(loss);
-        optimizer.step();
-        optimizer.zero_grad();
-        local_sgd.step();
-        result.peak_activation_bytes =
-            std::max(result.peak_activation_bytes, peak.stats().peak_transient - transient_before);
-        loss_sum += loss.item<double>();
-        ++batches;
-        if (on_progress && accelerator.is_main_process() && seconds_since(last_report) > 5.0) {
-          on_progress(batches, planned, loss_sum / static_cast<double>(batches));
-          last_report = Clock::now();
-        }
+    for (const data::Batch& batch : loader.epoch(epoch)) {
+      if (batches == planned) break;
+      const int64_t transient_before = allocator.stats().live_transient;
+      ScopedPeak peak;
+      auto window = accelerator.accumulate(model);
+      Tensor loss = cross_entropy(model.forward(batch.inputs), batch.targets);
+      accelerator.backward(loss);
+      optimizer.step();
+      optimizer.zero_grad();
+      local_sgd.step();
+      result.peak_activation_bytes =
+          std::max(result.peak_activation_bytes, peak.stats().peak_transient - transient_before);
+      loss_sum += loss.item<double>();
+      ++batches;
+      if (on_progress && accelerator.is_main_process() && seconds_since(last_report) > 5.0) {
+        on_progress(batches, planned, loss_sum / static_cast<double>(batches));
+        last_report = Clock::now();
       }
-    }  // LocalSGD's last average: every rank evaluates the same model
+    }
+    local_sgd.finish();  // every rank evaluates the same model
     result.train_loss = loss_sum / static_cast<double>(batches);
     std::tie(result.test_loss, result.test_accuracy) = evaluate(model, test_set, accelerator);
     result.seconds = seconds_since(start);

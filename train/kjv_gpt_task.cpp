@@ -1,6 +1,9 @@
 // The kjv-gpt task; see kjv_gpt_task.h.
 #include "train/kjv_gpt_task.h"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -111,6 +114,15 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
       model.dropout_generator().set_offset(parse_integer<uint64_t>(it->second, "checkpoint dropout_offset"));
     }
     for (int64_t step = 0; step < result.first_step; ++step) schedule.step();
+  }
+  if (accelerator.num_processes() > 1) {
+    // Each rank resumed from its own file; a job killed between the ranks'
+    // writes leaves them at different steps, which must not train on.
+    const std::vector<int64_t> steps =
+        accelerator.gather(from_vector(std::vector<int64_t>{result.first_step}, {1})).to_vector<int64_t>();
+    REMAT_CHECK(std::all_of(steps.begin(), steps.end(), [&](int64_t s) { return s == steps.front(); }),
+                "train: the ranks' checkpoints hold different steps ({}, rank by rank); delete them to start over, "
+                "or put back files of one step", fmt::join(steps, ", "));
   }
   result.parameters = model.num_parameters();
   result.vocab_size = tokenizer.vocab_size();

@@ -9,7 +9,8 @@ LocalSGD::LocalSGD(Accelerator& accelerator, nn::Module& model, LocalSGDOptions 
     : accelerator_(accelerator),
       options_(options),
       active_(options.enabled && accelerator.num_processes() > 1),
-      uncaught_at_entry_(std::uncaught_exceptions()) {
+      uncaught_at_entry_(std::uncaught_exceptions()),
+      allreduce_before_(accelerator.gradient_allreduce()) {
   REMAT_CHECK(options_.local_sgd_steps >= 1, "LocalSGD: local_sgd_steps must be >= 1, got {}",
               options_.local_sgd_steps);
   if (!active_) return;
@@ -21,7 +22,7 @@ LocalSGD::LocalSGD(Accelerator& accelerator, nn::Module& model, LocalSGDOptions 
 
 LocalSGD::~LocalSGD() noexcept(false) {
   if (!active_) return;
-  accelerator_.set_gradient_allreduce(true);
+  accelerator_.set_gradient_allreduce(allreduce_before_);
   if (std::uncaught_exceptions() > uncaught_at_entry_) return;
   finish();
 }

@@ -45,7 +45,7 @@ class LocalSGD {
   LocalSGD(Accelerator& accelerator, nn::Module& model, LocalSGDOptions options = {});
   // Averages once more if any step was taken since the last average (not
   // while an exception unwinds: the peers may never get there), and gives
-  // gradient averaging back to the accelerator. A failed average throws (a
+  // the accelerator's gradient averaging back as it was. A failed average throws (a
   // CommError), hence noexcept(false).
   ~LocalSGD() noexcept(false);
   LocalSGD(const LocalSGD&) = delete;
@@ -76,6 +76,7 @@ class LocalSGD {
   int64_t synced_at_ = 0;  // steps_ at the last average
   std::optional<comm::ModelAverager> averager_;
   int uncaught_at_entry_;
+  bool allreduce_before_;  // the accelerator's gradient averaging, given back at the end
 };
 
 }  // namespace remat::train

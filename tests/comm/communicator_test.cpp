@@ -108,6 +108,21 @@ TEST(Communicator, DifferentDtypesAcrossRanksAreAnError) {
   EXPECT_TRUE(contains(error_of([&] { comm->allreduce(t, ReduceOp::Sum); }), "different dtypes"));
 }
 
+TEST(Communicator, InvalidArgumentsOnOneRankFailEveryRankAtOnce) {
+  auto comm = test_world();
+  if (comm->world_size() == 1) GTEST_SKIP() << "needs two ranks or more (CTest label mpi runs this under mpirun)";
+  // Rank 0 passes a strided view; the others a good tensor of the same size.
+  const Tensor base = ranked<float>(16, comm->rank());
+  const Tensor t = comm->rank() == 0 ? base.alias({8}, {2}, 0) : ranked<float>(8, comm->rank());
+  const std::string message = error_of([&] { comm->allreduce(t, ReduceOp::Sum); });
+  if (comm->rank() == 0) {
+    EXPECT_TRUE(contains(message, "must be contiguous")) << message;
+  } else {
+    EXPECT_TRUE(contains(message, "another rank's arguments to allreduce were invalid")) << message;
+  }
+  comm->barrier();  // still usable
+}
+
 TEST(Buckets, PlanKeepsOrderSplitsByBytesAndDtype) {
   const std::vector<Tensor> tensors{zeros({10}), zeros({10}), zeros({30}), zeros({4}, DType::Float64), zeros({1})};
   // 40 + 40 fit in 100 bytes, 120 alone (over the limit), a dtype change, then float32 again.

@@ -214,6 +214,42 @@ TEST(ModelAverager, DiLoCoStateRoundTripsAndRejectsAnotherShape) {
   EXPECT_FLOAT_EQ(p.data<float>()[1], 1.0f);
 }
 
+TEST(ModelAverager, DiLoCoStartsEveryRankFromRankZerosParameters) {
+  auto world = test_world();
+  Tensor p = full({4}, 1.0 + world->rank(), DType::Float64);
+  comm::ModelAverager averager(*world, {p}, {.diloco = comm::DiLoCoOptions{}});
+  for (double v : p.to_vector<double>()) EXPECT_EQ(v, 1.0);
+  averager.sync();  // nothing moved locally: the outer step keeps them
+  for (double v : p.to_vector<double>()) EXPECT_EQ(v, 1.0);
+}
+
+TEST(Accelerator, SyncFlagOutlivesTheWindowGuardUntilTheNextMicroBatch) {
+  Accelerator accelerator({.gradient_accumulation_steps = 2, .communicator = alone()});
+  auto net = model();
+  accelerator.prepare(*net);
+  std::vector<bool> flags;
+  for (int i = 0; i < 4; ++i) {
+    { auto window = accelerator.accumulate(*net); }
+    flags.push_back(accelerator.sync_gradients());
+  }
+  EXPECT_EQ(flags, (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(accelerator.optimizer_steps(), 2);
+}
+
+TEST(Accelerator, EpochLengthCannotPassThePreparedLoader) {
+  Accelerator accelerator({.gradient_accumulation_steps = 2, .communicator = alone()});
+  const data::DataLoader loader = accelerator.prepare(data::DataLoader(problem(10), {.batch_size = 4}));
+  EXPECT_TRUE(contains(error_of([&] { accelerator.set_epoch_length(4); }),
+                       "epoch length 4 is longer than the prepared loader's 3 batches"));
+  accelerator.set_epoch_length(2);  // an epoch stopped early: two full batches, one window
+  auto net = model();
+  { auto window = accelerator.accumulate(*net); EXPECT_FALSE(accelerator.sync_gradients()); }
+  { auto window = accelerator.accumulate(*net); EXPECT_TRUE(accelerator.sync_gradients()); }
+  // A second loader (for evaluation) is sharded but leaves the epochs alone.
+  accelerator.prepare(data::DataLoader(problem(7), {.batch_size = 7}));
+  { auto window = accelerator.accumulate(*net); EXPECT_FALSE(accelerator.sync_gradients()); }
+}
+
 TEST(Accelerator, GatherConcatenatesInRankOrder) {
   auto world = test_world();
   Accelerator accelerator({.communicator = world});
