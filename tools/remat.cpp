@@ -120,8 +120,8 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
                "{} steps or {} s, {} threads; {}\n", options.n_layer, options.n_embd, options.n_head,
                options.block_size, options.batch_size, options.lr, options.max_steps, options.time_limit_seconds,
                options.threads, distribution(options));
-    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>9} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
-               "seconds", "tokens/s", "peak_activation", "allreduce");
+    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>13} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
+               "seconds", "tokens/s/rank", "peak_activation", "allreduce");
     std::fflush(stdout);
   }
   auto on_eval = [&](const KjvEval& e) {
@@ -132,7 +132,7 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
                  e.step, e.train_loss, e.val_loss, e.lr, e.seconds, e.tokens_per_second, e.peak_activation_bytes,
                  e.allreduce_calls, e.allreduce_bytes);
     } else {
-      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.2e} {:>8.1f} {:>9.0f} {:>16} {:>10}\n", e.step, e.train_loss,
+      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.2e} {:>8.1f} {:>13.0f} {:>16} {:>10}\n", e.step, e.train_loss,
                  e.val_loss, e.lr, e.seconds, e.tokens_per_second, mib(e.peak_activation_bytes), e.allreduce_calls);
     }
     std::fflush(stdout);

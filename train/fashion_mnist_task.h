@@ -37,7 +37,7 @@ struct FashionMnistOptions {
 
 struct EpochResult {
   int epoch = 0;                // 1-based
-  double train_loss = 0;        // mean over the epoch's batches
+  double train_loss = 0;        // mean over the epoch's batches (rank 0's shard)
   double test_loss = 0;         // mean over the test split
   double test_accuracy = 0;     // fraction in [0, 1]
   double seconds = 0;           // training and evaluation of this epoch

@@ -62,11 +62,11 @@ struct KjvGptOptions {
 
 struct KjvEval {
   int64_t step = 0;
-  double train_loss = 0;  // mean over the steps since the previous eval
+  double train_loss = 0;  // mean over the steps since the previous eval (rank 0's batches)
   double val_loss = 0;    // nats per character on the validation split
   double lr = 0;
   double seconds = 0;     // since training started
-  double tokens_per_second = 0;
+  double tokens_per_second = 0;  // trained by this rank
   int64_t peak_activation_bytes = 0;  // largest rise over a step so far
   int64_t allreduce_calls = 0;        // this rank's, so far
   int64_t allreduce_bytes = 0;
