@@ -42,8 +42,17 @@ MPI_Datatype mpi_type(DType dtype) {
   }
 }
 
-// MPI counts are ints: larger buffers go in pieces of at most 2^30 elements.
+// MPI counts are ints: larger buffers go in pieces of at most 2^30
+// elements, each handed to `run(piece_start, piece_count)`.
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
+
+template <class Run>
+void in_pieces(void* data, int64_t count, DType dtype, Run run) {
+  auto* bytes = static_cast<char*>(data);
+  for (int64_t done = 0; done < count; done += kMaxPiece) {
+    run(bytes + done * static_cast<int64_t>(dtype_size(dtype)), static_cast<int>(std::min(kMaxPiece, count - done)));
+  }
+}
 
 template <class T>
 void divide(void* data, int64_t count, double by) {
@@ -144,14 +153,11 @@ void Mpi::exchange_maximum(AgreementValues& values) {
 
 void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
   const MPI_Datatype type = mpi_type(dtype);
-  auto* bytes = static_cast<char*>(data);
-  for (int64_t done = 0; done < count; done += kMaxPiece) {
-    const int piece = static_cast<int>(std::min(kMaxPiece, count - done));
+  in_pieces(data, count, dtype, [&](char* piece, int n) {
     MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, bytes + done * static_cast<int64_t>(dtype_size(dtype)), piece, type, MPI_SUM,
-                   state_->comm, &request);
+    MPI_Iallreduce(MPI_IN_PLACE, piece, n, type, MPI_SUM, state_->comm, &request);
     wait(&request, "allreduce");
-  }
+  });
   if (op == ReduceOp::Average && world_size_ > 1) {
     dispatch_floating(dtype, "allreduce average",
                       [&]<class T>() { divide<T>(data, count, static_cast<double>(world_size_)); });
@@ -160,13 +166,11 @@ void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
 
 void Mpi::do_broadcast(void* data, int64_t count, DType dtype, int root) {
   const MPI_Datatype type = mpi_type(dtype);
-  auto* bytes = static_cast<char*>(data);
-  for (int64_t done = 0; done < count; done += kMaxPiece) {
-    const int piece = static_cast<int>(std::min(kMaxPiece, count - done));
+  in_pieces(data, count, dtype, [&](char* piece, int n) {
     MPI_Request request;
-    MPI_Ibcast(bytes + done * static_cast<int64_t>(dtype_size(dtype)), piece, type, root, state_->comm, &request);
+    MPI_Ibcast(piece, n, type, root, state_->comm, &request);
     wait(&request, "broadcast");
-  }
+  });
 }
 
 void Mpi::broadcast_bytes(void* data, int64_t bytes, int root) {
