@@ -15,8 +15,9 @@
 // Before any data moves, the ranks agree on the call (comm/agreement.h): a
 // mismatch, or arguments that one rank finds invalid, is a CommError on
 // every rank, never a hang or garbage. A peer that dies or stops answering
-// makes the others fail with a CommError within the communicator's timeout
-// (or mpirun ends the job sooner).
+// ends the job within the communicator's timeout, with a message naming the
+// call that waited (Mpi's watchdog; Nccl throws a CommError), or sooner when
+// mpirun sees the peer die.
 // The counters are this rank's: calls, payload bytes (the buffer each call
 // reduced or broadcast, not the bytes a ring algorithm puts on the wire) and
 // the seconds spent inside collectives.

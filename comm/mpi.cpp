@@ -8,7 +8,6 @@
 #include <climits>
 #include <cstdlib>
 #include <mutex>
-#include <thread>
 
 namespace remat::comm {
 namespace {
@@ -64,7 +63,6 @@ void divide(void* data, int64_t count, double by) {
 
 struct Mpi::State {
   MPI_Comm comm = MPI_COMM_NULL;
-  AgreementValues agreement{};
 };
 
 bool Mpi::launched_by_mpi() {
@@ -100,63 +98,29 @@ Mpi::Mpi(double timeout_seconds) : state_(std::make_unique<State>()), timeout_se
   MPI_Comm_dup(MPI_COMM_WORLD, &state_->comm);
   MPI_Comm_rank(state_->comm, &rank_);
   MPI_Comm_size(state_->comm, &world_size_);
+  watchdog_ = std::make_unique<Watchdog>(timeout_seconds, fmt::format("mpi: rank {} of {}", rank_, world_size_));
 }
 
 Mpi::~Mpi() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  // A communicator with a collective still pending cannot be freed.
-  if (!finalized && !broken_ && state_->comm != MPI_COMM_NULL) MPI_Comm_free(&state_->comm);
+  if (!finalized && state_->comm != MPI_COMM_NULL) MPI_Comm_free(&state_->comm);
 }
 
 void Mpi::abort(int exit_code) { MPI_Abort(state_->comm, exit_code); std::_Exit(exit_code); }
 
 void* Mpi::native_handle() const { return &state_->comm; }
 
-void Mpi::wait(void* request_ptr, std::string_view what) {
-  auto& request = *static_cast<MPI_Request*>(request_ptr);
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration<double>(timeout_seconds_);
-  for (int64_t polls = 0;; ++polls) {
-    int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (polls < 1000) continue;
-    if (Clock::now() > deadline) {
-      broken_ = true;
-      throw CommError(fmt::format(
-          "mpi: {} on rank {} of {} got no answer within {} s: a peer rank stopped or died; this "
-          "communicator is unusable, end the job (Communicator::abort)",
-          what, rank_, world_size_, timeout_seconds_));
-    }
-    // Ranks may share cores (mpirun --oversubscribe): give the core away
-    // while a slower peer computes.
-    if (Clock::now() - start < std::chrono::milliseconds(2)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-}
-
 void Mpi::exchange_maximum(AgreementValues& values) {
-  REMAT_CHECK(!broken_, "mpi: this communicator timed out in an earlier collective and is unusable");
-  // The buffer lives in State: after a timeout the pending reduction may
-  // still write into it.
-  state_->agreement = values;
-  MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, state_->agreement.data(), static_cast<int>(values.size()), MPI_INT64_T, MPI_MAX,
-                 state_->comm, &request);
-  wait(&request, check_name(values));
-  values = state_->agreement;
+  const auto watch = watchdog_->watch(check_name(values));
+  MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT64_T, MPI_MAX, state_->comm);
 }
 
 void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
   const MPI_Datatype type = mpi_type(dtype);
+  const auto watch = watchdog_->watch("allreduce");
   in_pieces(data, count, dtype, [&](char* piece, int n) {
-    MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, piece, n, type, MPI_SUM, state_->comm, &request);
-    wait(&request, "allreduce");
+    MPI_Allreduce(MPI_IN_PLACE, piece, n, type, MPI_SUM, state_->comm);
   });
   if (op == ReduceOp::Average && world_size_ > 1) {
     dispatch_floating(dtype, "allreduce average",
@@ -166,34 +130,28 @@ void Mpi::do_allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
 
 void Mpi::do_broadcast(void* data, int64_t count, DType dtype, int root) {
   const MPI_Datatype type = mpi_type(dtype);
-  in_pieces(data, count, dtype, [&](char* piece, int n) {
-    MPI_Request request;
-    MPI_Ibcast(piece, n, type, root, state_->comm, &request);
-    wait(&request, "broadcast");
-  });
+  const auto watch = watchdog_->watch("broadcast");
+  in_pieces(data, count, dtype, [&](char* piece, int n) { MPI_Bcast(piece, n, type, root, state_->comm); });
 }
 
 void Mpi::broadcast_bytes(void* data, int64_t bytes, int root) {
   agree({Collective::Broadcast, bytes, DType::Int64, root},
         bytes >= 0 && bytes <= INT_MAX ? "" : fmt::format("broadcast_bytes: {} bytes is out of range", bytes));
-  MPI_Request request;
-  MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, state_->comm, &request);
-  wait(&request, "broadcast");
+  const auto watch = watchdog_->watch("broadcast");
+  MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, state_->comm);
 }
 
 void Mpi::do_allgather(const void* send, void* receive, int64_t count, DType dtype) {
   // Every rank has the same count (agreed), so all of them fail here alike.
   REMAT_CHECK(count <= INT_MAX, "mpi: allgather of {} elements per rank is too large", count);
-  MPI_Request request;
-  MPI_Iallgather(send, static_cast<int>(count), mpi_type(dtype), receive, static_cast<int>(count), mpi_type(dtype),
-                 state_->comm, &request);
-  wait(&request, "allgather");
+  const auto watch = watchdog_->watch("allgather");
+  MPI_Allgather(send, static_cast<int>(count), mpi_type(dtype), receive, static_cast<int>(count), mpi_type(dtype),
+                state_->comm);
 }
 
 void Mpi::do_barrier() {
-  MPI_Request request;
-  MPI_Ibarrier(state_->comm, &request);
-  wait(&request, "barrier");
+  const auto watch = watchdog_->watch("barrier");
+  MPI_Barrier(state_->comm);
 }
 
 }  // namespace remat::comm

@@ -2,10 +2,14 @@
 // under mpirun (CTest label mpi runs this program with 2 and 4 ranks).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "comm/buckets.h"
+#include "comm/mpi.h"
+#include "comm/watchdog.h"
 #include "engine/factory.h"
 #include "tests/comm/world.h"
 #include "tests/support/errors.h"
@@ -121,6 +125,28 @@ TEST(Communicator, InvalidArgumentsOnOneRankFailEveryRankAtOnce) {
     EXPECT_TRUE(contains(message, "another rank's arguments to allreduce were invalid")) << message;
   }
   comm->barrier();  // still usable
+}
+
+TEST(Watchdog, CallsThatFinishInTimeLeaveTheProcessAlone) {
+  Watchdog watchdog(0.05, "test");
+  for (int i = 0; i < 10; ++i) {
+    const auto watch = watchdog.watch("a short wait");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // unarmed: nothing happens
+  SUCCEED();
+}
+
+TEST(Watchdog, AWaitPastTheTimeoutEndsTheProcessNamingIt) {
+  if (Mpi::launched_by_mpi()) GTEST_SKIP() << "a death test forks; run alone, not under mpirun";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Watchdog watchdog(0.05, "mpi: rank 0 of 2");
+        const auto watch = watchdog.watch("allreduce");
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+      },
+      ::testing::ExitedWithCode(kWatchdogExitCode), "mpi: rank 0 of 2: allreduce got no answer within 0.05 s");
 }
 
 TEST(Buckets, PlanKeepsOrderSplitsByBytesAndDtype) {
