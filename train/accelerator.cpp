@@ -18,8 +18,8 @@ void PreparedScheduler::step() {
 }
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)), comm_(options_.communicator) {
-  REMAT_CHECK(options_.gradient_accumulation_steps >= 1, "Accelerator: gradient_accumulation_steps must be >= 1, got {}",
-              options_.gradient_accumulation_steps);
+  REMAT_CHECK(options_.gradient_accumulation_steps >= 1,
+              "Accelerator: gradient_accumulation_steps must be >= 1, got {}", options_.gradient_accumulation_steps);
   REMAT_CHECK(options_.bucket_bytes > 0, "Accelerator: bucket_bytes must be > 0, got {}", options_.bucket_bytes);
   if (!comm_) comm_ = comm::world();
 }
@@ -91,7 +91,8 @@ Accelerator::Window::~Window() {
 
 void Accelerator::backward(const Tensor& loss) {
   REMAT_CHECK(window_open_ || options_.gradient_accumulation_steps == 1,
-              "Accelerator::backward: with gradient_accumulation_steps = {}, call it inside accelerator.accumulate(model)",
+              "Accelerator::backward: with gradient_accumulation_steps = {}, call it inside "
+              "accelerator.accumulate(model)",
               options_.gradient_accumulation_steps);
   REMAT_CHECK(loss.defined() && loss.numel() == 1, "Accelerator::backward: the loss must be a scalar, got {}",
               loss.defined() ? loss.str() : "an undefined tensor");
@@ -101,7 +102,8 @@ void Accelerator::backward(const Tensor& loss) {
     mul(loss, loss_scale_).backward();
   }
   if (sync_gradients_ && gradient_allreduce_ && num_processes() > 1) {
-    REMAT_CHECK(model_ != nullptr, "Accelerator::backward: prepare(model) first, so that its gradients can be synchronised");
+    REMAT_CHECK(model_ != nullptr,
+                "Accelerator::backward: prepare(model) first, so that its gradients can be synchronised");
     comm::average_gradients(*comm_, model_->parameters(), options_.bucket_bytes);
   }
 }

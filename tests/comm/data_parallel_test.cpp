@@ -71,7 +71,8 @@ std::vector<double> train(const Recipe& run, std::shared_ptr<comm::Communicator>
   optim::SGD sgd(net->parameters(), {.lr = 0.1, .weight_decay = 0.01});
   auto optimizer = accelerator.prepare(sgd);
   const data::DataLoader loader =
-      accelerator.prepare(data::DataLoader(problem(run.rows), {.batch_size = run.batch_size, .shuffle = true, .seed = 3}));
+      accelerator.prepare(data::DataLoader(problem(run.rows), {.batch_size = run.batch_size, .shuffle = true,
+                                                               .seed = 3}));
   for (int64_t epoch = 0; epoch < run.epochs; ++epoch) {
     LocalSGD local_sgd(accelerator, *net, run.local_sgd.value_or(LocalSGDOptions{.enabled = false}));
     for (const data::Batch& batch : loader.epoch(epoch)) {
