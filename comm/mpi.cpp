@@ -109,8 +109,6 @@ Mpi::~Mpi() {
 
 void Mpi::abort(int exit_code) { MPI_Abort(state_->comm, exit_code); std::_Exit(exit_code); }
 
-void* Mpi::native_handle() const { return &state_->comm; }
-
 void Mpi::exchange_maximum(AgreementValues& values) {
   const auto watch = watchdog_->watch(check_name(values));
   MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT64_T, MPI_MAX, state_->comm);

@@ -48,10 +48,8 @@ class Mpi final : public Communicator {
   double timeout_seconds() const { return timeout_seconds_; }
   [[noreturn]] void abort(int exit_code) override;
 
-  // The MPI_Comm this communicator works on, as an opaque handle for other
-  // backends that bootstrap over MPI (NCCL carries its unique id this way).
-  void* native_handle() const;
-  // Root's `bytes` bytes at `data` to every rank, outside the counters.
+  // Root's `bytes` bytes at `data` to every rank, outside the counters: how
+  // backends that bootstrap over MPI (NCCL) carry their unique id.
   void broadcast_bytes(void* data, int64_t bytes, int root);
 
  protected:

@@ -124,9 +124,6 @@ double NodeProfile::ms_per_mib() const {
   return forward_ms / (static_cast<double>(output_bytes) / (1024.0 * 1024.0));
 }
 
-bool NodeProfile::reads_input(int i) const { return std::find(saved.begin(), saved.end(), i) != saved.end(); }
-bool NodeProfile::reads_output() const { return reads_input(kSavedOutput); }
-
 int64_t GraphProfile::total_output_bytes() const {
   int64_t total = 0;
   for (const NodeProfile& n : nodes) total += n.output_bytes;
@@ -143,12 +140,6 @@ double GraphProfile::total_backward_ms() const {
   double total = 0;
   for (const NodeProfile& n : nodes) total += n.backward_ms;
   return total;
-}
-
-std::vector<Tag> GraphProfile::recorded_tags() const {
-  std::vector<Tag> tags;
-  for (const NodeProfile& n : nodes) tags.push_back(n.tag);
-  return tags;
 }
 
 GraphProfile profile_graph(const Tensor& root) {

@@ -51,8 +51,6 @@ struct NodeProfile {
   // Forward milliseconds per MiB of output, the price of recomputing a byte
   // (infinite for views, which free nothing).
   double ms_per_mib() const;
-  bool reads_input(int i) const;
-  bool reads_output() const;
 };
 
 struct GraphProfile {
@@ -63,7 +61,6 @@ struct GraphProfile {
   int64_t total_output_bytes() const;
   double total_forward_ms() const;
   double total_backward_ms() const;
-  std::vector<Tag> recorded_tags() const;
 };
 
 // The graph that produced `root` (leaf accumulators excluded).

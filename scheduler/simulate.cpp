@@ -30,7 +30,6 @@ class Simulator {
     result_.replay_ms.assign(n_, 0.0);
     forward();
     result_.saved_bytes_after_forward = live_;
-    result_.forward_peak_bytes = peak_;
     backward();
     result_.peak_bytes = peak_;
     return std::move(result_);
@@ -55,7 +54,6 @@ class Simulator {
     if (--refs_[s] == 0) live_ -= bytes_[s];
   }
   void note_peak(int64_t bytes) { peak_ = std::max(peak_, bytes); }
-  void tick() { result_.timeline.push_back(live_); }
 
   // The storage holding v's value now (the rebuilt one for a dropped node).
   int value_storage(int64_t v) const {
@@ -112,13 +110,11 @@ class Simulator {
         replay_held_[v] = true;
         for (int64_t input : node.inputs) hold(input);
       }
-      tick();
     }
     // The caller lets go of everything but the root once forward returns.
     for (int64_t u : released_before[n_]) {
       if (u != n_ - 1) unref(storage_[u]);
     }
-    tick();
   }
 
   int storage_of_input(int64_t v, int i) const {
@@ -165,7 +161,6 @@ class Simulator {
     result_.replay_ms[v] = node.forward_ms;
     result_.recompute_flops += node.flops;
     release_replay_inputs(v);
-    tick();
   }
 
   void backward() {
@@ -188,8 +183,6 @@ class Simulator {
     // Latest first; accumulators (numbered after the nodes) before any node.
     std::priority_queue<int64_t> ready;
     ready.push(root);
-    const int64_t forward_live = live_;
-    int64_t backward_peak = live_;
     while (!ready.empty()) {
       const int64_t v = ready.top();
       ready.pop();
@@ -210,7 +203,6 @@ class Simulator {
         }
         const int64_t before = live_;
         note_peak(before + node.backward_peak_bytes);
-        backward_peak = std::max(backward_peak, before + node.backward_peak_bytes);
         for (size_t i = 0; i < grads.size(); ++i) {
           const int64_t bytes = i < node.grad_bytes.size() ? node.grad_bytes[i] : kNoGradient;
           if (bytes == kGradientAliasesOutput) {
@@ -243,12 +235,9 @@ class Simulator {
         }
         if (--dependencies[t] == 0) ready.push(t);
       }
-      tick();
       result_.backward_peak_at[v] = peak_;
-      backward_peak = std::max(backward_peak, peak_);
       peak_ = std::max(peak_, peak_before);
     }
-    result_.backward_peak_bytes = std::max(backward_peak, forward_live);
   }
 
   const GraphProfile& graph_;

@@ -27,8 +27,6 @@ namespace remat::scheduler {
 struct Simulation {
   // Highest activation + temporary bytes above the step's starting level.
   int64_t peak_bytes = 0;
-  int64_t forward_peak_bytes = 0;
-  int64_t backward_peak_bytes = 0;
   // Held when forward ends (before backward starts).
   int64_t saved_bytes_after_forward = 0;
   // Replays backward needs, their measured forward time and FLOPs.
@@ -42,9 +40,6 @@ struct Simulation {
   std::vector<int64_t> forward_peak_at;
   std::vector<int64_t> backward_peak_at;
   std::vector<double> replay_ms;
-  // Live bytes after each event (forward nodes, then backward nodes and
-  // replays), for plots and traces.
-  std::vector<int64_t> timeline;
 };
 
 // `tags` has one tag per node of `graph`; views of a dropped value are

@@ -122,12 +122,7 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
       rows[i].report.step_ms_max = std::max(rows[i].report.step_ms_max, again.step_ms_max);
     }
   }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    std::vector<double>& ms = step_ms[i];
-    std::sort(ms.begin(), ms.end());
-    const size_t n = ms.size();
-    rows[i].report.step_ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  }
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].report.step_ms_median = median(step_ms[i]);
   for (TradeoffRow& row : rows) {
     if (row.ran()) row.time_vs_keep_all = row.report.step_ms_median / rows.front().report.step_ms_median;
   }

@@ -48,13 +48,14 @@ Workload build_w2(uint64_t seed) {
   return {model, [=] { return model->forward(ids, targets).loss; }};
 }
 
+}  // namespace
+
 double median(std::vector<double> values) {
+  REMAT_CHECK(!values.empty(), "median: no values");
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
-
-}  // namespace
 
 nlohmann::ordered_json WorkloadReport::to_json() const {
   nlohmann::ordered_json j;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +66,10 @@ struct WorkloadReport {
 // Runs W1 or W2 under a recompute policy of scheduler/policies.h; an unknown
 // workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
+
+// The median of `values` (the mean of the middle two for an even count);
+// step times are reported this way. Error: no values.
+double median(std::vector<double> values);
 
 // The workload's graph as the planner saw it (scheduler/profile.h) and the
 // plan of options.policy for it (after max(1, options.warmup) + 2 steps).
