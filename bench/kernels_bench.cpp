@@ -2,11 +2,18 @@
 // limits and with PyTorch on the same BLAS (see WORKLOADS.md):
 //   BM_Gemm  1024^3 float32 through kernels::cpu::gemm, in GFLOP/s;
 //   BM_Add   ops add of two 4M-element float32 tensors, in GB/s moved;
-//   BM_Relu  ops relu of one 4M-element float32 tensor, in GB/s moved.
+//   BM_Relu  ops relu of one 4M-element float32 tensor, in GB/s moved;
+//   BM_Gelu  the same for GELU (tanh form);
+//   BM_Attention* the steps of W2's attention on its shapes (batch 16,
+//            4 heads, 128 tokens, head size 64), q and k read as views into a
+//            (16, 128, 768) qkv as the model reads them: the scores GEMMs,
+//            the scale, the causal mask and softmax, which a replay of the
+//            probabilities runs in that order.
 // Threads: REMAT_THREADS (default 1), for OpenMP loops and OpenBLAS alike.
 //   REMAT_THREADS=2 build/bench/bench_kernels --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,6 +22,10 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "ops/binary.h"
+#include "ops/mask.h"
+#include "ops/matmul.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
 #include "ops/unary.h"
 
 namespace remat {
@@ -83,10 +94,60 @@ void BM_Relu(benchmark::State& state) { unary_benchmark<relu>(state, -1.0, 1.0);
 // GELU (tanh form), the costliest elementwise replay of a GPT block.
 void BM_Gelu(benchmark::State& state) { unary_benchmark<gelu>(state, -3.0, 3.0); }
 
+// W2's attention shapes: (B, H, T, D) heads, (B, H, T, T) scores.
+constexpr int64_t kB = 16, kH = 4, kT = 128, kD = 64;
+
+// Head `part` (0 q, 1 k, 2 v) of a (B, T, 3 H D) qkv as a (B, H, T, D) view.
+Tensor heads(const Tensor& qkv, int64_t part) {
+  const int64_t c = kH * kD;
+  return transpose(view(slice(qkv, 2, part * c, (part + 1) * c), {kB, kT, kH, kD}), 1, 2);
+}
+
+// One (B, H, T, T) step; `bytes` it reads and writes per call, for GB/s.
+template <class Step>
+void attention_benchmark(benchmark::State& state, Step step, double bytes) {
+  use_threads(state);
+  for (auto _ : state) {
+    Tensor y = step();
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["GB/s"] = giga_per_second(bytes);
+}
+
+constexpr double kScoreBytes = 4.0 * kB * kH * kT * kT;
+
+void BM_AttentionScores(benchmark::State& state) {
+  const Tensor qkv = uniform({kB, kT, 3 * kH * kD}, -1.0, 1.0);
+  const Tensor q = heads(qkv, 0), k = heads(qkv, 1);
+  attention_benchmark(state, [&] { return matmul(q, transpose(k, -2, -1)); }, kScoreBytes);
+  state.counters["GFLOP/s"] = giga_per_second(2.0 * kB * kH * kT * kT * kD);
+}
+
+void BM_AttentionScale(benchmark::State& state) {
+  const Tensor scores = uniform({kB, kH, kT, kT}, -1.0, 1.0);
+  attention_benchmark(state, [&] { return mul(scores, 0.125); }, 2 * kScoreBytes);
+}
+
+void BM_AttentionMask(benchmark::State& state) {
+  const Tensor scores = uniform({kB, kH, kT, kT}, -1.0, 1.0);
+  const Tensor mask = causal_mask(kT);
+  attention_benchmark(state, [&] { return masked_fill(scores, mask, -INFINITY); }, 2 * kScoreBytes);
+}
+
+void BM_AttentionSoftmax(benchmark::State& state) {
+  const Tensor scores = masked_fill(uniform({kB, kH, kT, kT}, -1.0, 1.0), causal_mask(kT), -INFINITY);
+  attention_benchmark(state, [&] { return softmax(scores, -1); }, 2 * kScoreBytes);
+}
+
 BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionScores)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionScale)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionMask)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionSoftmax)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace remat

@@ -15,7 +15,10 @@
 //    68 MiB of faults per step); cached bytes are counted apart from the
 //    categories (MemoryStats::cached) and are capped (kMaxCachedBytes; a
 //    block that does not fit goes back to the system), and empty_cache()
-//    returns them all. Smaller blocks go straight to malloc and free.
+//    returns them all. Smaller blocks go straight to malloc and free;
+//  - a fresh cacheable block has its pages mapped as it is allocated, and
+//    the time that takes is counted per thread (first_touch_ms), so that a
+//    measured op time can leave out a cost that steady-state steps never pay.
 // The current category for new storage is set by CategoryGuard (thread-local;
 // Activation by default). ScopedPeak measures the peaks of one region.
 #pragma once
@@ -101,6 +104,10 @@ Allocator& allocator_for(Device device);
 inline Allocator& cpu_allocator() { return allocator_for(Device::cpu()); }
 
 MemoryCategory current_category();
+
+// Milliseconds this thread has spent mapping the pages of fresh blocks, since
+// it started; the difference across a region is that region's share.
+double first_touch_ms();
 
 class CategoryGuard {
  public:

@@ -25,6 +25,7 @@ std::atomic<uint64_t> g_next_region{1};
 
 SavedValue::SavedValue(const Tensor& value) {
   if (!value.defined()) return;
+  holds_value_ = true;
   const std::shared_ptr<Node>& producer = value.grad_fn();
   if (producer && producer->tag() == Tag::Recompute) {
     producer_ = producer;
@@ -46,6 +47,7 @@ SavedValue& SavedValue::operator=(SavedValue&& other) noexcept {
     recompute_ = other.recompute_;
     version_ = other.version_;
     released_ = other.released_;
+    holds_value_ = other.holds_value_;
     other.producer_.reset();
     other.recompute_ = false;
     other.released_ = true;
@@ -100,6 +102,23 @@ void Node::materialize_saved() const {
   for (const SavedValue& value : saved_) {
     if (!value.is_released()) value.materialize(name());
   }
+}
+
+void Node::release_saved_now(size_t i) {
+  REMAT_CHECK(i < saved_.size(), "{}: release_saved_now({}) of {} saved values", name(), i, saved_.size());
+  BackwardMeter* meter = BackwardMeter::current();
+  if (meter) meter->before_release();
+  saved_[i].release();
+  if (meter && saved_[i].holds_value()) {
+    int record_index = 0;
+    for (size_t j = 0; j < i; ++j) record_index += saved_[j].holds_value() ? 1 : 0;
+    meter->after_release(record_index);
+  }
+}
+
+bool owns_storage_alone(const Tensor& t) {
+  return t.defined() && t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() &&
+         t.offset() == 0 && t.nbytes() == t.storage()->nbytes();
 }
 
 void Node::output_released() {
@@ -207,6 +226,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   if (!grad_enabled() || !needs_grad) return node->forward(inputs);
 
   const auto start = std::chrono::steady_clock::now();
+  const double first_touch_before = first_touch_ms();
   const int64_t transient_before = cpu_allocator().stats().live_transient;
   Tensor output;
   int64_t forward_peak = 0;
@@ -216,7 +236,8 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     output = node->forward(inputs);
     forward_peak = peak.stats().peak_transient - transient_before;
   }
-  const double forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
+                            (first_touch_ms() - first_touch_before);
 
   // forward() may return an alias of an input (a view); give the output its
   // own TensorImpl so that setting grad_fn touches nothing else.

@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/tensor.h"
 
 namespace remat {
@@ -59,6 +61,8 @@ class SavedValue {
   Tensor materialize(std::string_view op) const;
   void release();
   bool is_released() const { return released_; }
+  // False for a placeholder (an undefined tensor saved to keep indices).
+  bool holds_value() const { return holds_value_; }
   // True when the value is rebuilt on demand rather than held.
   bool is_dropped() const { return !producer_.expired() || recompute_; }
 
@@ -68,6 +72,7 @@ class SavedValue {
   bool recompute_ = false;
   uint64_t version_ = 0;
   bool released_ = false;
+  bool holds_value_ = false;
 };
 
 class Node;
@@ -135,9 +140,17 @@ struct NodeRecord {
   // transient bytes rose over the call (its saved values already rebuilt),
   // and per input the bytes of a new gradient storage (or kNoGradient,
   // kGradientAliasesOutput).
+  // A node whose backward() lets go of a saved value early
+  // (Node::release_saved_now) is measured in two phases:
+  // backward_peak_bytes is the rise before the release, and
+  // backward_late_peak_bytes the rise after it, counted from the same start
+  // as if the release had freed nothing (the simulator subtracts what it
+  // frees under each plan); released_early indexes `saved`, or is -1.
   bool backward_ran = false;
   double backward_ms = 0;
   int64_t backward_peak_bytes = 0;
+  int64_t backward_late_peak_bytes = 0;
+  int released_early = -1;
   std::vector<int64_t> grad_bytes;
 };
 
@@ -189,6 +202,10 @@ class Node {
   virtual void discard_side_results() {}
   // The i-th value given to save_value(), materialised.
   Tensor saved(size_t i) const { return saved_.at(i).materialize(name()); }
+  // backward() has read saved value i for the last time: free it now,
+  // before allocating the rest of its results (a linear layer's input goes
+  // once dW is computed, before dx is allocated). Once per backward.
+  void release_saved_now(size_t i);
 
  private:
   friend Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
@@ -204,6 +221,38 @@ class Node {
   std::vector<SavedValue> replay_inputs_;  // Recompute nodes only
   Tensor rebuilt_;                         // the replayed output, while a SavedValue still needs it
   int pending_uses_ = 0;                   // SavedValues that read this node's output
+};
+
+// True when nothing but `t` refers to its storage and `t` covers all of it,
+// densely: backward may then write its result over a gradient it was given
+// (an elementwise op's dx over dout), and the engine may adopt a gradient
+// as a leaf's .grad without a copy.
+bool owns_storage_alone(const Tensor& t);
+
+// Measures a node's first backward (engine/backward.cpp): the rise of live
+// activation + temporary bytes, in two phases when backward() calls
+// Node::release_saved_now (NodeRecord).
+class BackwardMeter {
+ public:
+  explicit BackwardMeter(NodeRecord& record);
+  ~BackwardMeter();
+  BackwardMeter(const BackwardMeter&) = delete;
+  BackwardMeter& operator=(const BackwardMeter&) = delete;
+  // The meter of the backward running on this thread, or null.
+  static BackwardMeter* current();
+  // Around Node::release_saved_now(i); `record_index` indexes NodeRecord::saved.
+  void before_release();
+  void after_release(int record_index);
+  // Writes the figures into the record.
+  void finish();
+
+ private:
+  NodeRecord& record_;
+  BackwardMeter* previous_;
+  int64_t start_level_ = 0;
+  int64_t early_rise_ = 0, live_before_release_ = 0, live_after_release_ = 0;
+  int released_ = -1;
+  std::optional<TransientPeakWatch> whole_, late_;
 };
 
 // Chooses the tag of each node as it is recorded (a policy of scheduler/

@@ -30,12 +30,6 @@ Tensor add_gradients(const Tensor& a, const Tensor& b) {
 // Adds `grad` into the buffer for one node's output.
 void accumulate(Tensor& buffer, const Tensor& grad) { buffer = buffer.defined() ? add_gradients(buffer, grad) : grad; }
 
-// A gradient that is referenced by nobody else and covers its whole storage
-// can become a leaf's .grad without a copy.
-bool can_adopt(const Tensor& grad) {
-  return grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous() &&
-         grad.offset() == 0 && grad.nbytes() == grad.storage()->nbytes();
-}
 
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->record().sequence_nr < b->record().sequence_nr; }
@@ -49,18 +43,17 @@ Tensors run_node_backward(Node& node, const Tensor& grad_output) {
   node.materialize_saved();
   const bool first = !node.record().backward_ran;
   if (!first) return node.backward(grad_output);
-  const int64_t transient_before = cpu_allocator().stats().live_transient;
-  const auto start = std::chrono::steady_clock::now();
-  Tensors grads;
-  int64_t peak_bytes = 0;
-  {
-    ScopedPeak peak;
-    grads = node.backward(grad_output);
-    peak_bytes = peak.stats().peak_transient - transient_before;
-  }
   NodeRecord& record = *node.shared_record();
-  record.backward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  record.backward_peak_bytes = peak_bytes;
+  const auto start = std::chrono::steady_clock::now();
+  const double first_touch_before = first_touch_ms();
+  Tensors grads;
+  {
+    BackwardMeter meter(record);
+    grads = node.backward(grad_output);
+    meter.finish();
+  }
+  record.backward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
+                       (first_touch_ms() - first_touch_before);
   record.grad_bytes.assign(node.next_edges().size(), kNoGradient);
   for (size_t i = 0; i < grads.size() && i < record.grad_bytes.size(); ++i) {
     if (!grads[i].defined()) continue;
@@ -72,7 +65,44 @@ Tensors run_node_backward(Node& node, const Tensor& grad_output) {
   return grads;
 }
 
+thread_local BackwardMeter* t_meter = nullptr;
+
 }  // namespace
+
+BackwardMeter::BackwardMeter(NodeRecord& record)
+    : record_(record), previous_(t_meter), start_level_(cpu_allocator().stats().live_transient) {
+  whole_.emplace();
+  t_meter = this;
+}
+
+BackwardMeter::~BackwardMeter() { t_meter = previous_; }
+
+BackwardMeter* BackwardMeter::current() { return t_meter; }
+
+void BackwardMeter::before_release() {
+  early_rise_ = whole_->rise();
+  live_before_release_ = cpu_allocator().stats().live_transient;
+}
+
+void BackwardMeter::after_release(int record_index) {
+  REMAT_CHECK(released_ < 0, "{}: backward released a second saved value early; the profile has room for one",
+              record_.op);
+  released_ = record_index;
+  live_after_release_ = cpu_allocator().stats().live_transient;
+  late_.emplace();
+}
+
+void BackwardMeter::finish() {
+  record_.released_early = released_;
+  if (released_ < 0) {
+    record_.backward_peak_bytes = whole_->rise();
+    record_.backward_late_peak_bytes = 0;
+    return;
+  }
+  const int64_t freed = live_before_release_ - live_after_release_;
+  record_.backward_peak_bytes = early_rise_;
+  record_.backward_late_peak_bytes = live_after_release_ + late_->rise() + freed - start_level_;
+}
 
 Tensor AccumulateGrad::forward(const Tensors&) { REMAT_FAIL("accumulate_grad has no forward"); }
 
@@ -82,7 +112,7 @@ Tensors AccumulateGrad::backward(const Tensor& grad_output) {
               str(grad_output.shape()), str(leaf.shape()));
   Tensor grad = leaf.grad();
   if (!grad.defined()) {
-    Tensor owned = can_adopt(grad_output) ? grad_output : contiguous_copy(grad_output);
+    Tensor owned = owns_storage_alone(grad_output) ? grad_output : contiguous_copy(grad_output);
     owned.storage()->set_category(MemoryCategory::Gradient);
     leaf.set_grad(owned);
   } else {

@@ -216,22 +216,28 @@ class LinearNode final : public Node {
 
   // linear, y = x W^T + b:  dx = dy W,    dW = dy^T x,  db = sum over rows of dy
   // affine, y = x W + b:    dx = dy W^T,  dW = x^T dy,  db = sum over rows of dy
+  // dW first: x is then read for the last time and let go before dx is
+  // allocated, so that an MLP's wide hidden activation and its gradient
+  // are never alive together.
   Tensors backward(const Tensor& dout_any) override {
     const Tensor dout = as_rows(dout_any);
     const int64_t rows = dout.shape()[0], out_features = dout.shape()[1];
     const bool out_in = layout_ == WeightLayout::OutIn;
     Tensor dx, dweight, dbias;
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
+      if (needs_input_grad(1)) {
+        {
+          const Tensor x = as_rows(saved(0));
+          dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
+          if (out_in) gemm_into<T>(dweight.data<T>(), matrix_t(dout), x, T(0));
+          else gemm_into<T>(dweight.data<T>(), matrix_t(x), dout, T(0));
+        }
+        release_saved_now(0);
+      }
       if (needs_input_grad(0)) {
         const Tensor weight = saved(1);
         dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
         gemm_into<T>(dx.data<T>(), dout, out_in ? weight : matrix_t(weight), T(0));
-      }
-      if (needs_input_grad(1)) {
-        const Tensor x = as_rows(saved(0));
-        dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
-        if (out_in) gemm_into<T>(dweight.data<T>(), matrix_t(dout), x, T(0));
-        else gemm_into<T>(dweight.data<T>(), matrix_t(x), dout, T(0));
       }
       if (needs_input_grad(2)) {
         dbias = Tensor({out_features}, dout.dtype(), dout.device());

@@ -87,10 +87,13 @@ class UnaryNode final : public Node {
     if constexpr (Op::kReads == Reads::Output) save_value(out);
   }
 
+  // dx goes over dout when nothing else refers to dout (the kernels are
+  // elementwise: each element is read before it is written).
   Tensors backward(const Tensor& dout_any) override {
+    const bool overwrite = owns_storage_alone(dout_any);
     const Tensor dout = contiguous(dout_any);
     const Tensor read = Op::kReads == Reads::Nothing ? dout : contiguous(saved(0));
-    Tensor dx(dout.shape(), dout.dtype(), dout.device());
+    Tensor dx = overwrite ? dout : Tensor(dout.shape(), dout.dtype(), dout.device());
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       Op::backward(dx.data<T>(), dout.data<T>(), read.data<T>(), dout.numel());
     });

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -17,6 +18,41 @@ void mix(uint64_t& hash, const void* data, size_t size) {
   for (size_t i = 0; i < size; ++i) {
     hash ^= bytes[i];
     hash *= 1099511628211ull;
+  }
+}
+
+// Nodes of the same op on the same shapes and dtypes (one layer repeated,
+// as in a transformer's blocks) do the same work, yet one step's timer sees
+// them differ by more than the planners' margins (a preempted op, a cold
+// cache). Each gets the median of its group's forward and backward times,
+// so that a plan does not follow the timer's noise from run to run.
+void steady_repeated_times(GraphProfile& profile) {
+  std::unordered_map<std::string, std::vector<size_t>> groups;
+  for (size_t i = 0; i < profile.nodes.size(); ++i) {
+    const NodeProfile& node = profile.nodes[i];
+    std::string key = node.op;
+    for (const Shape& s : node.input_shapes) key += "|" + str(s);
+    for (DType d : node.input_dtypes) key += "|" + std::string(dtype_name(d));
+    key += "->" + str(node.output_shape) + std::string(dtype_name(node.output_dtype));
+    groups[key].push_back(i);
+  }
+  auto median = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const size_t half = values.size() / 2;
+    return values.size() % 2 == 1 ? values[half] : 0.5 * (values[half - 1] + values[half]);
+  };
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    std::vector<double> forward, backward;
+    for (size_t i : members) {
+      forward.push_back(profile.nodes[i].forward_ms);
+      backward.push_back(profile.nodes[i].backward_ms);
+    }
+    const double forward_median = median(forward), backward_median = median(backward);
+    for (size_t i : members) {
+      profile.nodes[i].forward_ms = forward_median;
+      profile.nodes[i].backward_ms = backward_median;
+    }
   }
 }
 
@@ -67,6 +103,8 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     row.released_at = n;
     row.backward_ran = r.backward_ran;
     row.backward_ms = r.backward_ms;
+    row.released_early = r.released_early;
+    row.backward_late_peak_bytes = r.backward_late_peak_bytes;
     row.backward_peak_bytes = r.backward_peak_bytes;
     row.grad_bytes = r.grad_bytes;
     row.block = r.block ? *r.block : std::string();
@@ -112,6 +150,7 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
   }
   profile.leaves = static_cast<int64_t>(leaf_index.size());
   profile.signature = hash;
+  steady_repeated_times(profile);
   return profile;
 }
 

@@ -31,6 +31,8 @@ struct NodeProfile {
   int64_t output_bytes = 0;  // 0 for views: they cost no storage
   int view_of = -1;          // the input whose storage a view shares
   int64_t flops = 0;
+  // Measured; nodes of the same op, shapes and dtypes (a repeated layer)
+  // share their group's median (steadier plans, see profile.cpp).
   double forward_ms = 0;
   int64_t forward_peak_bytes = 0;
   std::vector<int> saved;  // NodeRecord::saved
@@ -41,6 +43,10 @@ struct NodeProfile {
   bool backward_ran = false;
   double backward_ms = 0;
   int64_t backward_peak_bytes = 0;
+  // NodeRecord's: the saved value backward frees early (an index into
+  // `saved`, or -1) and the rise after that, as if it freed nothing.
+  int released_early = -1;
+  int64_t backward_late_peak_bytes = 0;
   std::vector<int64_t> grad_bytes;  // NodeRecord::grad_bytes
   std::string block;  // "" outside any block
   uint64_t region = 0;  // its checkpoint region, or 0

@@ -21,7 +21,8 @@ class Simulator {
         rebuilt_(n_, kNoStorage),
         side_(n_, kNoStorage),
         pending_(n_, 0),
-        replay_held_(n_, false) {}
+        replay_held_(n_, false),
+        released_early_(n_, -1) {}
 
   Simulation run() {
     result_.level_before_forward.assign(n_, 0);
@@ -131,11 +132,17 @@ class Simulator {
     }
   }
 
+  // Saved value `index` of node v (an index into NodeProfile::saved) goes.
+  void let_go_saved(int64_t v, int index) {
+    const int slot = graph_.nodes[v].saved[static_cast<size_t>(index)];
+    if (slot == kSavedOutput) let_go(v);
+    if (slot >= 0) let_go(graph_.nodes[v].inputs[slot]);
+  }
+
   void release_saved(int64_t v) {
     const NodeProfile& node = graph_.nodes[v];
-    for (int slot : node.saved) {
-      if (slot == kSavedOutput) let_go(v);
-      if (slot >= 0) let_go(node.inputs[slot]);
+    for (size_t i = 0; i < node.saved.size(); ++i) {
+      if (static_cast<int>(i) != released_early_[v]) let_go_saved(v, static_cast<int>(i));
     }
     unref(side_[v]);
     side_[v] = kNoStorage;
@@ -203,6 +210,11 @@ class Simulator {
         }
         const int64_t before = live_;
         note_peak(before + node.backward_peak_bytes);
+        if (node.released_early >= 0) {  // the rest runs without that value, if it was the last reference
+          released_early_[v] = node.released_early;
+          let_go_saved(v, node.released_early);
+          note_peak(before + node.backward_late_peak_bytes - (before - live_));
+        }
         for (size_t i = 0; i < grads.size(); ++i) {
           const int64_t bytes = i < node.grad_bytes.size() ? node.grad_bytes[i] : kNoGradient;
           if (bytes == kGradientAliasesOutput) {
@@ -251,6 +263,7 @@ class Simulator {
   std::vector<int> side_;     // per node: its side results' storage
   std::vector<int> pending_;  // per node: saved values that read a dropped output
   std::vector<bool> replay_held_;
+  std::vector<int> released_early_;  // per node: the saved value its backward let go of early, or -1
   Simulation result_;
 };
 

@@ -14,14 +14,17 @@ void masked_fill_forward(T* out, const T* x, const std::vector<int64_t>& x_strid
   const std::vector<int64_t> out_strides = dense_strides(shape);
   for_each_row<3>(shape, {&out_strides, &x_strides, &mask_strides}, true,
                   [&](const std::array<int64_t, 3>& at, int64_t n, const std::array<int64_t, 3>& inner) {
-    T* o = out + at[0];
-    const T* a = x + at[1];
-    const M* m = mask + at[2];
+    // Locals, not the captured references: a store through `o` could alias
+    // `value` as far as the compiler knows, which kept this loop scalar.
+    T* __restrict o = out + at[0];
+    const T* __restrict a = x + at[1];
+    const M* __restrict m = mask + at[2];
+    const T fill = value;
     if (inner[1] == 1 && inner[2] == 1) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = m[i] != M(0) ? value : a[i];
+      for (int64_t i = 0; i < n; ++i) o[i] = m[i] != M(0) ? fill : a[i];
     } else {
-      for (int64_t i = 0; i < n; ++i) o[i] = m[i * inner[2]] != M(0) ? value : a[i * inner[1]];
+      for (int64_t i = 0; i < n; ++i) o[i] = m[i * inner[2]] != M(0) ? fill : a[i * inner[1]];
     }
   });
 }

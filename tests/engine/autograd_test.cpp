@@ -162,6 +162,42 @@ TEST(Autograd, GradientBufferOfALeafIsAdoptedWithoutCopy) {
   EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(128 * 64, 8.0f));  // dW = dy^T x: 8 rows of ones
 }
 
+TEST(Autograd, ALinearLayerLetsGoOfItsInputBeforeAllocatingItsInputGradient) {
+  // x (64, 32) -> linear to 1024 -> gelu -> linear to 32 -> sum. The second
+  // linear alone reads gelu's (64, 1024) output: its backward computes dW,
+  // frees that input, then allocates dx of the same size; gelu's backward
+  // then writes its dx over the incoming gradient, which nothing else holds.
+  // So backward never rises above forward's end level by more than the
+  // sum's gradient and one dW, where it used to add two (64, 1024) buffers.
+  Tensor x = normal({64, 32}).requires_grad_();
+  Tensor w1 = normal({1024, 32}, 0, 0.1).requires_grad_();
+  Tensor w2 = normal({32, 1024}, 0, 0.1).requires_grad_();
+  Tensor loss = sum(linear(gelu(linear(x, w1)), w2));
+  const std::shared_ptr<Node> second_linear = loss.grad_fn()->next_edges()[0].node;
+  const std::shared_ptr<Node> gelu_node = second_linear->next_edges()[0].node;
+  ASSERT_EQ(second_linear->name(), "linear");
+  ASSERT_EQ(gelu_node->name(), "gelu");
+  const int64_t after_forward = cpu_allocator().stats().live_transient;
+  ScopedPeak scope;
+  loss.backward();
+  const int64_t dy = 64 * 32 * 4, dw = 32 * 1024 * 4, hidden = 64 * 1024 * 4;
+  EXPECT_LE(scope.stats().peak_transient - after_forward, 4 + dy + dw);
+  EXPECT_LT(scope.stats().peak_transient - after_forward, hidden);
+  EXPECT_EQ(second_linear->record().released_early, 0);  // its saved input
+  EXPECT_EQ(gelu_node->record().released_early, -1);
+  EXPECT_EQ(gelu_node->record().grad_bytes, std::vector<int64_t>{kGradientAliasesOutput});
+}
+
+TEST(Autograd, AGradientTheCallerHoldsIsNeverOverwritten) {
+  Tensor x = from_vector(std::vector<double>{-1.0, 0.0, 2.0}, {3}).requires_grad_();
+  const Tensor g = from_vector(std::vector<double>{1.0, 2.0, 3.0}, {3});
+  gelu(x).backward(g);
+  EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{1.0, 2.0, 3.0}));
+  Tensor x2 = from_vector(std::vector<double>{-1.0, 0.0, 2.0}, {3}).requires_grad_();
+  sum(mul(gelu(x2), g)).backward();
+  EXPECT_EQ(grad_of(x), grad_of(x2));
+}
+
 TEST(Autograd, InPlaceChangeOfASavedValueIsAnError) {
   Tensor w = from_vector(std::vector<double>{1, 2}, {2}).requires_grad_();
   Tensor x = from_vector(std::vector<double>{3, 4}, {2}).requires_grad_();
