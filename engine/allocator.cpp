@@ -71,6 +71,9 @@ void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
     if (nbytes >= kCacheMinBytes) {
       const size_t size = (nbytes + kCachePage - 1) / kCachePage * kCachePage;
       auto it = free_blocks_.lower_bound(size);
+      // Of the blocks of the best size, the one freed last: the likeliest
+      // to be in cache still (a multimap keeps equal keys in insertion order).
+      if (it != free_blocks_.end()) it = std::prev(free_blocks_.upper_bound(it->first));
       if (it != free_blocks_.end() && it->first <= size + size / 8) {
         ptr = it->second;
         stats_.cached -= static_cast<int64_t>(it->first);

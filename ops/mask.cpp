@@ -62,10 +62,11 @@ class MaskedFillNode final : public Node {
 
   void save(const Tensors& in, const Tensor&) override { save_value(in[1]); }
 
-  // out = mask ? value : x:  dx = mask ? 0 : dout
+  // out = mask ? value : x:  dx = mask ? 0 : dout, over dout when nothing
+  // else refers to it.
   Tensors backward(const Tensor& dout) override {
     const Tensor mask = saved(0);
-    Tensor dx(dout.shape(), dout.dtype(), dout.device());
+    Tensor dx = owns_storage_alone(dout) ? dout : Tensor(dout.shape(), dout.dtype(), dout.device());
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       fill_where<T>(dx.data<T>(), dout, mask, dout.shape(), T(0));
     });

@@ -51,10 +51,13 @@ class SoftmaxNode final : public Node {
 
   // softmax:     dx = y (dy - sum(dy y))
   // log_softmax: dx = dy - exp(y) sum(dy)
+  // dx over dout when nothing else refers to it: each row is read whole
+  // (its dot product with out) before any of it is written.
   Tensors backward(const Tensor& dout_any) override {
+    const bool overwrite = owns_storage_alone(dout_any);
     const Tensor dout = dense(dout_any);
     const Tensor out = saved(0);
-    Tensor dx(dout.shape(), dout.dtype(), dout.device());
+    Tensor dx = overwrite ? dout : Tensor(dout.shape(), dout.dtype(), dout.device());
     const Split s = split_at(dout.shape(), axis_);
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       if constexpr (kLog) {

@@ -45,8 +45,13 @@ bool better(double ms_a, int64_t peak_a, double ms_b, int64_t peak_b) {
 
 }  // namespace
 
-std::optional<std::vector<int>> solve_chain(const ChainModel& model, int64_t budget) {
-  std::vector<std::shared_ptr<const State>> states{std::make_shared<State>()};
+namespace {
+
+using States = std::vector<std::shared_ptr<const State>>;
+
+// The Pareto set of whole choices that fit `budget`, empty if none does.
+States final_states(const ChainModel& model, int64_t budget) {
+  States states{std::make_shared<State>()};
   for (const auto& stage : model.stages) {
     std::vector<std::shared_ptr<const State>> next;
     for (const auto& state : states) {
@@ -70,15 +75,42 @@ std::optional<std::vector<int>> solve_chain(const ChainModel& model, int64_t bud
       });
       if (!dominated) states.push_back(candidate);
     }
-    if (states.empty()) return std::nullopt;
+    if (states.empty()) return states;
   }
+  return states;
+}
+
+std::vector<int> modes_of(const State* state) {
+  std::vector<int> modes;
+  for (const State* s = state; s->parent; s = s->parent.get()) modes.push_back(s->mode);
+  std::reverse(modes.begin(), modes.end());
+  return modes;
+}
+
+}  // namespace
+
+std::optional<std::vector<int>> solve_chain(const ChainModel& model, int64_t budget) {
+  const States states = final_states(model, budget);
+  if (states.empty()) return std::nullopt;
   const auto best = std::min_element(states.begin(), states.end(), [](const auto& a, const auto& b) {
     return better(a->ms, a->peak, b->ms, b->peak);
   });
-  std::vector<int> modes;
-  for (const State* s = best->get(); s->parent; s = s->parent.get()) modes.push_back(s->mode);
-  std::reverse(modes.begin(), modes.end());
-  return modes;
+  return modes_of(best->get());
+}
+
+std::vector<std::vector<int>> chain_front(const ChainModel& model) {
+  States states = final_states(model, std::numeric_limits<int64_t>::max());
+  std::sort(states.begin(), states.end(), [](const auto& a, const auto& b) {
+    return a->peak != b->peak ? a->peak < b->peak : a->ms < b->ms;
+  });
+  std::vector<std::vector<int>> front;
+  double least_ms = std::numeric_limits<double>::infinity();
+  for (const auto& state : states) {
+    if (state->ms >= least_ms) continue;  // a lower peak costs no more
+    least_ms = state->ms;
+    front.push_back(modes_of(state.get()));
+  }
+  return front;
 }
 
 std::optional<std::vector<int>> solve_chain_exhaustive(const ChainModel& model, int64_t budget) {
@@ -173,6 +205,18 @@ Chain chain_of(const Context& c, const std::vector<Candidate>& greedy) {
 }
 
 }  // namespace
+
+std::vector<Candidate> chain_front_plans(const Context& c, const std::vector<Candidate>& greedy) {
+  const Chain chain = chain_of(c, greedy);
+  std::vector<Candidate> plans;
+  for (const std::vector<int>& modes : chain_front(chain.model)) {
+    std::vector<Tag> tags = combine(c, chain, modes);
+    Simulation sim = c.simulate(tags);
+    plans.push_back({std::move(tags), std::move(sim),
+                     fmt::format("stage modes {} from the chain's front", fmt::join(modes, ""))});
+  }
+  return plans;
+}
 
 std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
   const std::vector<Candidate> greedy = greedy_path(c);

@@ -37,6 +37,10 @@ struct ChainModel {
 // The modes of least recompute time that fit `budget` (ties: the lower
 // peak), or nothing when no choice fits.
 std::optional<std::vector<int>> solve_chain(const ChainModel& model, int64_t budget);
+// Every choice no other beats on both peak and time, lowest peak first
+// (each with the least time for its peak): what `cost` without a budget
+// searches for the lowest peak its replay allowance affords.
+std::vector<std::vector<int>> chain_front(const ChainModel& model);
 // The same by trying every choice (for tests: modes^stages of them).
 std::optional<std::vector<int>> solve_chain_exhaustive(const ChainModel& model, int64_t budget);
 

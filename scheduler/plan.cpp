@@ -23,12 +23,16 @@ bool contains(const std::vector<std::string>& names, const std::string& name) {
 }
 
 std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
+  const std::vector<Candidate> greedy = greedy_path(c);
   if (!budget) {
     // No budget: the lowest memory among the plans tried whose replays cost
-    // at most kNoBudgetReplayShare of the measured step; the greedy order
-    // drops memory-bound values first (most bytes per ms), GEMMs only if cheap.
+    // at most kNoBudgetReplayShare of the measured step. The greedy order
+    // drops memory-bound values first (most bytes per ms), GEMMs only if
+    // cheap; the chain's front combines its stages' plans per stage.
     const double allowance = kNoBudgetReplayShare * (c.graph.total_forward_ms() + c.graph.total_backward_ms());
-    const std::vector<Candidate> pool = descent(c);
+    std::vector<Candidate> pool = descent(c, greedy);
+    std::vector<Candidate> front = chain_front_plans(c, greedy);
+    pool.insert(pool.end(), std::make_move_iterator(front.begin()), std::make_move_iterator(front.end()));
     const Candidate* chosen = &pool.front();  // keep-all
     for (const Candidate& candidate : pool) {
       if (candidate.sim.recompute_ms <= allowance && better(candidate.sim, chosen->sim)) chosen = &candidate;
@@ -37,7 +41,7 @@ std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std:
                       chosen->sim.recompute_ms, allowance);
     return chosen->tags;
   }
-  const std::vector<Candidate> pool = descent(c);
+  const std::vector<Candidate> pool = descent(c, greedy);
   const Candidate* best = fastest_fitting(pool, planning_target(*budget));
   if (!best) {
     int64_t minimum = std::numeric_limits<int64_t>::max();
@@ -170,7 +174,7 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options) {
 int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides) {
   const Context c(graph, overrides);
   int64_t minimum = std::numeric_limits<int64_t>::max();
-  for (const Candidate& candidate : descent(c)) minimum = std::min(minimum, candidate.sim.peak_bytes);
+  for (const Candidate& candidate : descent(c, greedy_path(c))) minimum = std::min(minimum, candidate.sim.peak_bytes);
   return minimum;
 }
 

@@ -176,8 +176,8 @@ std::vector<Candidate> greedy_path(const Context& c) {
 // The plans `cost` with a budget chooses among: the greedy path, a static
 // descent (cheapest forward ms per MiB first) that reaches further down, and
 // the rule-based plans.
-std::vector<Candidate> descent(const Context& c) {
-  std::vector<Candidate> pool = greedy_path(c);
+std::vector<Candidate> descent(const Context& c, std::vector<Candidate> greedy) {
+  std::vector<Candidate> pool = std::move(greedy);
   std::vector<int64_t> order;
   for (int64_t v = 0; v < c.graph.size(); ++v) {
     if (c.decidable(v)) order.push_back(v);

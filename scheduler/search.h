@@ -74,8 +74,8 @@ void cost_rule(const Context& c, std::vector<Tag>& tags, int64_t first, int64_t 
 // Positions p that cut the graph: no edge jumps from before p to after it.
 std::vector<int64_t> cuts(const Context& c);
 std::vector<Candidate> greedy_path(const Context& c);
-// The greedy path, a static descent and the rule-based plans.
-std::vector<Candidate> descent(const Context& c);
+// The greedy path given, a static descent and the rule-based plans.
+std::vector<Candidate> descent(const Context& c, std::vector<Candidate> greedy);
 // The fastest plan in `pool` whose peak is at most `target`, or null.
 const Candidate* fastest_fitting(const std::vector<Candidate>& pool, int64_t target);
 
@@ -83,6 +83,10 @@ const Candidate* fastest_fitting(const std::vector<Candidate>& pool, int64_t tar
 int64_t planning_target(int64_t budget);
 int64_t budget_for_peak(int64_t peak);
 [[noreturn]] void fail_budget(const std::string& policy, int64_t budget, int64_t minimum);
+
+// Plans of the chain model's front in (peak, recompute time), simulated
+// (optimal.cpp; see chain_front).
+std::vector<Candidate> chain_front_plans(const Context& c, const std::vector<Candidate>& greedy);
 
 // The `optimal` policy (optimal.cpp).
 std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why);

@@ -2,7 +2,7 @@
 // no training or measuring logic lives here.
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
-//   remat bench --workload W1|W2 --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--json]
+//   remat bench --workload W1|W2 --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--json]
 //   remat explain --workload W1|W2 --policy P [--budget B] [--format table|csv|json]
 //   remat tradeoff --workload W1|W2 [--fractions 0.25,0.5,...] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //
@@ -148,9 +148,10 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
   }
 }
 
-void run_bench(const remat::train::WorkloadOptions& options, bool json) {
-  const remat::train::WorkloadReport report = remat::train::run_workload(options);
-  const nlohmann::ordered_json fields = report.to_json();
+void run_bench(const remat::train::WorkloadOptions& options, const std::string& against, bool json) {
+  const nlohmann::ordered_json fields = against.empty()
+                                            ? remat::train::run_workload(options).to_json()
+                                            : remat::train::run_paired_workload(options, against).to_json();
   if (json) {
     fmt::print("{}\n", fields.dump());
     return;
@@ -158,6 +159,11 @@ void run_bench(const remat::train::WorkloadOptions& options, bool json) {
   for (const auto& [key, value] : fields.items()) {
     std::string text = value.is_string() ? value.get<std::string>() : value.dump();
     if (value.is_number_integer() && key.find("bytes") != std::string::npos) text += " (" + mib(value.get<int64_t>()) + ")";
+    if (value.is_array()) {
+      std::vector<std::string> items;
+      for (const auto& item : value) items.push_back(fmt::format("{:.3f}", item.get<double>()));
+      text = fmt::format("[{}]", fmt::join(items, ", "));
+    }
     fmt::print("{:<33} {}\n", key, text);
   }
 }
@@ -368,6 +374,9 @@ int main(int argc, char** argv) {
   bench->add_option("--seed", bench_options.seed, "seed of weights and batch")->capture_default_str();
   bench->add_flag("--json", json, "print one JSON line");
   bench->add_option("--trace", bench_options.trace_path, "write the last step's memory timeline (Chrome trace JSON)");
+  std::string against;
+  bench->add_option("--against", against, "also run a copy under this policy (e.g. none), alternating steps, and "
+                    "report the per-step time ratios");
 
   remat::train::WorkloadOptions explain_options{.warmup = 1};
   std::string format = "table";
@@ -416,7 +425,7 @@ int main(int argc, char** argv) {
     }
     if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
     if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
-    if (*bench) run_bench(bench_options, json);
+    if (*bench) run_bench(bench_options, against, json);
     if (*explain) run_explain(explain_options, format);
     if (!fractions.empty()) tradeoff_options.budget_fractions = parse_fractions(fractions);
     if (*tradeoff) run_tradeoff(tradeoff_options, out_dir);

@@ -127,64 +127,129 @@ WorkloadPlan plan_workload(const WorkloadOptions& options) {
   return {*checkpointer.profile(), *checkpointer.plan()};
 }
 
-WorkloadReport run_workload(const WorkloadOptions& options) {
-  const Workload workload = build(options);
-  optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
+namespace {
 
-  WorkloadReport report;
-  report.workload = options.workload;
-  report.policy = options.policy;
-  report.budget = options.budget;
-  report.threads = options.threads;
-  report.steps = options.steps;
-  report.parameters = workload.model->num_parameters();
+// One workload under one policy, stepped by the caller: the report's
+// figures accumulate over the timed steps.
+class Run {
+ public:
+  Run(const WorkloadOptions& options, const std::string& policy, std::optional<int64_t> budget,
+      scheduler::Overrides overrides)
+      : options_(options),
+        workload_(build(options)),
+        optimizer_(workload_.model->parameters(), {.lr = 0.01}),
+        checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides)}) {
+    report_.workload = options.workload;
+    report_.policy = policy;
+    report_.budget = budget;
+    report_.threads = options.threads;
+    report_.steps = options.steps;
+    report_.parameters = workload_.model->num_parameters();
+  }
 
-  Allocator& allocator = cpu_allocator();
-  scheduler::Checkpointer checkpointer(
-      {.policy = options.policy, .budget = options.budget, .overrides = options.overrides});
-  std::vector<double> step_ms;
-  for (int step = 0; step < options.warmup + options.steps; ++step) {
+  // Step `index` (warm-ups first); returns its time in ms.
+  double step(int index, bool traced) {
+    Allocator& allocator = cpu_allocator();
     const int64_t transient_before = allocator.stats().live_transient;
-    const bool traced = !options.trace_path.empty() && step + 1 == options.warmup + options.steps;
     std::optional<TraceRecorder> trace;
     if (traced) trace.emplace();
     ScopedPeak peak;
     reset_recompute_stats();
     const auto start = std::chrono::steady_clock::now();
-    optimizer.zero_grad();
+    optimizer_.zero_grad();
     Tensor loss;
     {
-      const auto recording = checkpointer.record();
-      loss = workload.loss();
+      const auto recording = checkpointer_.record();
+      loss = workload_.loss();
     }
     const int64_t saved = allocator.stats().live_of(MemoryCategory::Activation);
     loss.backward();
-    optimizer.step();
+    optimizer_.step();
     const auto end = std::chrono::steady_clock::now();
-    if (traced) trace->save(options.trace_path);
+    if (traced) trace->save(options_.trace_path);
 
     const double value = loss.item<double>();
-    if (step == 0) report.loss_first = value;
-    report.loss_last = value;
-    if (step < options.warmup) continue;
-    step_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    if (index == 0) report_.loss_first = value;
+    report_.loss_last = value;
+    const double ms = std::chrono::duration<double, std::milli>(end - start).count();
+    if (index < options_.warmup) return ms;
+    step_ms_.push_back(ms);
     const MemoryStats stats = peak.stats();
-    report.saved_bytes_after_forward = saved;
-    report.peak_activation_bytes = std::max(report.peak_activation_bytes, stats.peak_transient - transient_before);
-    report.peak_total_bytes = std::max(report.peak_total_bytes, stats.peak_total);
+    report_.saved_bytes_after_forward = saved;
+    report_.peak_activation_bytes = std::max(report_.peak_activation_bytes, stats.peak_transient - transient_before);
+    report_.peak_total_bytes = std::max(report_.peak_total_bytes, stats.peak_total);
     // Replays of dropped outputs (none under policy "none"): the last step's.
-    const scheduler::StepReport step_report = checkpointer.report();
-    report.recompute_ms = step_report.recompute_ms;
-    report.recompute_flops = step_report.recompute_flops;
-    report.replayed_nodes = step_report.replayed_nodes;
-    report.kept_bytes = step_report.kept_bytes;
-    report.dropped_bytes = step_report.dropped_bytes;
-    report.predicted_peak_activation_bytes = step_report.predicted_peak_bytes;
+    const scheduler::StepReport step_report = checkpointer_.report();
+    report_.recompute_ms = step_report.recompute_ms;
+    report_.recompute_flops = step_report.recompute_flops;
+    report_.replayed_nodes = step_report.replayed_nodes;
+    report_.kept_bytes = step_report.kept_bytes;
+    report_.dropped_bytes = step_report.dropped_bytes;
+    report_.predicted_peak_activation_bytes = step_report.predicted_peak_bytes;
+    return ms;
   }
-  report.step_ms_median = median(step_ms);
-  report.step_ms_min = *std::min_element(step_ms.begin(), step_ms.end());
-  report.step_ms_max = *std::max_element(step_ms.begin(), step_ms.end());
-  return report;
+
+  WorkloadReport finish() {
+    report_.step_ms_median = median(step_ms_);
+    report_.step_ms_min = *std::min_element(step_ms_.begin(), step_ms_.end());
+    report_.step_ms_max = *std::max_element(step_ms_.begin(), step_ms_.end());
+    return report_;
+  }
+
+ private:
+  const WorkloadOptions& options_;
+  Workload workload_;
+  optim::SGD optimizer_;
+  scheduler::Checkpointer checkpointer_;
+  WorkloadReport report_;
+  std::vector<double> step_ms_;
+};
+
+}  // namespace
+
+WorkloadReport run_workload(const WorkloadOptions& options) {
+  Run run(options, options.policy, options.budget, options.overrides);
+  const int total = options.warmup + options.steps;
+  for (int step = 0; step < total; ++step) run.step(step, !options.trace_path.empty() && step + 1 == total);
+  return run.finish();
+}
+
+PairedReport run_paired_workload(const WorkloadOptions& options, const std::string& against) {
+  scheduler::check_policy(against);
+  Run run(options, options.policy, options.budget, options.overrides);
+  Run baseline(options, against, std::nullopt, {});
+  PairedReport paired;
+  const int total = options.warmup + options.steps;
+  for (int step = 0; step < total; ++step) {
+    // Each pair in turn order, then the other, so neither side always runs
+    // on the cache state the other leaves.
+    const bool traced = !options.trace_path.empty() && step + 1 == total;
+    double ms = 0, baseline_ms = 0;
+    if (step % 2 == 0) {
+      baseline_ms = baseline.step(step, false);
+      ms = run.step(step, traced);
+    } else {
+      ms = run.step(step, traced);
+      baseline_ms = baseline.step(step, false);
+    }
+    if (step >= options.warmup) paired.time_ratios.push_back(ms / baseline_ms);
+  }
+  paired.report = run.finish();
+  paired.baseline = baseline.finish();
+  return paired;
+}
+
+nlohmann::ordered_json PairedReport::to_json() const {
+  nlohmann::ordered_json j = report.to_json();
+  j["against_policy"] = baseline.policy;
+  j["against_step_ms_median"] = baseline.step_ms_median;
+  j["against_peak_activation_bytes"] = baseline.peak_activation_bytes;
+  j["time_vs_against_median"] = median(time_ratios);
+  j["time_vs_against"] = time_ratios;
+  j["peak_vs_against"] = baseline.peak_activation_bytes > 0 ? static_cast<double>(report.peak_activation_bytes) /
+                                                                  static_cast<double>(baseline.peak_activation_bytes)
+                                                            : 0.0;
+  return j;
 }
 
 }  // namespace remat::train

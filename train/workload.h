@@ -67,6 +67,17 @@ struct WorkloadReport {
 // workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
 
+// The same workload under options.policy and under `against` (usually
+// "none"), as two copies with the same seed, stepped alternately: the
+// per-step time ratios of a pair share the machine's state of the moment,
+// so their median holds still where separate runs drift by several percent.
+struct PairedReport {
+  WorkloadReport report, baseline;
+  std::vector<double> time_ratios;  // per timed step: options.policy's time / against's
+  nlohmann::ordered_json to_json() const;
+};
+PairedReport run_paired_workload(const WorkloadOptions& options, const std::string& against);
+
 // The median of `values` (the mean of the middle two for an even count);
 // step times are reported this way. Error: no values.
 double median(std::vector<double> values);

@@ -14,11 +14,12 @@ void masked_fill_forward(T* out, const T* x, const std::vector<int64_t>& x_strid
   const std::vector<int64_t> out_strides = dense_strides(shape);
   for_each_row<3>(shape, {&out_strides, &x_strides, &mask_strides}, true,
                   [&](const std::array<int64_t, 3>& at, int64_t n, const std::array<int64_t, 3>& inner) {
-    // Locals, not the captured references: a store through `o` could alias
+    // `fill`, a local copy: a store through `o` could alias the captured
     // `value` as far as the compiler knows, which kept this loop scalar.
-    T* __restrict o = out + at[0];
-    const T* __restrict a = x + at[1];
-    const M* __restrict m = mask + at[2];
+    // out may be x itself (backward writing over its incoming gradient).
+    T* o = out + at[0];
+    const T* a = x + at[1];
+    const M* m = mask + at[2];
     const T fill = value;
     if (inner[1] == 1 && inner[2] == 1) {
 #pragma omp simd

@@ -8,7 +8,8 @@
 
 namespace remat::kernels::cpu {
 
-// out (shape) dense; x and mask strided; M is int64_t or T.
+// out (shape) dense; x and mask strided; M is int64_t or T. out may be x
+// when x is dense (each element is read before it is written).
 template <class T, class M>
 void masked_fill_forward(T* out, const T* x, const std::vector<int64_t>& x_strides, const M* mask,
                          const std::vector<int64_t>& mask_strides, const std::vector<int64_t>& shape, T value);

@@ -7,7 +7,8 @@
 namespace remat::kernels::cpu {
 
 template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner);
-// dx = out * (dout - sum_n(dout * out))
+// dx = out * (dout - sum_n(dout * out)); dx may be dout (each row is read
+// whole before it is written), as in log_softmax_backward.
 template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner);
 template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner);
 // dx = dout - exp(out) * sum_n(dout)

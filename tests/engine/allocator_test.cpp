@@ -97,6 +97,34 @@ TEST(Allocator, LargeBlocksAreCachedAndReused) {
   EXPECT_EQ(a.stats().cached, 1024 * 1024);
 }
 
+TEST(Allocator, OfEqualCachedBlocksTheLastFreedIsReusedFirst) {
+  Allocator& a = cpu_allocator();
+  a.empty_cache();
+  void* older = nullptr;
+  void* newer = nullptr;
+  {
+    Tensor t1({256, 1024}, DType::Float32);
+    Tensor t2({256, 1024}, DType::Float32);
+    older = t1.raw_data();
+    newer = t2.raw_data();
+    t1 = Tensor();  // freed first
+  }                 // t2 freed last: still warm in cache
+  Tensor again({256, 1024}, DType::Float32);
+  EXPECT_EQ(again.raw_data(), newer);
+  EXPECT_NE(again.raw_data(), older);
+}
+
+TEST(Allocator, OnlyFreshBlocksCountFirstTouchTime) {
+  Allocator& a = cpu_allocator();
+  a.empty_cache();
+  const double before = first_touch_ms();
+  { Tensor fresh({1024, 1024}, DType::Float32); }  // 4 MiB of new pages, mapped as allocated
+  const double after_fresh = first_touch_ms();
+  EXPECT_GT(after_fresh, before);
+  { Tensor reused({1024, 1024}, DType::Float32); }  // the cached block: no pages to map
+  EXPECT_EQ(first_touch_ms(), after_fresh);
+}
+
 TEST(Allocator, ABlockUpToAnEighthLargerIsReusedAndCountedAsItsOwnSize) {
   Allocator& a = cpu_allocator();
   a.empty_cache();

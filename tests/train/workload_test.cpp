@@ -52,6 +52,27 @@ TEST(WorkloadSlow, W2PerBlockDropsMostBytesAndKeepsTheLoss) {
   EXPECT_EQ(none.recompute_flops, 0);
 }
 
+TEST(WorkloadSlow, APairedRunStepsTwoCopiesAlternatelyAndComparesThem) {
+  const WorkloadOptions options{.workload = "W1", .policy = "sqrt", .steps = 3, .warmup = 1};
+  const PairedReport paired = run_paired_workload(options, "none");
+  const WorkloadReport alone = run_workload({.workload = "W1", .steps = 3, .warmup = 1});
+  EXPECT_EQ(paired.report.policy, "sqrt");
+  EXPECT_EQ(paired.baseline.policy, "none");
+  ASSERT_EQ(paired.time_ratios.size(), 3u);
+  for (double ratio : paired.time_ratios) EXPECT_GT(ratio, 0.0);
+  // The copies do not disturb each other's figures or updates.
+  EXPECT_EQ(paired.baseline.peak_activation_bytes, alone.peak_activation_bytes);
+  EXPECT_EQ(paired.baseline.loss_last, alone.loss_last);
+  EXPECT_EQ(paired.report.loss_last, alone.loss_last);  // bit-identical gradients under sqrt
+  EXPECT_LT(paired.report.peak_activation_bytes, paired.baseline.peak_activation_bytes);
+  const nlohmann::ordered_json j = paired.to_json();
+  EXPECT_EQ(j["against_policy"], "none");
+  EXPECT_EQ(j["time_vs_against"].size(), 3u);
+  EXPECT_DOUBLE_EQ(j["peak_vs_against"].get<double>(), static_cast<double>(paired.report.peak_activation_bytes) /
+                                                           static_cast<double>(alone.peak_activation_bytes));
+  EXPECT_THROW(run_paired_workload(options, "keep-all"), Error);
+}
+
 TEST(Workload, UnknownNamesAreErrors) {
   EXPECT_THROW(run_workload({.workload = "W7"}), Error);
   EXPECT_THROW(run_workload({.policy = "sqrtt"}), Error);
