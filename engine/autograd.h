@@ -148,6 +148,9 @@ struct NodeRecord {
   // frees under each plan); released_early indexes `saved`, or is -1.
   bool backward_ran = false;
   double backward_ms = 0;
+  // On the root of a backward pass only: the pass's wall time (replays,
+  // gradient sums and leaf updates included), from its first run.
+  double backward_pass_ms = 0;
   int64_t backward_peak_bytes = 0;
   int64_t backward_late_peak_bytes = 0;
   int released_early = -1;

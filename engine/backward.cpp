@@ -128,6 +128,9 @@ Tensors AccumulateGrad::backward(const Tensor& grad_output) {
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   REMAT_CHECK(root.defined(), "backward: called on an undefined tensor");
   REMAT_CHECK(root.requires_grad(), "backward: tensor {} does not require grad and has no grad_fn", root.str());
+  const auto pass_start = std::chrono::steady_clock::now();
+  const std::shared_ptr<NodeRecord> root_record =
+      root.grad_fn() && !root.grad_fn()->record().backward_ran ? root.grad_fn()->shared_record() : nullptr;
   NoGradGuard no_grad;
   CategoryGuard temporaries(MemoryCategory::Temporary);
   Tensor root_grad = grad;
@@ -190,6 +193,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       }
       if (--dependencies[next] == 0) ready.push(next);
     }
+  }
+  if (root_record) {
+    root_record->backward_pass_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
   }
 }
 

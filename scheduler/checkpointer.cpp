@@ -33,12 +33,15 @@ Checkpointer::Checkpointer(PlanOptions options) : options_(std::move(options)) {
               "checkpointing: policy {} takes no budget (cost and optimal do)", options_.policy);
 }
 
-Checkpointer::Recording::Recording(Checkpointer& owner) : scope_(owner.recording_policy()) {
+Checkpointer::Recording::Recording(Checkpointer& owner) : owner_(owner), scope_(owner.recording_policy()) {
   REMAT_CHECK(!t_recording, "checkpointing: a Checkpointer is already recording on this thread");
   t_recording = true;
 }
 
-Checkpointer::Recording::~Recording() { t_recording = false; }
+Checkpointer::Recording::~Recording() {
+  t_recording = false;
+  owner_.forward_wall_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+}
 
 bool Checkpointer::recording_on_this_thread() { return t_recording; }
 
@@ -146,6 +149,11 @@ void Checkpointer::settle_last_step() {
   report_ = report();  // freeze the last step's measured figures
   if (!records_.back()->backward_ran) return;  // no backward: nothing to plan from
   GraphProfile graph = profile_records(records_);
+  // The step's wall time as far as it can be seen from here: the recorded
+  // forward and the backward pass, less that step's replays.
+  if (records_.back()->backward_pass_ms > 0) {
+    graph.step_ms = forward_wall_ms_ + records_.back()->backward_pass_ms - report_.recompute_ms;
+  }
   const bool applied = active_ && !mismatch_ && graph.signature == active_->plan.signature;
   if (applied && !active_->warm) {
     // The plan came from the graph's first step, whose times are cold

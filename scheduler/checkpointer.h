@@ -24,6 +24,8 @@
 // first step its plan ran on.
 #pragma once
 
+#include <chrono>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -78,7 +80,9 @@ class Checkpointer {
     Recording& operator=(const Recording&) = delete;
 
    private:
+    Checkpointer& owner_;
     RecomputeScope scope_;
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   };
   [[nodiscard]] std::unique_ptr<Recording> record();
   static bool recording_on_this_thread();
@@ -109,6 +113,7 @@ class Checkpointer {
   std::vector<std::shared_ptr<const NodeRecord>> records_;
   StepReport report_;
   RecomputeStats replays_at_start_;
+  double forward_wall_ms_ = 0;  // the latest Recording's lifetime: the step's forward
   std::unique_ptr<TransientPeakWatch> watch_;
   int64_t plans_made_ = 0;
 };

@@ -15,7 +15,9 @@ namespace {
 
 using namespace search;
 
-// `cost` without a budget spends at most this share of a step on replays.
+// `cost` without a budget spends at most this share of a training step on
+// replays (GraphProfile::training_step_ms: forward and backward as the
+// Checkpointer timed them, the engine's own work between nodes included).
 constexpr double kNoBudgetReplayShare = 0.05;
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
@@ -29,7 +31,7 @@ std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std:
     // at most kNoBudgetReplayShare of the measured step. The greedy order
     // drops memory-bound values first (most bytes per ms), GEMMs only if
     // cheap; the chain's front combines its stages' plans per stage.
-    const double allowance = kNoBudgetReplayShare * (c.graph.total_forward_ms() + c.graph.total_backward_ms());
+    const double allowance = kNoBudgetReplayShare * c.graph.training_step_ms();
     std::vector<Candidate> pool = descent(c, greedy);
     std::vector<Candidate> front = chain_front_plans(c, greedy);
     pool.insert(pool.end(), std::make_move_iterator(front.begin()), std::make_move_iterator(front.end()));

@@ -181,6 +181,11 @@ double GraphProfile::total_backward_ms() const {
   return total;
 }
 
+double GraphProfile::training_step_ms() const {
+  const double graph_ms = total_forward_ms() + total_backward_ms();
+  return step_ms > 0 ? std::clamp(step_ms, graph_ms, 1.5 * graph_ms) : graph_ms;
+}
+
 GraphProfile profile_graph(const Tensor& root) {
   REMAT_CHECK(root.defined() && root.grad_fn(), "profile_graph: tensor {} has no recorded graph", root.str());
   std::vector<const NodeRecord*> records;

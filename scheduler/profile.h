@@ -63,10 +63,17 @@ struct GraphProfile {
   std::vector<NodeProfile> nodes;  // the last one is the root (the loss)
   int64_t leaves = 0;
   uint64_t signature = 0;  // equal for graphs of the same ops and shapes
+  // The wall time of the step the profile came from, as the Checkpointer
+  // saw it (its recorded forward and the backward pass, bookkeeping and
+  // gradient sums included, less that step's replays), or 0 when unknown.
+  double step_ms = 0;
   int64_t size() const { return static_cast<int64_t>(nodes.size()); }
   int64_t total_output_bytes() const;
   double total_forward_ms() const;
   double total_backward_ms() const;
+  // step_ms where known, else the nodes' forward + backward; at most 1.5
+  // times the latter (whatever else a forward does is not the graph's).
+  double training_step_ms() const;
 };
 
 // The graph that produced `root` (leaf accumulators excluded).

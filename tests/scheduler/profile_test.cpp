@@ -49,6 +49,22 @@ TEST(Profile, SignatureFollowsOpsAndShapes) {
   EXPECT_NE(profile_graph(small_graph(8)).signature, profile_graph(small_graph(9)).signature);
 }
 
+TEST(Profile, TheTrainingStepIsTheTimedStepWithinBounds) {
+  GraphProfile p = profile_graph(small_graph(8));
+  p.nodes[0].forward_ms = 3.0;
+  p.nodes[0].backward_ms = 5.0;
+  for (size_t i = 1; i < p.nodes.size(); ++i) p.nodes[i].forward_ms = p.nodes[i].backward_ms = 0.5;
+  const double graph_ms = p.total_forward_ms() + p.total_backward_ms();
+  EXPECT_DOUBLE_EQ(graph_ms, 8.0 + 3.0);
+  EXPECT_DOUBLE_EQ(p.training_step_ms(), graph_ms);  // not timed: the nodes' own
+  p.step_ms = 13.0;
+  EXPECT_DOUBLE_EQ(p.training_step_ms(), 13.0);  // the engine's work between nodes counts too
+  p.step_ms = 100.0;
+  EXPECT_DOUBLE_EQ(p.training_step_ms(), 1.5 * graph_ms);  // up to half the graph's own time
+  p.step_ms = 5.0;
+  EXPECT_DOUBLE_EQ(p.training_step_ms(), graph_ms);
+}
+
 TEST(Profile, AGraphlessTensorIsAnError) { EXPECT_THROW(profile_graph(ones({2})), Error); }
 
 }  // namespace
