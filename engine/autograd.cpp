@@ -106,6 +106,7 @@ void Node::materialize_saved() const {
 
 void Node::release_saved_now(size_t i) {
   REMAT_CHECK(i < saved_.size(), "{}: release_saved_now({}) of {} saved values", name(), i, saved_.size());
+  if (retaining_graph()) return;  // a later backward through the graph reads it again
   BackwardMeter* meter = BackwardMeter::current();
   if (meter) meter->before_release();
   saved_[i].release();
@@ -115,6 +116,16 @@ void Node::release_saved_now(size_t i) {
     meter->after_release(record_index);
   }
 }
+
+namespace {
+thread_local bool t_retaining_graph = false;
+}  // namespace
+
+bool retaining_graph() { return t_retaining_graph; }
+
+RetainGraphScope::RetainGraphScope(bool retain) : previous_(t_retaining_graph) { t_retaining_graph = retain; }
+
+RetainGraphScope::~RetainGraphScope() { t_retaining_graph = previous_; }
 
 bool owns_storage_alone(const Tensor& t) {
   return t.defined() && t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() &&
@@ -159,10 +170,13 @@ Tensor Node::rebuild() {
   NoGradGuard no_grad;
   CategoryGuard activations(MemoryCategory::Activation);
   const auto start = std::chrono::steady_clock::now();
+  const double first_touch_before = first_touch_ms();
   TraceSpan span("replay", name());
   rebuilt_ = forward(inputs);
   discard_side_results();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // As forward times leave out first touches of fresh memory, so do replays.
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
+                    (first_touch_ms() - first_touch_before);
   // rebuilt_ now serves every later read until the last one, so the inputs
   // (themselves perhaps rebuilt) can go at once.
   inputs.clear();

@@ -149,8 +149,10 @@ struct NodeRecord {
   bool backward_ran = false;
   double backward_ms = 0;
   // On the root of a backward pass only: the pass's wall time (replays,
-  // gradient sums and leaf updates included), from its first run.
+  // gradient sums and leaf updates included) and the part of it replays
+  // took, from its first run.
   double backward_pass_ms = 0;
+  double backward_pass_replay_ms = 0;
   int64_t backward_peak_bytes = 0;
   int64_t backward_late_peak_bytes = 0;
   int released_early = -1;
@@ -207,7 +209,8 @@ class Node {
   Tensor saved(size_t i) const { return saved_.at(i).materialize(name()); }
   // backward() has read saved value i for the last time: free it now,
   // before allocating the rest of its results (a linear layer's input goes
-  // once dW is computed, before dx is allocated). Once per backward.
+  // once dW is computed, before dx is allocated). Once per backward; a
+  // no-op while a backward retains the graph (retaining_graph()).
   void release_saved_now(size_t i);
 
  private:
@@ -232,6 +235,20 @@ class Node {
 // as a leaf's .grad without a copy.
 bool owns_storage_alone(const Tensor& t);
 
+// Whether the backward running on this thread keeps saved values for another
+// (run_backward with retain_graph). RetainGraphScope sets it.
+bool retaining_graph();
+class RetainGraphScope {
+ public:
+  explicit RetainGraphScope(bool retain);
+  ~RetainGraphScope();
+  RetainGraphScope(const RetainGraphScope&) = delete;
+  RetainGraphScope& operator=(const RetainGraphScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Measures a node's first backward (engine/backward.cpp): the rise of live
 // activation + temporary bytes, in two phases when backward() calls
 // Node::release_saved_now (NodeRecord).
@@ -243,6 +260,17 @@ class BackwardMeter {
   BackwardMeter& operator=(const BackwardMeter&) = delete;
   // The meter of the backward running on this thread, or null.
   static BackwardMeter* current();
+  // No meter on this thread while it lives (a backward that is not measured).
+  class Unmetered {
+   public:
+    Unmetered();
+    ~Unmetered();
+    Unmetered(const Unmetered&) = delete;
+    Unmetered& operator=(const Unmetered&) = delete;
+
+   private:
+    BackwardMeter* previous_;
+  };
   // Around Node::release_saved_now(i); `record_index` indexes NodeRecord::saved.
   void before_release();
   void after_release(int record_index);

@@ -42,7 +42,10 @@ Tensors run_node_backward(Node& node, const Tensor& grad_output) {
   TraceSpan span("backward", node.name());
   node.materialize_saved();
   const bool first = !node.record().backward_ran;
-  if (!first) return node.backward(grad_output);
+  if (!first) {
+    BackwardMeter::Unmetered unmetered;  // an enclosing meter belongs to another node
+    return node.backward(grad_output);
+  }
   NodeRecord& record = *node.shared_record();
   const auto start = std::chrono::steady_clock::now();
   const double first_touch_before = first_touch_ms();
@@ -78,6 +81,10 @@ BackwardMeter::BackwardMeter(NodeRecord& record)
 BackwardMeter::~BackwardMeter() { t_meter = previous_; }
 
 BackwardMeter* BackwardMeter::current() { return t_meter; }
+
+BackwardMeter::Unmetered::Unmetered() : previous_(t_meter) { t_meter = nullptr; }
+
+BackwardMeter::Unmetered::~Unmetered() { t_meter = previous_; }
 
 void BackwardMeter::before_release() {
   early_rise_ = whole_->rise();
@@ -129,8 +136,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   REMAT_CHECK(root.defined(), "backward: called on an undefined tensor");
   REMAT_CHECK(root.requires_grad(), "backward: tensor {} does not require grad and has no grad_fn", root.str());
   const auto pass_start = std::chrono::steady_clock::now();
+  const RecomputeStats replays_before = recompute_stats();
   const std::shared_ptr<NodeRecord> root_record =
       root.grad_fn() && !root.grad_fn()->record().backward_ran ? root.grad_fn()->shared_record() : nullptr;
+  RetainGraphScope retaining(retain_graph);
   NoGradGuard no_grad;
   CategoryGuard temporaries(MemoryCategory::Temporary);
   Tensor root_grad = grad;
@@ -197,6 +206,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   if (root_record) {
     root_record->backward_pass_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
+    root_record->backward_pass_replay_ms = recompute_stats().ms - replays_before.ms;
   }
 }
 

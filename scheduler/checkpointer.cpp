@@ -151,9 +151,8 @@ void Checkpointer::settle_last_step() {
   GraphProfile graph = profile_records(records_);
   // The step's wall time as far as it can be seen from here: the recorded
   // forward and the backward pass, less that step's replays.
-  if (records_.back()->backward_pass_ms > 0) {
-    graph.step_ms = forward_wall_ms_ + records_.back()->backward_pass_ms - report_.recompute_ms;
-  }
+  const NodeRecord& root = *records_.back();
+  if (root.backward_pass_ms > 0) graph.step_ms = forward_wall_ms_ + root.backward_pass_ms - root.backward_pass_replay_ms;
   const bool applied = active_ && !mismatch_ && graph.signature == active_->plan.signature;
   if (applied && !active_->warm) {
     // The plan came from the graph's first step, whose times are cold

@@ -21,8 +21,9 @@ void mix(uint64_t& hash, const void* data, size_t size) {
   }
 }
 
-// Nodes of the same op on the same shapes and dtypes (one layer repeated,
-// as in a transformer's blocks) do the same work, yet one step's timer sees
+// Nodes of the same op on the same shapes and dtypes, with the same
+// gradients and saved values (one layer repeated, as in a transformer's
+// blocks) do the same work, yet one step's timer sees
 // them differ by more than the planners' margins (a preempted op, a cold
 // cache). Each gets the median of its group's forward and backward times,
 // so that a plan does not follow the timer's noise from run to run.
@@ -34,6 +35,10 @@ void steady_repeated_times(GraphProfile& profile) {
     for (const Shape& s : node.input_shapes) key += "|" + str(s);
     for (DType d : node.input_dtypes) key += "|" + std::string(dtype_name(d));
     key += "->" + str(node.output_shape) + std::string(dtype_name(node.output_dtype));
+    // The same work in backward too: which gradients it made, what it read.
+    key += node.backward_ran ? "|backward" : "|no backward";
+    for (int64_t bytes : node.grad_bytes) key += "|g" + std::to_string(bytes);
+    for (int slot : node.saved) key += "|s" + std::to_string(slot);
     groups[key].push_back(i);
   }
   auto median = [](std::vector<double> values) {

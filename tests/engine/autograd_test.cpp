@@ -75,6 +75,34 @@ TEST(Autograd, SecondBackwardNeedsRetainGraph) {
   }
 }
 
+TEST(Autograd, RetainGraphKeepsWhatALinearLayerWouldFreeEarly) {
+  Tensor x = normal({8, 4}).requires_grad_();
+  Tensor w = normal({6, 4}).requires_grad_();
+  Tensor loss = sum(linear(gelu(linear(x, w)), ones({3, 6})));
+  loss.backward({}, /*retain_graph=*/true);
+  const std::vector<double> once = grad_of(w);
+  loss.backward();  // reads every saved value again, the second linear's input included
+  const std::vector<double> twice = grad_of(w);
+  ASSERT_EQ(twice.size(), once.size());
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_DOUBLE_EQ(twice[i], 2 * once[i]);
+}
+
+TEST(Autograd, SoftmaxAndMaskedFillNeverOverwriteAGradientTwoBranchesShare) {
+  // add's backward hands the same gradient to both branches: neither may
+  // write over it. Reference: the same sums with the branches made apart.
+  Tensor x = normal({4, 5}).requires_grad_();
+  const Tensor mask = causal_mask(5).alias({4, 5}, {5, 1}, 0);
+  const Tensor w = normal({4, 5});
+  sum(mul(add(softmax(x, -1), masked_fill(x, mask, 0.0)), w)).backward();
+  const std::vector<double> shared = grad_of(x);
+  Tensor y = from_vector(x.to_vector<float>(), {4, 5}).requires_grad_();
+  sum(mul(softmax(y, -1), w)).backward();
+  sum(mul(masked_fill(y, mask, 0.0), w)).backward();
+  const std::vector<double> apart = grad_of(y);
+  ASSERT_EQ(shared.size(), apart.size());
+  for (size_t i = 0; i < shared.size(); ++i) EXPECT_NEAR(shared[i], apart[i], 1e-6);
+}
+
 TEST(Autograd, NoGradRecordsNothing) {
   Tensor x = ones({3}).requires_grad_();
   Tensor y;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cmath>
 #include <functional>
 
@@ -234,6 +236,30 @@ TEST(Plan, AChangedGraphIsReplannedNeverMisapplied) {
   EXPECT_EQ(checkpointer.cached_plans(), 2u);
   EXPECT_EQ(checkpointer.plans_made(), 2);
   EXPECT_FALSE(checkpointer.report().profiling);  // the last step found its plan in the cache
+}
+
+TEST(Plan, TheProfileCarriesTheStepAsTimedLessItsReplays) {
+  Checkpointer checkpointer({.policy = "blocks"});
+  for (int step = 0; step < 2; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    Tensor loss;
+    {
+      const auto recording = checkpointer.record();
+      loss = gpt()().first;
+    }
+    loss.backward();
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const StepReport report = checkpointer.report();
+    if (step == 0) continue;  // the profiling step; the plan runs from the second
+    ASSERT_GT(report.recompute_ms, 0.0);
+    loss = Tensor();
+    {
+      const auto recording = checkpointer.record();  // settles the step just timed
+    }
+    ASSERT_NE(checkpointer.profile(), nullptr);
+    EXPECT_GT(checkpointer.profile()->step_ms, 0.0);
+    EXPECT_LE(checkpointer.profile()->step_ms, wall_ms - report.recompute_ms);
+  }
 }
 
 TEST(Plan, ANestedRecordingIsAnErrorThatLeavesTheStepIntact) {
