@@ -1,6 +1,8 @@
 // The Checkpointer; see checkpointer.h.
 #include "scheduler/checkpointer.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace remat::scheduler {
@@ -98,6 +100,29 @@ std::unordered_map<size_t, int64_t> positions(const GraphProfile& graph,
   return position_at;
 }
 
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t half = values.size() / 2;
+  return values.size() % 2 == 1 ? values[half] : 0.5 * (values[half - 1] + values[half]);
+}
+
+// The last of `steps` (profiles of one graph) with each node's forward and
+// backward time, and the step's, the median over all of them.
+GraphProfile median_times(const std::vector<GraphProfile>& steps) {
+  GraphProfile result = steps.back();
+  auto median_over_steps = [&](auto field) {
+    std::vector<double> values;
+    for (const GraphProfile& step : steps) values.push_back(field(step));
+    return median_of(std::move(values));
+  };
+  for (size_t v = 0; v < result.nodes.size(); ++v) {
+    result.nodes[v].forward_ms = median_over_steps([v](const GraphProfile& g) { return g.nodes[v].forward_ms; });
+    result.nodes[v].backward_ms = median_over_steps([v](const GraphProfile& g) { return g.nodes[v].backward_ms; });
+  }
+  result.step_ms = median_over_steps([](const GraphProfile& g) { return g.step_ms; });
+  return result;
+}
+
 }  // namespace
 
 // Whether `plan` could have been the one applied to the nodes recorded so
@@ -154,13 +179,14 @@ void Checkpointer::settle_last_step() {
   const NodeRecord& root = *records_.back();
   if (root.backward_pass_ms > 0) graph.step_ms = forward_wall_ms_ + root.backward_pass_ms - root.backward_pass_replay_ms;
   const bool applied = active_ && !mismatch_ && graph.signature == active_->plan.signature;
-  if (applied && !active_->warm) {
-    // The plan came from the graph's first step, whose times are cold
-    // (first touches of fresh memory): plan once more from this one.
-    active_->plan = make_plan(graph, options_);
+  if (applied && static_cast<int>(active_->warm_steps.size()) < CachedPlan::kWarmPlans) {
+    // The plan came from the graph's profiling step, whose times are cold,
+    // or from fewer warm steps than it will be: plan once more from the
+    // median times of the warm steps so far.
     active_->position_at = positions(graph, records_);
-    active_->graph = std::move(graph);
-    active_->warm = true;
+    active_->warm_steps.push_back(std::move(graph));
+    active_->graph = median_times(active_->warm_steps);
+    active_->plan = make_plan(active_->graph, options_);
   }
   if (applied) return;
   if (auto it = cache_.find(graph.signature); it != cache_.end()) {

@@ -20,8 +20,9 @@
 // the ones planned. At the first node that differs the rest of the step is
 // kept (never a plan misapplied to another graph) and the step's
 // graph is planned, or its plan found in the cache, for the next step. The
-// first step's times are cold, so a graph is planned once more from the
-// first step its plan ran on.
+// first step's times are cold, so a graph is planned again after each of
+// the first CachedPlan::kWarmPlans steps its plan ran on, from their median
+// times.
 #pragma once
 
 #include <chrono>
@@ -60,7 +61,13 @@ struct CachedPlan {
   // Node recorded i-th in a step (counting only this thread's recording) ->
   // its position in `graph`.
   std::unordered_map<size_t, int64_t> position_at;
-  bool warm = false;  // planned again from a later step's (warm) times
+  // Planned again after each of the first kWarmPlans steps run under a
+  // plan (their times are warm; the profiling step's are not), from the
+  // median of those steps' times: one step's timer noise would move it.
+  // With the profiling step, kWarmPlans + 1 steps precede the final plan
+  // (bench's 3 warm-ups cover them).
+  static constexpr int kWarmPlans = 2;
+  std::vector<GraphProfile> warm_steps;
 };
 
 class Checkpointer {

@@ -110,9 +110,9 @@ WorkloadPlan plan_workload(const WorkloadOptions& options) {
   optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
   scheduler::Checkpointer checkpointer(
       {.policy = options.policy, .budget = options.budget, .overrides = options.overrides});
-  // Profiling step, a step under the first plan, then one under the plan
-  // made from that step's warm times.
-  for (int step = 0; step < std::max(1, options.warmup) + 2; ++step) {
+  // The profiling step, the steps whose warm times the plan is remade from,
+  // and one under the final plan.
+  for (int step = 0; step < std::max(1, options.warmup) + 1 + scheduler::CachedPlan::kWarmPlans; ++step) {
     optimizer.zero_grad();
     Tensor loss;
     {
