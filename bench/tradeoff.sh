@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The memory/time trade-off figure of one workload, remat and PyTorch side by
 # side on this machine (1 thread, OpenBLAS for both):
-#   1. `remat tradeoff` sweeps remat's policies and budgets (3 timed steps per
-#      run) into OUT/tradeoff.csv, tradeoff.json and graph_{blocks,cost}.dot;
+#   1. `remat tradeoff --paired` sweeps remat's policies and budgets (6 timed
+#      steps per run, each paired with a keep-all copy stepped alternately:
+#      the time is the median per-step ratio, step_ms keep-all's times it)
+#      into OUT/tradeoff.csv, tradeoff.json and graph_{blocks,cost}.dot;
 #   2. bench/torch_reference.py runs PyTorch keep-all and its checkpointing
 #      policies (W2: per block, every 2 blocks; W1: checkpoint_sequential in
 #      4 segments); each JSON line goes to OUT/pytorch.jsonl and a row with
@@ -23,8 +25,8 @@ out=${2:-docs/tradeoff}
 remat=${REMAT:-$root/build/remat}
 python=${PYTHON:-/usr/bin/python3}  # Debian's: the one that sees python3-torch and matplotlib
 threads=1
-steps=3
-rounds=${ROUNDS:-3}
+steps=${STEPS:-6}
+rounds=${ROUNDS:-1}
 
 case "$workload" in
   W1) policies="none sequential4" ;;
@@ -37,7 +39,7 @@ if [[ ! -x "$remat" ]]; then
 fi
 
 echo "== remat tradeoff $workload ($threads thread, $steps steps per run)" >&2
-"$remat" tradeoff --workload "$workload" --threads "$threads" --steps "$steps" --warmup 3 --rounds "$rounds" \
+"$remat" tradeoff --workload "$workload" --threads "$threads" --steps "$steps" --warmup 3 --rounds "$rounds" --paired \
   --out "$out"
 
 echo "== PyTorch $workload: $policies" >&2

@@ -396,6 +396,8 @@ int main(int argc, char** argv) {
   tradeoff->add_option("--steps", tradeoff_options.steps, "timed steps per run")->capture_default_str();
   tradeoff->add_option("--rounds", tradeoff_options.rounds, "interleaved repeats of the sweep (median step time)")
       ->capture_default_str();
+  tradeoff->add_flag("--paired", tradeoff_options.paired, "time each run against a keep-all copy stepped alternately "
+                     "(the median of per-step ratios)");
   tradeoff->add_option("--warmup", tradeoff_options.warmup, "untimed steps first per run (at least 1)")
       ->capture_default_str();
   tradeoff->add_option("--seed", tradeoff_options.seed, "seed of weights and batch")->capture_default_str();

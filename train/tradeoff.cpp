@@ -7,6 +7,8 @@
 // graph, not a failure of the sweep, so it is recorded and the sweep goes on.
 #include "train/tradeoff.h"
 
+#include <tuple>
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -70,12 +72,23 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(fmt::format("[{}/{}] {}", rows.size() + 1, runs, line));
   };
+  // Per row: the paired median ratio of each round (paired sweeps only).
+  std::vector<std::vector<double>> ratios;
+  // One measurement of a run: alone, or paired with keep-all (not keep-all itself).
+  auto measure = [&](const WorkloadOptions& run_options, bool reference) {
+    if (!options.paired || reference) return std::pair{run_workload(run_options), 1.0};
+    const PairedReport paired = run_paired_workload(run_options, "none");
+    return std::pair{paired.report, median(paired.time_ratios)};
+  };
   auto run = [&](WorkloadOptions run_options, std::optional<double> fraction) {
     const std::string what = describe(run_options, fraction);
     say(what + " ...");
     TradeoffRow row{.budget_fraction = fraction};
+    ratios.emplace_back();
     try {
-      row.report = run_workload(run_options);
+      double ratio = 1.0;
+      std::tie(row.report, ratio) = measure(run_options, rows.empty());
+      ratios.back().push_back(ratio);
     } catch (const Error& e) {
       if (rows.empty()) throw;  // keep-all is the reference: without it there is no sweep
       row.report = WorkloadReport{.workload = run_options.workload, .policy = run_options.policy,
@@ -84,7 +97,7 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
     }
     if (row.ran()) {
       const double keep_all_ms = rows.empty() ? row.report.step_ms_median : rows.front().report.step_ms_median;
-      row.time_vs_keep_all = row.report.step_ms_median / keep_all_ms;
+      row.time_vs_keep_all = options.paired ? ratios.back().front() : row.report.step_ms_median / keep_all_ms;
     }
     say(what + ": " + outcome(row));
     rows.push_back(std::move(row));
@@ -116,15 +129,24 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
       o.policy = rows[i].report.policy;
       o.budget = rows[i].report.budget;
       if (options.progress) options.progress(fmt::format("round {}/{}: {}", round, options.rounds, describe(o, rows[i].budget_fraction)));
-      const WorkloadReport again = run_workload(o);
+      const auto [again, ratio] = measure(o, i == 0);
+      ratios[i].push_back(ratio);
       step_ms[i].push_back(again.step_ms_median);
       rows[i].report.step_ms_min = std::min(rows[i].report.step_ms_min, again.step_ms_min);
       rows[i].report.step_ms_max = std::max(rows[i].report.step_ms_max, again.step_ms_max);
     }
   }
   for (size_t i = 0; i < rows.size(); ++i) rows[i].report.step_ms_median = median(step_ms[i]);
-  for (TradeoffRow& row : rows) {
-    if (row.ran()) row.time_vs_keep_all = row.report.step_ms_median / rows.front().report.step_ms_median;
+  const double keep_all_ms = rows.front().report.step_ms_median;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    TradeoffRow& row = rows[i];
+    if (!row.ran()) continue;
+    if (options.paired) {
+      row.time_vs_keep_all = median(ratios[i]);
+      row.report.step_ms_median = keep_all_ms * row.time_vs_keep_all;
+    } else {
+      row.time_vs_keep_all = row.report.step_ms_median / keep_all_ms;
+    }
   }
   mark_pareto(rows);
   return rows;

@@ -32,6 +32,11 @@ struct TradeoffOptions {
   // a run's step time is the median of its rounds' medians, so that a slow
   // minute on a shared machine does not land on one policy alone.
   int rounds = 1;
+  // Each run paired with a keep-all copy stepped alternately
+  // (run_paired_workload): time_vs_keep_all is then the median of the
+  // per-step ratios (over rounds, the median of the rounds' medians), and a
+  // run's step_ms_median keep-all's times that ratio.
+  bool paired = false;
   // Budgets for cost and optimal, as fractions of keep-all's measured peak.
   std::vector<double> budget_fractions{0.25, 0.35, 0.5, 0.6, 0.75, 0.9};
   // One line before each run and one after it ("[3/16] ..."); may be empty.

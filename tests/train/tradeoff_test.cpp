@@ -150,5 +150,20 @@ TEST(TradeoffSlow, W1SweepRunsEveryPolicyAndSkipsAnUnreachableBudget) {
   EXPECT_EQ(tradeoff_json(rows).size(), rows.size());
 }
 
+TEST(TradeoffSlow, APairedSweepTimesEachRunAgainstAKeepAllCopy) {
+  const std::vector<TradeoffRow> rows = sweep_tradeoff(
+      {.workload = "W1", .steps = 2, .warmup = 1, .rounds = 2, .paired = true, .budget_fractions = {0.9}});
+  ASSERT_EQ(rows.size(), 6u);
+  ASSERT_TRUE(rows[0].ran());
+  EXPECT_EQ(rows[0].time_vs_keep_all, 1.0);
+  const double keep_all_ms = rows[0].report.step_ms_median;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    ASSERT_TRUE(rows[i].ran()) << rows[i].report.policy;
+    EXPECT_GT(rows[i].time_vs_keep_all, 0.0);
+    // Paired: the row's step time is keep-all's times its measured ratio.
+    EXPECT_DOUBLE_EQ(rows[i].report.step_ms_median, keep_all_ms * rows[i].time_vs_keep_all);
+  }
+}
+
 }  // namespace
 }  // namespace remat::train
