@@ -224,10 +224,11 @@ std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, s
   const int64_t unbounded = std::numeric_limits<int64_t>::max();
   const int64_t fits = budget ? planning_target(*budget) : unbounded;
   // Besides the chain's plans, the whole-graph plans it was built from
-  // compete: the model's stages cannot express every one of them.
-  std::vector<Candidate> offered;
+  // compete: the model's stages cannot express every one of them; and
+  // `cost`'s whole pool among them, so that optimal never replays longer
+  // than cost within a budget.
+  std::vector<Candidate> offered = descent(c, greedy);
   for (const std::vector<Tag>& plan : chain.mode_plans) offered.push_back({plan, c.simulate(plan), "a single mode"});
-  offered.insert(offered.end(), greedy.begin(), greedy.end());
   // The model is additive where the engine is nearly so; where the
   // simulator finds the chosen plan over the budget, ask the model again
   // with the excess taken off.

@@ -181,6 +181,18 @@ TEST(Plan, CostWithoutBudgetSpendsAtMostATwentiethOfTheStepOnReplays) {
   EXPECT_LT(plan.predicted.peak_bytes, all.report.measured_peak_bytes);
 }
 
+TEST(Plan, OptimalNeverReplaysLongerThanCostWithinABudget) {
+  const Step all = run(gpt(), {.policy = "none"});
+  const int64_t low = minimum_budget(all.graph), high = all.report.measured_peak_bytes;
+  for (int i = 0; i <= 4; ++i) {
+    const int64_t budget = low + (high - low) * i / 4;
+    const Plan cost = make_plan(all.graph, {.policy = "cost", .budget = budget});
+    const Plan optimal = make_plan(all.graph, {.policy = "optimal", .budget = budget});
+    EXPECT_LE(optimal.predicted.recompute_ms, cost.predicted.recompute_ms) << "budget " << budget;
+    EXPECT_LE(optimal.predicted.peak_bytes, budget);
+  }
+}
+
 TEST(Plan, UserRulesBindEveryPolicy) {
   const Step all = run(gpt(), {.policy = "none"});
   const Overrides rules{.must_keep = {"gelu"}, .must_recompute = {"layer_norm"}};
