@@ -283,7 +283,8 @@ class BackwardMeter {
   int64_t start_level_ = 0;
   int64_t early_rise_ = 0, live_before_release_ = 0, live_after_release_ = 0;
   int released_ = -1;
-  std::optional<TransientPeakWatch> whole_, late_;
+  TransientPeakWatch whole_;                 // from construction
+  std::optional<TransientPeakWatch> late_;  // from the early release, if any
 };
 
 // Chooses the tag of each node as it is recorded (a policy of scheduler/

@@ -74,7 +74,6 @@ thread_local BackwardMeter* t_meter = nullptr;
 
 BackwardMeter::BackwardMeter(NodeRecord& record)
     : record_(record), previous_(t_meter), start_level_(cpu_allocator().stats().live_transient) {
-  whole_.emplace();
   t_meter = this;
 }
 
@@ -87,7 +86,7 @@ BackwardMeter::Unmetered::Unmetered() : previous_(t_meter) { t_meter = nullptr; 
 BackwardMeter::Unmetered::~Unmetered() { t_meter = previous_; }
 
 void BackwardMeter::before_release() {
-  early_rise_ = whole_->rise();
+  early_rise_ = whole_.rise();
   live_before_release_ = cpu_allocator().stats().live_transient;
 }
 
@@ -102,7 +101,7 @@ void BackwardMeter::after_release(int record_index) {
 void BackwardMeter::finish() {
   record_.released_early = released_;
   if (released_ < 0) {
-    record_.backward_peak_bytes = whole_->rise();
+    record_.backward_peak_bytes = whole_.rise();
     record_.backward_late_peak_bytes = 0;
     return;
   }

@@ -1,8 +1,6 @@
 // The Checkpointer; see checkpointer.h.
 #include "scheduler/checkpointer.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 namespace remat::scheduler {
@@ -100,12 +98,6 @@ std::unordered_map<size_t, int64_t> positions(const GraphProfile& graph,
   return position_at;
 }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t half = values.size() / 2;
-  return values.size() % 2 == 1 ? values[half] : 0.5 * (values[half - 1] + values[half]);
-}
-
 // The last of `steps` (profiles of one graph) with each node's forward and
 // backward time, and the step's, the median over all of them.
 GraphProfile median_times(const std::vector<GraphProfile>& steps) {
@@ -113,7 +105,7 @@ GraphProfile median_times(const std::vector<GraphProfile>& steps) {
   auto median_over_steps = [&](auto field) {
     std::vector<double> values;
     for (const GraphProfile& step : steps) values.push_back(field(step));
-    return median_of(std::move(values));
+    return median(std::move(values));
   };
   for (size_t v = 0; v < result.nodes.size(); ++v) {
     result.nodes[v].forward_ms = median_over_steps([v](const GraphProfile& g) { return g.nodes[v].forward_ms; });

@@ -41,11 +41,6 @@ void steady_repeated_times(GraphProfile& profile) {
     for (int slot : node.saved) key += "|s" + std::to_string(slot);
     groups[key].push_back(i);
   }
-  auto median = [](std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    const size_t half = values.size() / 2;
-    return values.size() % 2 == 1 ? values[half] : 0.5 * (values[half - 1] + values[half]);
-  };
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
     std::vector<double> forward, backward;
@@ -160,6 +155,13 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
 }
 
 }  // namespace
+
+double median(std::vector<double> values) {
+  REMAT_CHECK(!values.empty(), "median: no values");
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
 
 int64_t NodeProfile::dense_output_bytes() const { return numel(output_shape) * dtype_size(output_dtype); }
 

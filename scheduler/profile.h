@@ -76,6 +76,10 @@ struct GraphProfile {
   double training_step_ms() const;
 };
 
+// The median of `values` (the mean of the middle two for an even count):
+// how repeated timings are summarised here and in train/. Error: no values.
+double median(std::vector<double> values);
+
 // The graph that produced `root` (leaf accumulators excluded).
 GraphProfile profile_graph(const Tensor& root);
 

@@ -50,13 +50,6 @@ Workload build_w2(uint64_t seed) {
 
 }  // namespace
 
-double median(std::vector<double> values) {
-  REMAT_CHECK(!values.empty(), "median: no values");
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 nlohmann::ordered_json WorkloadReport::to_json() const {
   nlohmann::ordered_json j;
   j["workload"] = workload;

@@ -78,9 +78,8 @@ struct PairedReport {
 };
 PairedReport run_paired_workload(const WorkloadOptions& options, const std::string& against);
 
-// The median of `values` (the mean of the middle two for an even count);
-// step times are reported this way. Error: no values.
-double median(std::vector<double> values);
+// Step times are reported as medians (scheduler/profile.h).
+using scheduler::median;
 
 // The workload's graph as the planner saw it (scheduler/profile.h) and the
 // plan of options.policy for it (after max(1, options.warmup) + 2 steps).
