@@ -127,6 +127,15 @@ RetainGraphScope::RetainGraphScope(bool retain) : previous_(t_retaining_graph) {
 
 RetainGraphScope::~RetainGraphScope() { t_retaining_graph = previous_; }
 
+Tensor Node::new_output(const Tensors& inputs, const Shape& shape, DType dtype) const {
+  const int i = overwritable_input();
+  if (replaying_ && i >= 0 && static_cast<size_t>(i) < inputs.size()) {
+    const Tensor& input = inputs[static_cast<size_t>(i)];
+    if (owns_storage_alone(input) && input.shape() == shape && input.dtype() == dtype) return input.detach();
+  }
+  return Tensor(shape, dtype, inputs.empty() ? Device::cpu() : inputs.front().device());
+}
+
 bool owns_storage_alone(const Tensor& t) {
   return t.defined() && t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() &&
          t.offset() == 0 && t.nbytes() == t.storage()->nbytes();
@@ -167,20 +176,28 @@ Tensor Node::rebuild() {
   Tensors inputs;
   inputs.reserve(replay_inputs_.size());
   for (const SavedValue& input : replay_inputs_) inputs.push_back(input.materialize(name()));
+  // rebuilt_ will serve every later read until the last one, so the inputs
+  // (themselves perhaps rebuilt) go with `inputs`, after forward(); until
+  // then `inputs` may be all that refers to one (Note [Replays in place]).
+  for (SavedValue& input : replay_inputs_) input.release();
   NoGradGuard no_grad;
   CategoryGuard activations(MemoryCategory::Activation);
   const auto start = std::chrono::steady_clock::now();
   const double first_touch_before = first_touch_ms();
   TraceSpan span("replay", name());
-  rebuilt_ = forward(inputs);
+  {
+    replaying_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{replaying_};
+    rebuilt_ = forward(inputs);
+  }
   discard_side_results();
   // As forward times leave out first touches of fresh memory, so do replays.
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
                     (first_touch_ms() - first_touch_before);
-  // rebuilt_ now serves every later read until the last one, so the inputs
-  // (themselves perhaps rebuilt) can go at once.
   inputs.clear();
-  for (SavedValue& input : replay_inputs_) input.release();
   std::lock_guard lock(g_stats_mutex);
   g_stats.nodes += 1;
   g_stats.ms += ms;
@@ -283,6 +300,9 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     views_dropped = input.grad_fn() && input.grad_fn()->tag() == Tag::Recompute;
   }
   record.output_bytes = record.view_of >= 0 || !output.storage() ? 0 : static_cast<int64_t>(output.storage()->nbytes());
+  record.output_dense = output.storage() && output.is_contiguous() && output.offset() == 0 &&
+                        output.nbytes() == output.storage()->nbytes();
+  record.overwritable_input = node->overwritable_input();
   node->edges_.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     node->edges_.push_back(gradient_edge(input));

@@ -45,6 +45,16 @@ namespace remat {
 // A replay is the same computation on the same values (dropout redraws the
 // same mask from its recorded seed and offset), so gradients are
 // bit-identical to those of a run that kept everything.
+//
+// Note [Replays in place]
+// A replay lets go of its replay inputs before it runs forward(), holding
+// them only in its own argument list. An elementwise op (see
+// Node::overwritable_input) then writes its output over an input that
+// nothing else refers to any more: a link of a dropped chain that only the
+// next link reads, such as attention's scores on the way to softmax. The
+// replay allocates nothing and writes to memory it has just read, instead
+// of to a cold new block. Forward never does this (its caller holds every
+// input), and the liveness simulator applies the same rule.
 class Node;
 
 class SavedValue {
@@ -121,6 +131,11 @@ struct NodeRecord {
   // input `view_of`), and the forward's wall time in milliseconds.
   int64_t output_bytes = 0;
   int view_of = -1;
+  // The output is contiguous over the whole of its storage (a fresh
+  // output, or a view such as a reshape of one), and the node's
+  // overwritable_input(): the liveness simulator's in-place rule.
+  bool output_dense = false;
+  int overwritable_input = -1;
   double forward_ms = 0;
   int64_t flops = 0;
   // How far live activation + temporary bytes rose above their level at the
@@ -173,6 +188,11 @@ class Node {
   virtual Tensors backward(const Tensor& grad_output) = 0;
   // Floating-point operations of one forward call (2 per multiply-add).
   virtual int64_t flops() const { return 0; }
+  // The input a replay may write the output over (Note [Replays in place]),
+  // or -1. An op returning i reads input i only elementwise, each element
+  // before it writes the same element of the output, and allocates nothing
+  // in forward() but the output (new_output()).
+  virtual int overwritable_input() const { return -1; }
 
   bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].node != nullptr; }
   const std::vector<Edge>& next_edges() const { return edges_; }
@@ -201,6 +221,10 @@ class Node {
 
  protected:
   NodeRecord& mutable_record() { return *record_; }
+  // forward()'s output buffer: during a replay, input overwritable_input()
+  // itself when the replay holds the only reference to its storage and the
+  // shape and dtype match; otherwise a new tensor.
+  Tensor new_output(const Tensors& inputs, const Shape& shape, DType dtype) const;
   void save_value(const Tensor& value);
   // A replay (rebuild()) ran forward() again: drop what forward() left in
   // members for save() (a side result is saved once, at record time).
@@ -227,6 +251,7 @@ class Node {
   std::vector<SavedValue> replay_inputs_;  // Recompute nodes only
   Tensor rebuilt_;                         // the replayed output, while a SavedValue still needs it
   int pending_uses_ = 0;                   // SavedValues that read this node's output
+  bool replaying_ = false;                 // rebuild() is running forward()
 };
 
 // True when nothing but `t` refers to its storage and `t` covers all of it,

@@ -44,7 +44,7 @@ class BinaryNode final : public Node {
     REMAT_CHECK(a.dtype() == b.dtype(), "{}: dtypes differ: {} and {}; convert one with to_dtype()", name(), a.str(),
                 b.str());
     const Shape shape = broadcast_shapes(a.shape(), b.shape(), name());
-    Tensor out(shape, a.dtype(), a.device());
+    Tensor out = new_output(in, shape, a.dtype());
     dispatch_floating(a.dtype(), name(), [&]<class T>() {
       kernels::cpu::binary_forward<T>(op_, out.data<T>(), a.data<T>(), broadcast_strides(a, shape), b.data<T>(),
                                       broadcast_strides(b, shape), shape);
@@ -94,6 +94,7 @@ class BinaryNode final : public Node {
   }
 
   int64_t flops() const override { return numel(record().output_shape); }
+  int overwritable_input() const override { return 0; }
 
  private:
   BinaryOp op_;

@@ -18,8 +18,8 @@ class DropoutNode final : public Node {
   std::string_view name() const override { return "dropout"; }
 
   Tensor forward(const Tensors& in) override {
+    Tensor out = new_output(in, in[0].shape(), in[0].dtype());  // before dense(): that is a second reference
     const Tensor x = dense(in[0]);
-    Tensor out(x.shape(), x.dtype(), x.device());
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
       kernels::cpu::dropout_forward<T>(out.data<T>(), x.data<T>(), x.numel(), mask(), scale<T>());
     });
@@ -39,6 +39,7 @@ class DropoutNode final : public Node {
   }
 
   int64_t flops() const override { return numel(record().output_shape); }
+  int overwritable_input() const override { return 0; }
 
  private:
   // uniform_float(word) = (word >> 8) / 2^24 >= p  <=>  (word >> 8) >= ceil(p * 2^24),

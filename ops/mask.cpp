@@ -53,7 +53,7 @@ class MaskedFillNode final : public Node {
                 "masked_fill: mask must be int64 or x's dtype {}, got mask {}", dtype_name(x.dtype()), mask.str());
     REMAT_CHECK(broadcasts_to(mask.shape(), x.shape()), "masked_fill: mask {} does not broadcast to x {}",
                 str(mask.shape()), str(x.shape()));
-    Tensor out(x.shape(), x.dtype(), x.device());
+    Tensor out = new_output(in, x.shape(), x.dtype());
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
       fill_where<T>(out.data<T>(), x, mask, x.shape(), static_cast<T>(value_));
     });
@@ -74,6 +74,7 @@ class MaskedFillNode final : public Node {
   }
 
   // A select, no arithmetic: flops() stays 0.
+  int overwritable_input() const override { return 0; }
 
  private:
   double value_;

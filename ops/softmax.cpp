@@ -36,9 +36,10 @@ class SoftmaxNode final : public Node {
   std::string_view name() const override { return kLog ? "log_softmax" : "softmax"; }
 
   Tensor forward(const Tensors& in) override {
+    REMAT_CHECK(in[0].shape()[static_cast<size_t>(axis_)] > 0, "{}: axis {} of tensor {} is empty", name(), axis_,
+                in[0].str());
+    Tensor out = new_output(in, in[0].shape(), in[0].dtype());  // before dense(): that is a second reference
     const Tensor x = dense(in[0]);
-    REMAT_CHECK(x.shape()[static_cast<size_t>(axis_)] > 0, "{}: axis {} of tensor {} is empty", name(), axis_, x.str());
-    Tensor out(x.shape(), x.dtype(), x.device());
     const Split s = split_at(x.shape(), axis_);
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
       if constexpr (kLog) kernels::cpu::log_softmax_forward<T>(out.data<T>(), x.data<T>(), s.outer, s.n, s.inner);
@@ -70,6 +71,7 @@ class SoftmaxNode final : public Node {
   }
 
   int64_t flops() const override { return 5 * numel(record().output_shape); }
+  int overwritable_input() const override { return 0; }
 
  private:
   int64_t axis_;

@@ -76,8 +76,8 @@ class UnaryNode final : public Node {
 
   Tensor forward(const Tensors& in) override {
     // contiguous_copy, not contiguous(): forward must record no node of its own.
+    Tensor out = new_output(in, in[0].shape(), in[0].dtype());  // before dense(): that is a second reference
     const Tensor x = dense(in[0]);
-    Tensor out(x.shape(), x.dtype(), x.device());
     dispatch_floating(x.dtype(), name(), [&]<class T>() { Op::forward(out.data<T>(), x.data<T>(), x.numel()); });
     return out;
   }
@@ -101,6 +101,8 @@ class UnaryNode final : public Node {
   }
 
   int64_t flops() const override { return flops_per_element<Op>() * numel(record().output_shape); }
+  // Backward reading the input (GELU's) saves it, so a replay never holds it alone.
+  int overwritable_input() const override { return Op::kReads == Reads::Input ? -1 : 0; }
 };
 
 template <class Op>

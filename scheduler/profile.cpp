@@ -95,6 +95,8 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     row.output_dtype = r.output_dtype;
     row.output_bytes = r.output_bytes;
     row.view_of = r.view_of;
+    row.output_dense = r.output_dense;
+    row.overwritable_input = r.overwritable_input;
     row.flops = r.flops;
     row.forward_ms = r.forward_ms;
     row.forward_peak_bytes = r.forward_peak_bytes;

@@ -30,6 +30,10 @@ struct NodeProfile {
   DType output_dtype = DType::Float32;
   int64_t output_bytes = 0;  // 0 for views: they cost no storage
   int view_of = -1;          // the input whose storage a view shares
+  // NodeRecord's: the output covers its storage densely; the input a replay
+  // may write over (engine/autograd.h, Note [Replays in place]), or -1.
+  bool output_dense = false;
+  int overwritable_input = -1;
   int64_t flops = 0;
   // Measured; nodes of the same op, shapes and dtypes (a repeated layer)
   // share their group's median (steadier plans, see profile.cpp).

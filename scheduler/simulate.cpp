@@ -156,18 +156,46 @@ class Simulator {
     for (int64_t input : node.inputs) {
       if (dropped(input)) rebuild(input);
     }
-    note_peak(live_ + node.forward_peak_bytes);
+    // The replay's argument list holds the inputs while forward() runs; the
+    // replay inputs go before it (Note [Replays in place]).
+    std::vector<int> arguments;
+    for (int64_t input : node.inputs) {
+      arguments.push_back(value_storage(input));
+      ref(arguments.back());
+    }
+    release_replay_inputs(v);
     if (node.view_of >= 0) {
-      rebuilt_[v] = value_storage(node.inputs[node.view_of]);
+      note_peak(live_ + node.forward_peak_bytes);
+      rebuilt_[v] = arguments[static_cast<size_t>(node.view_of)];
       ref(rebuilt_[v]);
+    } else if (const int over = overwritten_argument(v, arguments); over != kNoStorage) {
+      note_peak(live_ + node.forward_peak_bytes - node.output_bytes);
+      rebuilt_[v] = over;
+      ref(over);
     } else {
+      note_peak(live_ + node.forward_peak_bytes);
       rebuilt_[v] = new_storage(node.output_bytes);
     }
+    for (int s : arguments) unref(s);
     result_.replayed_nodes += 1;
     result_.recompute_ms += node.forward_ms;
     result_.replay_ms[v] = node.forward_ms;
     result_.recompute_flops += node.flops;
-    release_replay_inputs(v);
+  }
+
+  // The storage a replay of v writes its output over (Node::new_output):
+  // its overwritable input's, when the argument list is all that holds it,
+  // it is dense, and the shapes and dtypes match; else kNoStorage.
+  int overwritten_argument(int64_t v, const std::vector<int>& arguments) const {
+    const NodeProfile& node = graph_.nodes[v];
+    const int i = node.overwritable_input;
+    if (i < 0 || static_cast<size_t>(i) >= arguments.size()) return kNoStorage;
+    const int64_t input = node.inputs[static_cast<size_t>(i)];
+    const int s = arguments[static_cast<size_t>(i)];
+    if (input < 0 || s == kNoStorage || refs_[s] != 1 || !graph_.nodes[input].output_dense) return kNoStorage;
+    const bool same = node.input_shapes[static_cast<size_t>(i)] == node.output_shape &&
+                      node.input_dtypes[static_cast<size_t>(i)] == node.output_dtype;
+    return same ? s : kNoStorage;
   }
 
   void backward() {

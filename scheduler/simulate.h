@@ -6,7 +6,9 @@
 // engine/backward.cpp) on reference-counted storages: an output lives while
 // the caller holds it (NodeProfile::released_at) or a kept saved value reads
 // it; a dropped one is rebuilt, with its dropped inputs, when a backward
-// first reads it and freed after its last reader; gradients flow in the
+// first reads it and freed after its last reader (a replay writes over an
+// input nothing else holds any more: engine/autograd.h, Note [Replays in
+// place]); gradients flow in the
 // executor's order (latest recorded first) and are summed in buffers. Each
 // op's own working memory is the rise measured when it ran
 // (forward_peak_bytes, backward_peak_bytes). Planners call it to honour a

@@ -87,6 +87,33 @@ TEST(Softmax, OverAxis0AndMinus1) {
   EXPECT_THROW(softmax(x, 2), Error);
 }
 
+// Rows of 45 run the row maximum in lanes (two blocks of 16) and a tail of
+// 13. A single 1000 among zeros is found wherever it sits: a missed maximum
+// would give exp(1000) = inf and a NaN row. A NaN anywhere gives NaN.
+TEST(Softmax, LongRowsFindTheirMaximumWherever) {
+  const std::vector<int64_t> places{0, 5, 15, 16, 31, 32, 40, 44};
+  const int64_t n = 45;
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    std::vector<double> values(places.size() * n, 0.0);
+    for (size_t r = 0; r < places.size(); ++r) values[r * n + static_cast<size_t>(places[r])] = 1000.0;
+    const Tensor x = to_dtype(from_vector(values, {static_cast<int64_t>(places.size()), n}), dtype);
+    const std::vector<double> y = to_dtype(softmax(x), DType::Float64).to_vector<double>();
+    const std::vector<double> l = to_dtype(log_softmax(x), DType::Float64).to_vector<double>();
+    for (size_t r = 0; r < places.size(); ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        const size_t i = r * n + static_cast<size_t>(c);
+        EXPECT_EQ(y[i], c == places[r] ? 1.0 : 0.0) << dtype_name(dtype) << " row " << r << " column " << c;
+        EXPECT_EQ(l[i], c == places[r] ? 0.0 : -1000.0) << dtype_name(dtype) << " row " << r << " column " << c;
+      }
+    }
+    values.assign(n, 1.0);
+    values[33] = NAN;
+    for (double v : to_dtype(softmax(to_dtype(from_vector(values, {1, n}), dtype)), DType::Float64).to_vector<double>()) {
+      EXPECT_TRUE(std::isnan(v)) << dtype_name(dtype);
+    }
+  }
+}
+
 TEST(Softmax, NonContiguousInput) {
   // x^T = [[0, log 3], [0, 0]]: rows give (1/4, 3/4) and (1/2, 1/2).
   const Tensor x = from_vector(std::vector<double>{0, 0, std::log(3.0), 0}, {2, 2});

@@ -232,6 +232,44 @@ TEST(Plan, ACheckpointRegionIsReplayedAndItsOutputKept) {
   EXPECT_EQ(with_region.to_vector<float>(), w.grad().to_vector<float>());
 }
 
+// Attention's probabilities, dropped: x @ w, scaled, masked and softmaxed,
+// then weighted by a constant (whose backward reads only the constant).
+// Softmax's backward asks for the four links to be replayed.
+Workload attention_probabilities() {
+  return [] {
+    Generator g(9);
+    Tensor w = normal({32, 64}, 0.0, 0.2, DType::Float32, g).requires_grad_();
+    w.storage()->set_category(MemoryCategory::Parameter);
+    const Tensor x = as_data([&] { return normal({4, 64, 32}, 0.0, 1.0, DType::Float32, g); });
+    const Tensor c = as_data([&] { return normal({4, 64, 64}, 0.0, 1.0, DType::Float32, g); });
+    const Tensor mask = as_data([] { return causal_mask(64); });
+    Tensor h = matmul(x, w);  // one statement per link, so that each goes when the next is made
+    h = mul(h, 0.125);
+    h = masked_fill(h, mask, -INFINITY);
+    h = softmax(h, -1);
+    return std::pair{sum(mul(h, c)), std::vector<Tensor>{w}};
+  };
+}
+
+// Note [Replays in place]: replayed, mul writes over the scores, masked_fill
+// over mul's output and softmax over masked_fill's, since each link is read
+// by the next one only. The chain then holds one (4, 64, 64) buffer, not
+// two, next to softmax's incoming gradient, and the simulator knows it.
+TEST(Plan, ReplaysWriteOverLinksNothingElseReads) {
+  const Overrides dropped{.must_recompute = {"matmul", "mul", "masked_fill", "softmax"}};
+  const Step step = run(attention_probabilities(), {.policy = "none", .overrides = dropped});
+  EXPECT_EQ(step.grads, reference(attention_probabilities()));
+  EXPECT_EQ(step.report.replayed_nodes, 4);
+  expect_prediction_holds(step);
+  ASSERT_TRUE(step.plan.has_value());
+  GraphProfile out_of_place = step.graph;
+  for (NodeProfile& node : out_of_place.nodes) node.overwritable_input = -1;
+  const int64_t buffer = 4 * 64 * 64 * 4;
+  const int64_t predicted = step.plan->predicted.peak_bytes;
+  EXPECT_EQ(simulate(out_of_place, step.plan->tags).peak_bytes - predicted, buffer);
+  EXPECT_LT(step.report.measured_peak_bytes, predicted + buffer / 2);
+}
+
 TEST(Plan, AChangedGraphIsReplannedNeverMisapplied) {
   Checkpointer checkpointer({.policy = "blocks"});
   const Grads small = reference(gpt(4)), large = reference(gpt(6));
