@@ -198,6 +198,7 @@ Tensor Node::rebuild() {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
                     (first_touch_ms() - first_touch_before);
   inputs.clear();
+  record_->replay_ms = ms;
   std::lock_guard lock(g_stats_mutex);
   g_stats.nodes += 1;
   g_stats.ms += ms;

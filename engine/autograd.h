@@ -137,6 +137,9 @@ struct NodeRecord {
   bool output_dense = false;
   int overwritable_input = -1;
   double forward_ms = 0;
+  // The wall time of its replay in this step (first touches left out, as
+  // for forward_ms), or 0 if it was not replayed.
+  double replay_ms = 0;
   int64_t flops = 0;
   // How far live activation + temporary bytes rose above their level at the
   // start of the forward call (output and side results included).

@@ -99,8 +99,11 @@ std::unordered_map<size_t, int64_t> positions(const GraphProfile& graph,
 }
 
 // The last of `steps` (profiles of one graph) with each node's forward and
-// backward time, and the step's, the median over all of them.
-GraphProfile median_times(const std::vector<GraphProfile>& steps) {
+// backward time, and the step's, the median over all of them; its replay
+// time the median over the steps that replayed it, else `earlier`'s (the
+// profile planned from before, whose step may have replayed what these
+// did not).
+GraphProfile median_times(const std::vector<GraphProfile>& steps, const GraphProfile& earlier) {
   GraphProfile result = steps.back();
   auto median_over_steps = [&](auto field) {
     std::vector<double> values;
@@ -110,6 +113,11 @@ GraphProfile median_times(const std::vector<GraphProfile>& steps) {
   for (size_t v = 0; v < result.nodes.size(); ++v) {
     result.nodes[v].forward_ms = median_over_steps([v](const GraphProfile& g) { return g.nodes[v].forward_ms; });
     result.nodes[v].backward_ms = median_over_steps([v](const GraphProfile& g) { return g.nodes[v].backward_ms; });
+    std::vector<double> replays;
+    for (const GraphProfile& step : steps) {
+      if (step.nodes[v].replay_ms > 0) replays.push_back(step.nodes[v].replay_ms);
+    }
+    result.nodes[v].replay_ms = replays.empty() ? earlier.nodes[v].replay_ms : median(std::move(replays));
   }
   result.step_ms = median_over_steps([](const GraphProfile& g) { return g.step_ms; });
   return result;
@@ -177,7 +185,7 @@ void Checkpointer::settle_last_step() {
     // median times of the warm steps so far.
     active_->position_at = positions(graph, records_);
     active_->warm_steps.push_back(std::move(graph));
-    active_->graph = median_times(active_->warm_steps);
+    active_->graph = median_times(active_->warm_steps, active_->graph);
     active_->plan = make_plan(active_->graph, options_);
   }
   if (applied) return;

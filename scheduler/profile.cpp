@@ -26,7 +26,8 @@ void mix(uint64_t& hash, const void* data, size_t size) {
 // blocks) do the same work, yet one step's timer sees
 // them differ by more than the planners' margins (a preempted op, a cold
 // cache). Each gets the median of its group's forward and backward times,
-// so that a plan does not follow the timer's noise from run to run.
+// and of the replay times of those replayed, so that a plan does not
+// follow the timer's noise from run to run.
 void steady_repeated_times(GraphProfile& profile) {
   std::unordered_map<std::string, std::vector<size_t>> groups;
   for (size_t i = 0; i < profile.nodes.size(); ++i) {
@@ -43,15 +44,18 @@ void steady_repeated_times(GraphProfile& profile) {
   }
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
-    std::vector<double> forward, backward;
+    std::vector<double> forward, backward, replay;
     for (size_t i : members) {
       forward.push_back(profile.nodes[i].forward_ms);
       backward.push_back(profile.nodes[i].backward_ms);
+      if (profile.nodes[i].replay_ms > 0) replay.push_back(profile.nodes[i].replay_ms);
     }
     const double forward_median = median(forward), backward_median = median(backward);
+    const double replay_median = replay.empty() ? 0.0 : median(replay);
     for (size_t i : members) {
       profile.nodes[i].forward_ms = forward_median;
       profile.nodes[i].backward_ms = backward_median;
+      profile.nodes[i].replay_ms = replay_median;
     }
   }
 }
@@ -99,6 +103,7 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     row.overwritable_input = r.overwritable_input;
     row.flops = r.flops;
     row.forward_ms = r.forward_ms;
+    row.replay_ms = r.replay_ms;
     row.forward_peak_bytes = r.forward_peak_bytes;
     row.saved = r.saved;
     row.side_bytes = r.side_bytes;
@@ -169,7 +174,7 @@ int64_t NodeProfile::dense_output_bytes() const { return numel(output_shape) * d
 
 double NodeProfile::ms_per_mib() const {
   if (output_bytes == 0) return std::numeric_limits<double>::infinity();
-  return forward_ms / (static_cast<double>(output_bytes) / (1024.0 * 1024.0));
+  return replay_cost_ms() / (static_cast<double>(output_bytes) / (1024.0 * 1024.0));
 }
 
 int64_t GraphProfile::total_output_bytes() const {

@@ -38,6 +38,10 @@ struct NodeProfile {
   // Measured; nodes of the same op, shapes and dtypes (a repeated layer)
   // share their group's median (steadier plans, see profile.cpp).
   double forward_ms = 0;
+  // A replay of it, where one was timed (0 otherwise): replays can run
+  // faster than forward (in place: engine/autograd.h, Note [Replays in
+  // place]) or slower (colder caches in backward).
+  double replay_ms = 0;
   int64_t forward_peak_bytes = 0;
   std::vector<int> saved;  // NodeRecord::saved
   int64_t side_bytes = 0;
@@ -58,7 +62,9 @@ struct NodeProfile {
 
   // Bytes of a dense tensor of the output's shape (a gradient of it).
   int64_t dense_output_bytes() const;
-  // Forward milliseconds per MiB of output, the price of recomputing a byte
+  // What replaying it costs: replay_ms where timed, else forward_ms.
+  double replay_cost_ms() const { return replay_ms > 0 ? replay_ms : forward_ms; }
+  // replay_cost_ms() per MiB of output, the price of recomputing a byte
   // (infinite for views, which free nothing).
   double ms_per_mib() const;
 };

@@ -178,8 +178,8 @@ class Simulator {
     }
     for (int s : arguments) unref(s);
     result_.replayed_nodes += 1;
-    result_.recompute_ms += node.forward_ms;
-    result_.replay_ms[v] = node.forward_ms;
+    result_.recompute_ms += node.replay_cost_ms();
+    result_.replay_ms[v] = node.replay_cost_ms();
     result_.recompute_flops += node.flops;
   }
 

@@ -31,7 +31,7 @@ struct Simulation {
   int64_t peak_bytes = 0;
   // Held when forward ends (before backward starts).
   int64_t saved_bytes_after_forward = 0;
-  // Replays backward needs, their measured forward time and FLOPs.
+  // Replays backward needs, their cost (NodeProfile::replay_cost_ms) and FLOPs.
   int64_t replayed_nodes = 0;
   double recompute_ms = 0;
   int64_t recompute_flops = 0;

@@ -173,7 +173,7 @@ void run_bench(const remat::train::WorkloadOptions& options, const std::string& 
 void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
   const auto [graph, plan] = remat::train::plan_workload(options);
   if (format == "csv") {
-    fmt::print("position,op,block,output_shape,output_bytes,flops,forward_ms,ms_per_mib,decision,reason\n");
+    fmt::print("position,op,block,output_shape,output_bytes,flops,forward_ms,replay_ms,ms_per_mib,decision,reason\n");
   } else if (format == "table") {
     fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", graph.nodes.size(),
                mib(graph.total_output_bytes()), graph.total_forward_ms(), graph.signature);
@@ -181,26 +181,29 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
                "{:.0f} ms\n", plan.policy, mib(plan.kept_bytes), mib(plan.dropped_bytes),
                mib(plan.predicted.peak_bytes), plan.predicted.replayed_nodes, plan.predicted.recompute_ms,
                plan.planning_ms);
-    fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block", "output",
-               "MiB", "MFLOP", "ms", "ms/MiB", "decision", "reason");
+    fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block",
+               "output", "MiB", "MFLOP", "ms", "replay", "ms/MiB", "decision", "reason");
   }
   for (const remat::scheduler::NodeProfile& n : graph.nodes) {
     const double out_mib = static_cast<double>(n.output_bytes) / (1024.0 * 1024.0);
     const char* decision = plan.tags[n.position] == remat::Tag::Keep ? "KEEP" : "RECOMPUTE";
     const std::string& reason = plan.reasons[n.position];
+    const bool replay_timed = n.replay_ms > 0;  // else ms/MiB prices a replay at forward's time
     if (format == "json") {
       fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"op", n.op}, {"block", n.block},
                                          {"output_shape", n.output_shape}, {"output_bytes", n.output_bytes},
                                          {"flops", n.flops}, {"forward_ms", n.forward_ms},
+                                         {"replay_ms", replay_timed ? nlohmann::json(n.replay_ms) : nullptr},
                                          {"ms_per_mib", n.output_bytes ? nlohmann::json(n.ms_per_mib()) : nullptr},
                                          {"decision", decision}, {"reason", reason}}.dump());
     } else if (format == "csv") {
-      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
-                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, n.ms_per_mib(), decision, reason);
+      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
+                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms,
+                 replay_timed ? fmt::format("{:.6f}", n.replay_ms) : "", n.ms_per_mib(), decision, reason);
     } else {
-      fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>9.3f} {:<9} {}\n", n.position, n.op,
-                 n.block, remat::str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
-                 n.ms_per_mib(), decision, reason);
+      fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>8} {:>9.3f} {:<9} {}\n", n.position,
+                 n.op, n.block, remat::str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
+                 replay_timed ? fmt::format("{:.3f}", n.replay_ms) : "-", n.ms_per_mib(), decision, reason);
     }
   }
 }

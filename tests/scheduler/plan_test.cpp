@@ -270,6 +270,27 @@ TEST(Plan, ReplaysWriteOverLinksNothingElseReads) {
   EXPECT_LT(step.report.measured_peak_bytes, predicted + buffer / 2);
 }
 
+// The engine times each replay (NodeRecord::replay_ms), and plans price a
+// replay at the median of those timed, not at its forward's time.
+TEST(Plan, ReplaysArePricedAtTheirTimedReplays) {
+  const Overrides dropped{.must_recompute = {"matmul", "mul", "masked_fill", "softmax"}};
+  const Step step = run(attention_probabilities(), {.policy = "none", .overrides = dropped}, 3);
+  ASSERT_TRUE(step.plan.has_value());
+  double priced = 0;
+  int replayed = 0;
+  for (const NodeProfile& node : step.graph.nodes) {
+    if (step.plan->predicted.replay_ms[static_cast<size_t>(node.position)] == 0) continue;
+    EXPECT_GT(node.replay_ms, 0.0) << node.op;
+    priced += node.replay_ms;
+    ++replayed;
+  }
+  EXPECT_EQ(replayed, 4);
+  EXPECT_DOUBLE_EQ(step.plan->predicted.recompute_ms, priced);
+  for (const NodeProfile& node : step.graph.nodes) {
+    if (node.op == "sum") EXPECT_EQ(node.replay_ms, 0.0);  // kept: never replayed
+  }
+}
+
 TEST(Plan, AChangedGraphIsReplannedNeverMisapplied) {
   Checkpointer checkpointer({.policy = "blocks"});
   const Grads small = reference(gpt(4)), large = reference(gpt(6));

@@ -65,6 +65,18 @@ TEST(Profile, TheTrainingStepIsTheTimedStepWithinBounds) {
   EXPECT_DOUBLE_EQ(p.training_step_ms(), graph_ms);
 }
 
+TEST(Profile, AReplayIsPricedAtItsTimedReplayElseAtItsForward) {
+  GraphProfile p = profile_graph(small_graph(8));
+  NodeProfile& relu = p.nodes[1];
+  relu.output_bytes = 2 << 20;  // 2 MiB
+  relu.forward_ms = 3.0;
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(), 3.0);
+  EXPECT_DOUBLE_EQ(relu.ms_per_mib(), 1.5);
+  relu.replay_ms = 1.0;
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(), 1.0);
+  EXPECT_DOUBLE_EQ(relu.ms_per_mib(), 0.5);
+}
+
 TEST(Profile, AGraphlessTensorIsAnError) { EXPECT_THROW(profile_graph(ones({2})), Error); }
 
 }  // namespace
