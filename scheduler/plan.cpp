@@ -19,6 +19,12 @@ using namespace search;
 // replays (GraphProfile::training_step_ms: forward and backward as the
 // Checkpointer timed them, the engine's own work between nodes included).
 constexpr double kNoBudgetReplayShare = 0.05;
+// ... and plans for this part of it. Replay prices and the step's time each
+// move by a few percent from run to run, and measured steps cost what the
+// replays cost (W2: the paired overhead tracks the replay clock to within
+// its noise), so a plan priced at the whole share would overrun it in about
+// half of the runs.
+constexpr double kNoBudgetAim = 0.9;
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -31,7 +37,7 @@ std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std:
     // at most kNoBudgetReplayShare of the measured step. The greedy order
     // drops memory-bound values first (most bytes per ms), GEMMs only if
     // cheap; the chain's front combines its stages' plans per stage.
-    const double allowance = kNoBudgetReplayShare * c.graph.training_step_ms();
+    const double allowance = kNoBudgetAim * kNoBudgetReplayShare * c.graph.training_step_ms();
     std::vector<Candidate> pool = descent(c, greedy);
     std::vector<Candidate> front = chain_front_plans(c, greedy);
     pool.insert(pool.end(), std::make_move_iterator(front.begin()), std::make_move_iterator(front.end()));
@@ -39,8 +45,9 @@ std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std:
     for (const Candidate& candidate : pool) {
       if (candidate.sim.recompute_ms <= allowance && better(candidate.sim, chosen->sim)) chosen = &candidate;
     }
-    why = fmt::format("replays within {:.0f}% of the step ({:.1f} of {:.1f} ms allowed)", 100 * kNoBudgetReplayShare,
-                      chosen->sim.recompute_ms, allowance);
+    why = fmt::format("replays within {:.0f}% of the step, aiming at {:.1f}% ({:.1f} of {:.1f} ms)",
+                      100 * kNoBudgetReplayShare, 100 * kNoBudgetAim * kNoBudgetReplayShare, chosen->sim.recompute_ms,
+                      allowance);
     return chosen->tags;
   }
   const std::vector<Candidate> pool = descent(c, greedy);

@@ -167,16 +167,13 @@ TEST(Plan, ABudgetBelowTheMinimumNamesIt) {
   EXPECT_NO_THROW(make_plan(all.graph, {.policy = "cost", .budget = needed}));
 }
 
-TEST(Plan, CostWithoutBudgetSpendsAtMostATwentiethOfTheStepOnReplays) {
+// It plans for nine tenths of its 5%, so that the 5% holds through timer
+// noise (TheTrainingStepIsTheTimedStepWithinBounds and
+// TheProfileCarriesTheStepAsTimedLessItsReplays check the step it reads).
+TEST(Plan, CostWithoutBudgetPlansItsReplaysWithinNineTenthsOfATwentiethOfTheStep) {
   const Step all = run(gpt(), {.policy = "none"});
   const Plan plan = make_plan(all.graph, {.policy = "cost"});
-  // The step as the Checkpointer timed it, within what its nodes took and
-  // half as much again.
-  const double graph_ms = all.graph.total_forward_ms() + all.graph.total_backward_ms();
-  const double step_ms = all.graph.training_step_ms();
-  EXPECT_GE(step_ms, graph_ms);
-  EXPECT_LE(step_ms, 1.5 * graph_ms);
-  EXPECT_LE(plan.predicted.recompute_ms, 0.05 * step_ms);
+  EXPECT_LE(plan.predicted.recompute_ms, 0.9 * 0.05 * all.graph.training_step_ms());
   EXPECT_GT(plan.dropped_bytes, 0);
   EXPECT_LT(plan.predicted.peak_bytes, all.report.measured_peak_bytes);
 }
