@@ -129,7 +129,8 @@ RetainGraphScope::~RetainGraphScope() { t_retaining_graph = previous_; }
 
 Tensor Node::new_output(const Tensors& inputs, const Shape& shape, DType dtype) const {
   const int i = overwritable_input();
-  if (replaying_ && i >= 0 && static_cast<size_t>(i) < inputs.size()) {
+  if (replaying_ && i >= 0 && static_cast<size_t>(i) < inputs.size() &&
+      record_->inputs[static_cast<size_t>(i)].producer != InputSource::kNone) {
     const Tensor& input = inputs[static_cast<size_t>(i)];
     if (owns_storage_alone(input) && input.shape() == shape && input.dtype() == dtype) return input.detach();
   }
@@ -171,6 +172,7 @@ void Node::promote_to_keep(const Tensor& output) {
 Tensor Node::rebuild() {
   if (rebuilt_.defined()) return rebuilt_;
   REMAT_CHECK(record_->tag == Tag::Recompute, "{}: asked to rebuild an output it kept", name());
+  REMAT_CHECK(!replay_failed_, "{}: an earlier replay of it failed, after letting go of the inputs it needs", name());
   REMAT_CHECK(!replay_inputs_.empty() && !replay_inputs_.front().is_released(), "{}: asked to rebuild its output "
               "after its backward ran (the inputs a replay needs are gone)", name());
   Tensors inputs;
@@ -185,14 +187,18 @@ Tensor Node::rebuild() {
   const auto start = std::chrono::steady_clock::now();
   const double first_touch_before = first_touch_ms();
   TraceSpan span("replay", name());
-  {
-    replaying_ = true;
-    struct Reset {
-      bool& flag;
-      ~Reset() { flag = false; }
-    } reset{replaying_};
+  replaying_ = true;
+  try {
     rebuilt_ = forward(inputs);
+  } catch (...) {
+    replaying_ = false;
+    replay_failed_ = true;
+    throw;
   }
+  replaying_ = false;
+  const int over = overwritable_input();
+  record_->replayed_in_place = over >= 0 && static_cast<size_t>(over) < inputs.size() &&
+                               rebuilt_.storage() == inputs[static_cast<size_t>(over)].storage();
   discard_side_results();
   // As forward times leave out first touches of fresh memory, so do replays.
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -

@@ -138,8 +138,11 @@ struct NodeRecord {
   int overwritable_input = -1;
   double forward_ms = 0;
   // The wall time of its replay in this step (first touches left out, as
-  // for forward_ms), or 0 if it was not replayed.
+  // for forward_ms), or 0 if it was not replayed; and whether that replay
+  // wrote over an input (Note [Replays in place]), which roughly halves an
+  // elementwise op's time.
   double replay_ms = 0;
+  bool replayed_in_place = false;
   int64_t flops = 0;
   // How far live activation + temporary bytes rose above their level at the
   // start of the forward call (output and side results included).
@@ -192,9 +195,10 @@ class Node {
   // Floating-point operations of one forward call (2 per multiply-add).
   virtual int64_t flops() const { return 0; }
   // The input a replay may write the output over (Note [Replays in place]),
-  // or -1. An op returning i reads input i only elementwise, each element
-  // before it writes the same element of the output, and allocates nothing
-  // in forward() but the output (new_output()).
+  // or -1. An op returning i never reads an element of input i after it has
+  // written that element of the output (elementwise ops; softmax reads a
+  // row whole before writing it), and allocates nothing in forward() but
+  // the output (new_output()).
   virtual int overwritable_input() const { return -1; }
 
   bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].node != nullptr; }
@@ -225,8 +229,9 @@ class Node {
  protected:
   NodeRecord& mutable_record() { return *record_; }
   // forward()'s output buffer: during a replay, input overwritable_input()
-  // itself when the replay holds the only reference to its storage and the
-  // shape and dtype match; otherwise a new tensor.
+  // itself when it came from a node of the graph, the replay holds the only
+  // reference to its storage, and the shape and dtype match (the liveness
+  // simulator's rule); otherwise a new tensor.
   Tensor new_output(const Tensors& inputs, const Shape& shape, DType dtype) const;
   void save_value(const Tensor& value);
   // A replay (rebuild()) ran forward() again: drop what forward() left in
@@ -255,6 +260,7 @@ class Node {
   Tensor rebuilt_;                         // the replayed output, while a SavedValue still needs it
   int pending_uses_ = 0;                   // SavedValues that read this node's output
   bool replaying_ = false;                 // rebuild() is running forward()
+  bool replay_failed_ = false;             // a replay threw after letting go of its inputs
 };
 
 // True when nothing but `t` refers to its storage and `t` covers all of it,

@@ -99,10 +99,10 @@ std::unordered_map<size_t, int64_t> positions(const GraphProfile& graph,
 }
 
 // The last of `steps` (profiles of one graph) with each node's forward and
-// backward time, and the step's, the median over all of them; its replay
-// time the median over the steps that replayed it, else `earlier`'s (the
-// profile planned from before, whose step may have replayed what these
-// did not).
+// backward time, and the step's, the median over all of them; each kind of
+// replay time the median over the steps that timed it, else `earlier`'s
+// (the profile planned from before, whose step may have replayed what
+// these did not).
 GraphProfile median_times(const std::vector<GraphProfile>& steps, const GraphProfile& earlier) {
   GraphProfile result = steps.back();
   auto median_over_steps = [&](auto field) {
@@ -113,11 +113,15 @@ GraphProfile median_times(const std::vector<GraphProfile>& steps, const GraphPro
   for (size_t v = 0; v < result.nodes.size(); ++v) {
     result.nodes[v].forward_ms = median_over_steps([v](const GraphProfile& g) { return g.nodes[v].forward_ms; });
     result.nodes[v].backward_ms = median_over_steps([v](const GraphProfile& g) { return g.nodes[v].backward_ms; });
-    std::vector<double> replays;
-    for (const GraphProfile& step : steps) {
-      if (step.nodes[v].replay_ms > 0) replays.push_back(step.nodes[v].replay_ms);
-    }
-    result.nodes[v].replay_ms = replays.empty() ? earlier.nodes[v].replay_ms : median(std::move(replays));
+    auto median_of_timed = [&](double NodeProfile::*field) {
+      std::vector<double> timed;
+      for (const GraphProfile& step : steps) {
+        if (step.nodes[v].*field > 0) timed.push_back(step.nodes[v].*field);
+      }
+      return timed.empty() ? earlier.nodes[v].*field : median(std::move(timed));
+    };
+    result.nodes[v].replay_ms = median_of_timed(&NodeProfile::replay_ms);
+    result.nodes[v].replay_in_place_ms = median_of_timed(&NodeProfile::replay_in_place_ms);
   }
   result.step_ms = median_over_steps([](const GraphProfile& g) { return g.step_ms; });
   return result;

@@ -26,8 +26,9 @@ void mix(uint64_t& hash, const void* data, size_t size) {
 // blocks) do the same work, yet one step's timer sees
 // them differ by more than the planners' margins (a preempted op, a cold
 // cache). Each gets the median of its group's forward and backward times,
-// and of the replay times of those replayed, so that a plan does not
-// follow the timer's noise from run to run.
+// and of each kind of replay time over the members replayed so (every
+// member then counts as timed), so that a plan does not follow the timer's
+// noise from run to run.
 void steady_repeated_times(GraphProfile& profile) {
   std::unordered_map<std::string, std::vector<size_t>> groups;
   for (size_t i = 0; i < profile.nodes.size(); ++i) {
@@ -44,18 +45,22 @@ void steady_repeated_times(GraphProfile& profile) {
   }
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
-    std::vector<double> forward, backward, replay;
+    std::vector<double> forward, backward, replay, in_place;
     for (size_t i : members) {
-      forward.push_back(profile.nodes[i].forward_ms);
-      backward.push_back(profile.nodes[i].backward_ms);
-      if (profile.nodes[i].replay_ms > 0) replay.push_back(profile.nodes[i].replay_ms);
+      const NodeProfile& node = profile.nodes[i];
+      forward.push_back(node.forward_ms);
+      backward.push_back(node.backward_ms);
+      if (node.replay_ms > 0) replay.push_back(node.replay_ms);
+      if (node.replay_in_place_ms > 0) in_place.push_back(node.replay_in_place_ms);
     }
     const double forward_median = median(forward), backward_median = median(backward);
     const double replay_median = replay.empty() ? 0.0 : median(replay);
+    const double in_place_median = in_place.empty() ? 0.0 : median(in_place);
     for (size_t i : members) {
       profile.nodes[i].forward_ms = forward_median;
       profile.nodes[i].backward_ms = backward_median;
       profile.nodes[i].replay_ms = replay_median;
+      profile.nodes[i].replay_in_place_ms = in_place_median;
     }
   }
 }
@@ -103,7 +108,7 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     row.overwritable_input = r.overwritable_input;
     row.flops = r.flops;
     row.forward_ms = r.forward_ms;
-    row.replay_ms = r.replay_ms;
+    (r.replayed_in_place ? row.replay_in_place_ms : row.replay_ms) = r.replay_ms;
     row.forward_peak_bytes = r.forward_peak_bytes;
     row.saved = r.saved;
     row.side_bytes = r.side_bytes;
@@ -170,11 +175,16 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+double NodeProfile::replay_cost_ms(bool in_place) const {
+  if (in_place && replay_in_place_ms > 0) return replay_in_place_ms;
+  return replay_ms > 0 ? replay_ms : forward_ms;
+}
+
 int64_t NodeProfile::dense_output_bytes() const { return numel(output_shape) * dtype_size(output_dtype); }
 
 double NodeProfile::ms_per_mib() const {
   if (output_bytes == 0) return std::numeric_limits<double>::infinity();
-  return replay_cost_ms() / (static_cast<double>(output_bytes) / (1024.0 * 1024.0));
+  return replay_cost_ms(replay_in_place_ms > 0) / (static_cast<double>(output_bytes) / (1024.0 * 1024.0));
 }
 
 int64_t GraphProfile::total_output_bytes() const {

@@ -38,10 +38,12 @@ struct NodeProfile {
   // Measured; nodes of the same op, shapes and dtypes (a repeated layer)
   // share their group's median (steadier plans, see profile.cpp).
   double forward_ms = 0;
-  // A replay of it, where one was timed (0 otherwise): replays can run
-  // faster than forward (in place: engine/autograd.h, Note [Replays in
-  // place]) or slower (colder caches in backward).
+  // Its replays as timed (0 where none was), into a new output and over an
+  // input (engine/autograd.h, Note [Replays in place]): in place an
+  // elementwise op runs about twice as fast as its forward, and a replay
+  // into a new block can be slower than forward (colder caches in backward).
   double replay_ms = 0;
+  double replay_in_place_ms = 0;
   int64_t forward_peak_bytes = 0;
   std::vector<int> saved;  // NodeRecord::saved
   int64_t side_bytes = 0;
@@ -62,10 +64,11 @@ struct NodeProfile {
 
   // Bytes of a dense tensor of the output's shape (a gradient of it).
   int64_t dense_output_bytes() const;
-  // What replaying it costs: replay_ms where timed, else forward_ms.
-  double replay_cost_ms() const { return replay_ms > 0 ? replay_ms : forward_ms; }
-  // replay_cost_ms() per MiB of output, the price of recomputing a byte
-  // (infinite for views, which free nothing).
+  // What a replay costs, in place or not: its timed replays of that kind,
+  // else (in place) those into a new output, else its forward.
+  double replay_cost_ms(bool in_place) const;
+  // The price of recomputing a byte: a replay's cost (in place where one
+  // was timed so) per MiB of output; infinite for views, which free nothing.
   double ms_per_mib() const;
 };
 

@@ -164,11 +164,12 @@ class Simulator {
       ref(arguments.back());
     }
     release_replay_inputs(v);
+    const int over = node.view_of >= 0 ? kNoStorage : overwritten_argument(v, arguments);
     if (node.view_of >= 0) {
       note_peak(live_ + node.forward_peak_bytes);
       rebuilt_[v] = arguments[static_cast<size_t>(node.view_of)];
       ref(rebuilt_[v]);
-    } else if (const int over = overwritten_argument(v, arguments); over != kNoStorage) {
+    } else if (over != kNoStorage) {
       note_peak(live_ + node.forward_peak_bytes - node.output_bytes);
       rebuilt_[v] = over;
       ref(over);
@@ -178,8 +179,8 @@ class Simulator {
     }
     for (int s : arguments) unref(s);
     result_.replayed_nodes += 1;
-    result_.recompute_ms += node.replay_cost_ms();
-    result_.replay_ms[v] = node.replay_cost_ms();
+    result_.recompute_ms += node.replay_cost_ms(over != kNoStorage);
+    result_.replay_ms[v] = node.replay_cost_ms(over != kNoStorage);
     result_.recompute_flops += node.flops;
   }
 

@@ -173,7 +173,8 @@ void run_bench(const remat::train::WorkloadOptions& options, const std::string& 
 void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
   const auto [graph, plan] = remat::train::plan_workload(options);
   if (format == "csv") {
-    fmt::print("position,op,block,output_shape,output_bytes,flops,forward_ms,replay_ms,ms_per_mib,decision,reason\n");
+    fmt::print("position,op,block,output_shape,output_bytes,flops,forward_ms,replay_ms,replay_in_place_ms,ms_per_mib,"
+               "decision,reason\n");
   } else if (format == "table") {
     fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", graph.nodes.size(),
                mib(graph.total_output_bytes()), graph.total_forward_ms(), graph.signature);
@@ -188,22 +189,27 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
     const double out_mib = static_cast<double>(n.output_bytes) / (1024.0 * 1024.0);
     const char* decision = plan.tags[n.position] == remat::Tag::Keep ? "KEEP" : "RECOMPUTE";
     const std::string& reason = plan.reasons[n.position];
-    const bool replay_timed = n.replay_ms > 0;  // else ms/MiB prices a replay at forward's time
+    // Timed replays (else a replay is priced at forward's time); the table
+    // shows the one ms/MiB prices, in place where one was timed so.
+    const auto timed = [](double ms) { return ms > 0 ? nlohmann::json(ms) : nlohmann::json(nullptr); };
+    const auto csv = [](double ms) { return ms > 0 ? fmt::format("{:.6f}", ms) : std::string(); };
+    const double priced = n.replay_in_place_ms > 0 ? n.replay_in_place_ms : n.replay_ms;
     if (format == "json") {
       fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"op", n.op}, {"block", n.block},
                                          {"output_shape", n.output_shape}, {"output_bytes", n.output_bytes},
                                          {"flops", n.flops}, {"forward_ms", n.forward_ms},
-                                         {"replay_ms", replay_timed ? nlohmann::json(n.replay_ms) : nullptr},
+                                         {"replay_ms", timed(n.replay_ms)},
+                                         {"replay_in_place_ms", timed(n.replay_in_place_ms)},
                                          {"ms_per_mib", n.output_bytes ? nlohmann::json(n.ms_per_mib()) : nullptr},
                                          {"decision", decision}, {"reason", reason}}.dump());
     } else if (format == "csv") {
-      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
-                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms,
-                 replay_timed ? fmt::format("{:.6f}", n.replay_ms) : "", n.ms_per_mib(), decision, reason);
+      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{},{},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
+                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, csv(n.replay_ms),
+                 csv(n.replay_in_place_ms), n.ms_per_mib(), decision, reason);
     } else {
       fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>8} {:>9.3f} {:<9} {}\n", n.position,
                  n.op, n.block, remat::str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
-                 replay_timed ? fmt::format("{:.3f}", n.replay_ms) : "-", n.ms_per_mib(), decision, reason);
+                 priced > 0 ? fmt::format("{:.3f}", priced) : "-", n.ms_per_mib(), decision, reason);
     }
   }
 }

@@ -29,12 +29,14 @@ void for_each_softmax_row(int64_t outer, int64_t n, int64_t inner, Body body) {
 }
 
 // The largest element, kept in kLanes running maxima (two AVX vectors of
-// float) over all but short rows: GCC leaves a max reduction of one running
-// value scalar (std::max is no IEEE operation it may reorder), a chain of
-// dependent instructions, one per element, that took a third of W2's
-// softmax. A NaN anywhere makes the whole row NaN whichever element this
-// returns (exp(NaN - m) is NaN), and no order of comparisons changes a
-// maximum, so the result is the scalar loop's.
+// float, four of double) over all but short rows: GCC leaves a max
+// reduction of one running value scalar (std::max is no IEEE operation it
+// may reorder), a chain of dependent instructions, one per element, that
+// took a third of W2's softmax. Without NaNs the result is the scalar
+// loop's (no order of comparisons changes a maximum; at most the sign of a
+// zero maximum differs, which no x - m shows). With one, a lane may skip
+// elements, but the row comes out NaN whatever this returns (exp(NaN - m)
+// is NaN), as it did before.
 template <class T, class Stride> T row_max(const T* x, int64_t n, Stride s) {
   constexpr int64_t kLanes = 16;
   T m = x[0];

@@ -267,8 +267,9 @@ TEST(Plan, ReplaysWriteOverLinksNothingElseReads) {
   EXPECT_LT(step.report.measured_peak_bytes, predicted + buffer / 2);
 }
 
-// The engine times each replay (NodeRecord::replay_ms), and plans price a
-// replay at the median of those timed, not at its forward's time.
+// The engine times each replay (NodeRecord::replay_ms) and notes whether it
+// ran in place; plans price a replay at what replays of its kind took, not
+// at its forward's time.
 TEST(Plan, ReplaysArePricedAtTheirTimedReplays) {
   const Overrides dropped{.must_recompute = {"matmul", "mul", "masked_fill", "softmax"}};
   const Step step = run(attention_probabilities(), {.policy = "none", .overrides = dropped}, 3);
@@ -277,8 +278,10 @@ TEST(Plan, ReplaysArePricedAtTheirTimedReplays) {
   int replayed = 0;
   for (const NodeProfile& node : step.graph.nodes) {
     if (step.plan->predicted.replay_ms[static_cast<size_t>(node.position)] == 0) continue;
-    EXPECT_GT(node.replay_ms, 0.0) << node.op;
-    priced += node.replay_ms;
+    const bool first_link = node.op == "matmul";  // writes a new output; the other three over it
+    EXPECT_EQ(node.replay_ms > 0, first_link) << node.op;
+    EXPECT_EQ(node.replay_in_place_ms > 0, !first_link) << node.op;
+    priced += first_link ? node.replay_ms : node.replay_in_place_ms;
     ++replayed;
   }
   EXPECT_EQ(replayed, 4);

@@ -70,11 +70,19 @@ TEST(Profile, AReplayIsPricedAtItsTimedReplayElseAtItsForward) {
   NodeProfile& relu = p.nodes[1];
   relu.output_bytes = 2 << 20;  // 2 MiB
   relu.forward_ms = 3.0;
-  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(), 3.0);
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(false), 3.0);
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(true), 3.0);
   EXPECT_DOUBLE_EQ(relu.ms_per_mib(), 1.5);
-  relu.replay_ms = 1.0;
-  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(), 1.0);
+  relu.replay_ms = 4.0;  // into a new output, slower than forward
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(false), 4.0);
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(true), 4.0);
+  EXPECT_DOUBLE_EQ(relu.ms_per_mib(), 2.0);
+  relu.replay_in_place_ms = 1.0;
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(false), 4.0);
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(true), 1.0);
   EXPECT_DOUBLE_EQ(relu.ms_per_mib(), 0.5);
+  relu.replay_ms = 0;  // timed in place only: a new output costs a forward
+  EXPECT_DOUBLE_EQ(relu.replay_cost_ms(false), 3.0);
 }
 
 TEST(Profile, AGraphlessTensorIsAnError) { EXPECT_THROW(profile_graph(ones({2})), Error); }
