@@ -6,6 +6,7 @@
 #include "engine/allocator.h"
 #include "nn/gpt.h"
 #include "ops/ops.h"
+#include "tests/support/errors.h"
 
 namespace remat {
 namespace {
@@ -89,6 +90,36 @@ TEST(Recompute, GptWithDropoutIsBitIdentical) {
   EXPECT_EQ(gpt_grads(recompute_all()), kept);
   // Only the blocks' insides (as gradient checkpointing per block does).
   EXPECT_EQ(gpt_grads([](const Node& n) { return n.record().block ? Tag::Recompute : Tag::Keep; }), kept);
+}
+
+// An op whose replays fail (its forward runs once, at record time).
+class FailingReplayNode final : public Node {
+ public:
+  std::string_view name() const override { return "failing_replay"; }
+  Tensor forward(const Tensors& in) override {
+    REMAT_CHECK(calls_++ == 0, "failing_replay: this replay fails on purpose");
+    return contiguous_copy(in[0]);
+  }
+  Tensors backward(const Tensor& dout) override { return {dout}; }
+
+ private:
+  int calls_ = 0;
+};
+
+// A replay lets go of its inputs before it runs (Note [Replays in place]):
+// after one fails, asking again says so, instead of blaming a backward.
+TEST(Recompute, AFailedReplayIsNamedWhenAskedAgain) {
+  const Tensor x = normal({4, 4}, 0, 1, DType::Float32).requires_grad_();
+  Tensor y;
+  {
+    RecomputeScope scope(recompute_all());
+    y = apply_op(std::make_shared<FailingReplayNode>(), {x});
+  }
+  Node& node = *y.grad_fn();
+  ASSERT_EQ(node.tag(), Tag::Recompute);
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { node.rebuild(); }), "fails on purpose"));
+  const std::string again = testing::error_of([&] { node.rebuild(); });
+  EXPECT_TRUE(testing::contains(again, "failing_replay: an earlier replay of it failed")) << again;
 }
 
 }  // namespace
