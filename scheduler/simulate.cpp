@@ -29,6 +29,7 @@ class Simulator {
     result_.forward_peak_at.assign(n_, 0);
     result_.backward_peak_at.assign(n_, 0);
     result_.replay_ms.assign(n_, 0.0);
+    result_.replayed_in_place.assign(n_, false);
     forward();
     result_.saved_bytes_after_forward = live_;
     backward();
@@ -181,6 +182,7 @@ class Simulator {
     result_.replayed_nodes += 1;
     result_.recompute_ms += node.replay_cost_ms(over != kNoStorage);
     result_.replay_ms[v] = node.replay_cost_ms(over != kNoStorage);
+    result_.replayed_in_place[v] = over != kNoStorage;
     result_.recompute_flops += node.flops;
   }
 

@@ -37,11 +37,14 @@ struct Simulation {
   int64_t recompute_flops = 0;
   // Per node: live bytes just before its forward, the peak during its
   // forward, the peak while backward processes it (the replays it asks for
-  // included), and the time of its own replay (0 if not replayed).
+  // included), the time of its own replay (0 if not replayed), and whether
+  // that replay writes over an input (engine/autograd.h, Note [Replays in
+  // place]).
   std::vector<int64_t> level_before_forward;
   std::vector<int64_t> forward_peak_at;
   std::vector<int64_t> backward_peak_at;
   std::vector<double> replay_ms;
+  std::vector<bool> replayed_in_place;
 };
 
 // `tags` has one tag per node of `graph`; views of a dropped value are

@@ -188,7 +188,8 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
   for (const remat::scheduler::NodeProfile& n : graph.nodes) {
     const double out_mib = static_cast<double>(n.output_bytes) / (1024.0 * 1024.0);
     const char* decision = plan.tags[n.position] == remat::Tag::Keep ? "KEEP" : "RECOMPUTE";
-    const std::string& reason = plan.reasons[n.position];
+    const bool in_place = plan.predicted.replayed_in_place[static_cast<size_t>(n.position)];
+    const std::string reason = plan.reasons[n.position] + (in_place ? "; replays in place over its input" : "");
     // Timed replays (else a replay is priced at forward's time); the table
     // shows the one ms/MiB prices, in place where one was timed so.
     const auto timed = [](double ms) { return ms > 0 ? nlohmann::json(ms) : nlohmann::json(nullptr); };
@@ -201,7 +202,7 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
                                          {"replay_ms", timed(n.replay_ms)},
                                          {"replay_in_place_ms", timed(n.replay_in_place_ms)},
                                          {"ms_per_mib", n.output_bytes ? nlohmann::json(n.ms_per_mib()) : nullptr},
-                                         {"decision", decision}, {"reason", reason}}.dump());
+                                         {"decision", decision}, {"replays_in_place", in_place}, {"reason", reason}}.dump());
     } else if (format == "csv") {
       fmt::print("{},{},{},\"{}\",{},{},{:.6f},{},{},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
                  remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, csv(n.replay_ms),
