@@ -265,6 +265,11 @@ TEST(Plan, ReplaysWriteOverLinksNothingElseReads) {
   const int64_t predicted = step.plan->predicted.peak_bytes;
   EXPECT_EQ(simulate(out_of_place, step.plan->tags).peak_bytes - predicted, buffer);
   EXPECT_LT(step.report.measured_peak_bytes, predicted + buffer / 2);
+  for (const NodeProfile& node : step.graph.nodes) {
+    const bool replayed = step.plan->predicted.replay_ms[static_cast<size_t>(node.position)] > 0;
+    const bool link = node.op == "mul" || node.op == "masked_fill" || node.op == "softmax";
+    EXPECT_EQ(step.plan->predicted.replayed_in_place[static_cast<size_t>(node.position)], replayed && link) << node.op;
+  }
 }
 
 // The engine times each replay (NodeRecord::replay_ms) and notes whether it
