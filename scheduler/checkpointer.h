@@ -26,7 +26,6 @@
 #pragma once
 
 #include <chrono>
-
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -184,7 +184,7 @@ int64_t NodeProfile::dense_output_bytes() const { return numel(output_shape) * d
 
 double NodeProfile::ms_per_mib() const {
   if (output_bytes == 0) return std::numeric_limits<double>::infinity();
-  return replay_cost_ms(replay_in_place_ms > 0) / (static_cast<double>(output_bytes) / (1024.0 * 1024.0));
+  return priced_replay_ms() / (static_cast<double>(output_bytes) / (1024.0 * 1024.0));
 }
 
 int64_t GraphProfile::total_output_bytes() const {

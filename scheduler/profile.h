@@ -67,8 +67,11 @@ struct NodeProfile {
   // What a replay costs, in place or not: its timed replays of that kind,
   // else (in place) those into a new output, else its forward.
   double replay_cost_ms(bool in_place) const;
-  // The price of recomputing a byte: a replay's cost (in place where one
-  // was timed so) per MiB of output; infinite for views, which free nothing.
+  // The replay cost a byte's price is drawn from: in place where a replay
+  // was timed so.
+  double priced_replay_ms() const { return replay_cost_ms(replay_in_place_ms > 0); }
+  // The price of recomputing a byte: priced_replay_ms() per MiB of output;
+  // infinite for views, which free nothing.
   double ms_per_mib() const;
 };
 

@@ -191,10 +191,10 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
     const bool in_place = plan.predicted.replayed_in_place[static_cast<size_t>(n.position)];
     const std::string reason = plan.reasons[n.position] + (in_place ? "; replays in place over its input" : "");
     // Timed replays (else a replay is priced at forward's time); the table
-    // shows the one ms/MiB prices, in place where one was timed so.
+    // shows the one ms/MiB prices.
     const auto timed = [](double ms) { return ms > 0 ? nlohmann::json(ms) : nlohmann::json(nullptr); };
     const auto csv = [](double ms) { return ms > 0 ? fmt::format("{:.6f}", ms) : std::string(); };
-    const double priced = n.replay_in_place_ms > 0 ? n.replay_in_place_ms : n.replay_ms;
+    const bool replay_timed = n.replay_ms > 0 || n.replay_in_place_ms > 0;
     if (format == "json") {
       fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"op", n.op}, {"block", n.block},
                                          {"output_shape", n.output_shape}, {"output_bytes", n.output_bytes},
@@ -210,7 +210,7 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
     } else {
       fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>8} {:>9.3f} {:<9} {}\n", n.position,
                  n.op, n.block, remat::str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
-                 priced > 0 ? fmt::format("{:.3f}", priced) : "-", n.ms_per_mib(), decision, reason);
+                 replay_timed ? fmt::format("{:.3f}", n.priced_replay_ms()) : "-", n.ms_per_mib(), decision, reason);
     }
   }
 }

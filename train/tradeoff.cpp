@@ -7,11 +7,10 @@
 // graph, not a failure of the sweep, so it is recorded and the sweep goes on.
 #include "train/tradeoff.h"
 
-#include <tuple>
-
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
