@@ -310,6 +310,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   record.output_dense = output.storage() && output.is_contiguous() && output.offset() == 0 &&
                         output.nbytes() == output.storage()->nbytes();
   record.overwritable_input = node->overwritable_input();
+  record.replay_reuses_side_results = node->replay_reuses_side_results();
   node->edges_.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     node->edges_.push_back(gradient_edge(input));

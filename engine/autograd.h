@@ -136,6 +136,8 @@ struct NodeRecord {
   // overwritable_input(): the liveness simulator's in-place rule.
   bool output_dense = false;
   int overwritable_input = -1;
+  // Node::replay_reuses_side_results(): a replay allocates no side results.
+  bool replay_reuses_side_results = false;
   double forward_ms = 0;
   // The wall time of its replay in this step (first touches left out, as
   // for forward_ms), or 0 if it was not replayed; and whether that replay
@@ -200,6 +202,10 @@ class Node {
   // row whole before writing it), and allocates nothing in forward() but
   // the output (new_output()).
   virtual int overwritable_input() const { return -1; }
+  // True when a replay reads its side results back from its saved values
+  // (replaying()) instead of making them again: it allocates its output
+  // only (layer_norm's mean and rstd). The liveness simulator's rule.
+  virtual bool replay_reuses_side_results() const { return false; }
 
   bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].node != nullptr; }
   const std::vector<Edge>& next_edges() const { return edges_; }
@@ -234,6 +240,9 @@ class Node {
   // simulator's rule); otherwise a new tensor.
   Tensor new_output(const Tensors& inputs, const Shape& shape, DType dtype) const;
   void save_value(const Tensor& value);
+  // True while rebuild() runs forward(): a replay, whose saved values (side
+  // results included) are still there to read.
+  bool replaying() const { return replaying_; }
   // A replay (rebuild()) ran forward() again: drop what forward() left in
   // members for save() (a side result is saved once, at record time).
   virtual void discard_side_results() {}

@@ -3,7 +3,8 @@
 // The fused op keeps x, weight and each row's mean and 1/std for backward
 // (not the output, and not bias, which backward never reads). Mean and rstd
 // are side results of forward(): the node holds them from forward() to
-// save(), as CrossEntropyNode does with its log-probabilities.
+// save(), as CrossEntropyNode does with its log-probabilities. A replay of
+// a dropped output reads them back instead of computing them again.
 #include "ops/layer_norm.h"
 
 #include "engine/autograd.h"
@@ -37,6 +38,17 @@ class LayerNormNode final : public Node {
                   channels);
     }
     Tensor out(x.shape(), x.dtype(), x.device());
+    if (replaying()) {
+      // The mean and rstd saved the first time are this x's: one pass over
+      // it instead of three, and the same bits (layer_norm_apply).
+      const Tensor mean = saved(2), rstd = saved(3);
+      dispatch_floating(x.dtype(), name(), [&]<class T>() {
+        k::layer_norm_apply<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(),
+                               has_weight_ ? weight.data<T>() : nullptr, has_bias_ ? bias.data<T>() : nullptr, rows,
+                               channels);
+      });
+      return out;
+    }
     mean_ = Tensor({rows}, x.dtype(), x.device());
     rstd_ = Tensor({rows}, x.dtype(), x.device());
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
@@ -83,6 +95,9 @@ class LayerNormNode final : public Node {
     if (has_bias_) grads.push_back(dbias);
     return grads;
   }
+
+  // A replay normalises with the saved mean and rstd (forward() above).
+  bool replay_reuses_side_results() const override { return true; }
 
   // Mean, variance, normalise, scale and shift: about 8 per element.
   int64_t flops() const override { return 8 * numel(record().output_shape); }

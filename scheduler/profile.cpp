@@ -106,6 +106,7 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     row.view_of = r.view_of;
     row.output_dense = r.output_dense;
     row.overwritable_input = r.overwritable_input;
+    row.replay_reuses_side_results = r.replay_reuses_side_results;
     row.flops = r.flops;
     row.forward_ms = r.forward_ms;
     (r.replayed_in_place ? row.replay_in_place_ms : row.replay_ms) = r.replay_ms;

@@ -34,6 +34,9 @@ struct NodeProfile {
   // may write over (engine/autograd.h, Note [Replays in place]), or -1.
   bool output_dense = false;
   int overwritable_input = -1;
+  // NodeRecord's: a replay makes no side results (their bytes are not
+  // allocated again), as layer_norm's reads its saved mean and rstd.
+  bool replay_reuses_side_results = false;
   int64_t flops = 0;
   // Measured; nodes of the same op, shapes and dtypes (a repeated layer)
   // share their group's median (steadier plans, see profile.cpp).

@@ -166,16 +166,17 @@ class Simulator {
     }
     release_replay_inputs(v);
     const int over = node.view_of >= 0 ? kNoStorage : overwritten_argument(v, arguments);
+    const int64_t rise = node.forward_peak_bytes - (node.replay_reuses_side_results ? node.side_bytes : 0);
     if (node.view_of >= 0) {
-      note_peak(live_ + node.forward_peak_bytes);
+      note_peak(live_ + rise);
       rebuilt_[v] = arguments[static_cast<size_t>(node.view_of)];
       ref(rebuilt_[v]);
     } else if (over != kNoStorage) {
-      note_peak(live_ + node.forward_peak_bytes - node.output_bytes);
+      note_peak(live_ + rise - node.output_bytes);
       rebuilt_[v] = over;
       ref(over);
     } else {
-      note_peak(live_ + node.forward_peak_bytes);
+      note_peak(live_ + rise);
       rebuilt_[v] = new_storage(node.output_bytes);
     }
     for (int s : arguments) unref(s);

@@ -12,6 +12,25 @@
 namespace remat::kernels::cpu {
 namespace {
 
+// out (C) = (x - m) * r * weight + bias: the last pass of the forward, and
+// all of layer_norm_apply's, so that both give the same bits.
+template <class T>
+void normalise_row(T* out, const T* x, const T* weight, const T* bias, T m, T r, int64_t c) {
+  if (weight && bias) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) out[j] = (x[j] - m) * r * weight[j] + bias[j];
+  } else if (weight) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) out[j] = (x[j] - m) * r * weight[j];
+  } else if (bias) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) out[j] = (x[j] - m) * r + bias[j];
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) out[j] = (x[j] - m) * r;
+  }
+}
+
 // One row of the forward: x, out (C); writes *mean and *rstd. The mean and
 // variance are a corrected two-pass in T: a first mean m0, then the sums of
 // d = x - m0 and of d^2, which are small numbers even when the row's mean is
@@ -38,19 +57,7 @@ void forward_row(T* out, T* mean, T* rstd, const T* x, const T* weight, const T*
   const T m = static_cast<T>(static_cast<double>(m0) + shift), r = static_cast<T>(1.0 / std::sqrt(var + eps));
   *mean = m;
   *rstd = r;
-  if (weight && bias) {
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) out[j] = (x[j] - m) * r * weight[j] + bias[j];
-  } else if (weight) {
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) out[j] = (x[j] - m) * r * weight[j];
-  } else if (bias) {
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) out[j] = (x[j] - m) * r + bias[j];
-  } else {
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) out[j] = (x[j] - m) * r;
-  }
+  normalise_row(out, x, weight, bias, m, r, c);
 }
 
 // Rows [begin, end) of the backward, adding into dweight/dbias (C). Which
@@ -117,6 +124,15 @@ void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, c
   }
 }
 
+template <class T>
+void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
+                      int64_t channels) {
+#pragma omp parallel for schedule(static) if (rows * channels >= 2 * kParallelGrain && num_threads() > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    normalise_row(out + r * channels, x + r * channels, weight, bias, mean[r], rstd[r], channels);
+  }
+}
+
 int64_t layer_norm_backward_workers(int64_t rows, int64_t channels) {
   if (rows * channels < 2 * kParallelGrain) return 1;
   return std::max<int64_t>(1, std::min<int64_t>(num_threads(), rows));
@@ -155,6 +171,7 @@ void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout,
 
 #define REMAT_INSTANTIATE_LAYER_NORM(T)                                                                    \
   template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, double); \
+  template void layer_norm_apply<T>(T*, const T*, const T*, const T*, const T*, const T*, int64_t, int64_t); \
   template void layer_norm_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,   \
                                        int64_t, int64_t, int64_t);
 REMAT_INSTANTIATE_LAYER_NORM(float)

@@ -17,6 +17,14 @@ template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
                         int64_t channels, double eps);
 
+// out (rows, C) = (x - mean) * rstd * weight + bias with a mean and rstd
+// that layer_norm_forward wrote for this x: one pass instead of its three,
+// and the same bits (a replay of the op normalises with the statistics it
+// saved the first time).
+template <class T>
+void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
+                      int64_t channels);
+
 // Workers layer_norm_backward splits rows over (1: serial), and the scratch
 // elements it then needs when dweight or dbias is wanted: per-worker partial
 // sums of dweight and dbias, (workers, 2, C), or 0 when serial. Workers

@@ -42,9 +42,13 @@ template <class T, class Stride> T row_max(const T* x, int64_t n, Stride s) {
   T m = x[0];
   int64_t i = 1;
   if (n >= 2 * kLanes) {
+    // Every lane starts at x[0], which the maximum includes anyway: copied
+    // from x element by element instead, the lanes were stored in halves
+    // and loaded whole, a stalled store-to-load forward on every row.
     T lanes[kLanes];
-    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = x[j * s];
-    for (i = kLanes; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = m;
+    for (i = 0; i + kLanes <= n; i += kLanes) {
 #pragma omp simd
       for (int64_t j = 0; j < kLanes; ++j) {
         const T v = x[(i + j) * s];

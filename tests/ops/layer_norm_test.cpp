@@ -116,6 +116,36 @@ TEST(LayerNorm, ThreadedEqualsSerial) {
   expect_close(b.grad(), db1, 1e-12, "dbias");
 }
 
+// A replay normalises with the statistics its first forward saved, in one
+// pass (layer_norm_apply): it must give that forward's bits, with and
+// without weight and bias, in float32 rows with a large mean (where a
+// recomputed mean could round differently) and on the threaded path.
+TEST(LayerNorm, AReplayGivesTheForwardsBits) {
+  const TagPolicy recompute_all = [](const Node&) { return Tag::Recompute; };
+  for (const int threads : {1, 2}) {
+    const int before = kernels::cpu::num_threads();
+    kernels::cpu::set_num_threads(threads);
+    Generator g(41);
+    Tensor x = uniform({512, 160}, 999, 1001, DType::Float32, g).requires_grad_();
+    const Tensor w = uniform({160}, 0.5, 1.5, DType::Float32, g), b = uniform({160}, -1, 1, DType::Float32, g);
+    for (const bool with_weight : {true, false}) {
+      for (const bool with_bias : {true, false}) {
+        Tensor y;
+        {
+          RecomputeScope scope(recompute_all);
+          y = layer_norm(x, with_weight ? w : Tensor(), with_bias ? b : Tensor());
+        }
+        ASSERT_EQ(y.grad_fn()->tag(), Tag::Recompute);
+        const Tensor replayed = y.grad_fn()->rebuild();
+        EXPECT_NE(replayed.storage(), y.storage());
+        EXPECT_EQ(replayed.to_vector<float>(), y.to_vector<float>())
+            << threads << " threads, weight " << with_weight << ", bias " << with_bias;
+      }
+    }
+    kernels::cpu::set_num_threads(before);
+  }
+}
+
 TEST(LayerNorm, Gradients) {
   EXPECT_GRADIENTS_MATCH([](const Tensors& v) { return layer_norm(v[0], v[1], v[2]); },
                          (Tensors{random_leaf({2, 3, 5}, -2, 2), random_leaf({5}, 0.5, 1.5, 2),
