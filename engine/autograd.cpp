@@ -208,7 +208,7 @@ Tensor Node::rebuild() {
   std::lock_guard lock(g_stats_mutex);
   g_stats.nodes += 1;
   g_stats.ms += ms;
-  g_stats.flops += flops();
+  g_stats.flops += replay_flops();
   return rebuilt_;
 }
 
@@ -322,6 +322,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     record.inputs.push_back(source);
   }
   record.flops = node->flops();
+  record.replay_flops = node->replay_flops();
   // Note [Recompute]: the tag first, then the output's grad_fn, so that a
   // node saving its own output sees itself as the producer. The policy sees
   // every node, so that it can count positions.

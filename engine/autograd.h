@@ -146,6 +146,7 @@ struct NodeRecord {
   double replay_ms = 0;
   bool replayed_in_place = false;
   int64_t flops = 0;
+  int64_t replay_flops = 0;  // Node::replay_flops()
   // How far live activation + temporary bytes rose above their level at the
   // start of the forward call (output and side results included).
   int64_t forward_peak_bytes = 0;
@@ -196,6 +197,9 @@ class Node {
   virtual Tensors backward(const Tensor& grad_output) = 0;
   // Floating-point operations of one forward call (2 per multiply-add).
   virtual int64_t flops() const { return 0; }
+  // Those of one replay, where it does less than forward() (a layer norm's
+  // reuses its statistics). Default: flops().
+  virtual int64_t replay_flops() const { return flops(); }
   // The input a replay may write the output over (Note [Replays in place]),
   // or -1. An op returning i never reads an element of input i after it has
   // written that element of the output (elementwise ops; softmax reads a

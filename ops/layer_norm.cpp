@@ -99,8 +99,10 @@ class LayerNormNode final : public Node {
   // A replay normalises with the saved mean and rstd (forward() above).
   bool replay_reuses_side_results() const override { return true; }
 
-  // Mean, variance, normalise, scale and shift: about 8 per element.
+  // Mean, variance, normalise, scale and shift: about 8 per element; a
+  // replay only normalises, scales and shifts: 4.
   int64_t flops() const override { return 8 * numel(record().output_shape); }
+  int64_t replay_flops() const override { return 4 * numel(record().output_shape); }
 
  private:
   double eps_;

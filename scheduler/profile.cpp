@@ -108,6 +108,7 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     row.overwritable_input = r.overwritable_input;
     row.replay_reuses_side_results = r.replay_reuses_side_results;
     row.flops = r.flops;
+    row.replay_flops = r.replay_flops;
     row.forward_ms = r.forward_ms;
     (r.replayed_in_place ? row.replay_in_place_ms : row.replay_ms) = r.replay_ms;
     row.forward_peak_bytes = r.forward_peak_bytes;

@@ -38,6 +38,7 @@ struct NodeProfile {
   // allocated again), as layer_norm's reads its saved mean and rstd.
   bool replay_reuses_side_results = false;
   int64_t flops = 0;
+  int64_t replay_flops = 0;  // NodeRecord's: a replay's, where it does less than forward
   // Measured; nodes of the same op, shapes and dtypes (a repeated layer)
   // share their group's median (steadier plans, see profile.cpp).
   double forward_ms = 0;

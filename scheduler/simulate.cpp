@@ -184,7 +184,7 @@ class Simulator {
     result_.recompute_ms += node.replay_cost_ms(over != kNoStorage);
     result_.replay_ms[v] = node.replay_cost_ms(over != kNoStorage);
     result_.replayed_in_place[v] = over != kNoStorage;
-    result_.recompute_flops += node.flops;
+    result_.recompute_flops += node.replay_flops;
   }
 
   // The storage a replay of v writes its output over (Node::new_output):

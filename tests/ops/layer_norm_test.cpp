@@ -136,7 +136,9 @@ TEST(LayerNorm, AReplayGivesTheForwardsBits) {
           y = layer_norm(x, with_weight ? w : Tensor(), with_bias ? b : Tensor());
         }
         ASSERT_EQ(y.grad_fn()->tag(), Tag::Recompute);
+        reset_recompute_stats();
         const Tensor replayed = y.grad_fn()->rebuild();
+        EXPECT_EQ(recompute_stats().flops, 4 * x.numel());  // normalise, scale, shift: no statistics
         EXPECT_NE(replayed.storage(), y.storage());
         EXPECT_EQ(replayed.to_vector<float>(), y.to_vector<float>())
             << threads << " threads, weight " << with_weight << ", bias " << with_bias;

@@ -471,6 +471,7 @@ void check_planned_step(uint64_t seed, DType dtype, int& budgets) {
       EXPECT_TRUE(agrees(report.measured_peak_bytes, *report.predicted_peak_bytes, *checkpointer.profile()))
           << "measured " << report.measured_peak_bytes << " predicted " << *report.predicted_peak_bytes;
       EXPECT_EQ(report.replayed_nodes, plan.predicted.replayed_nodes);
+      EXPECT_EQ(report.recompute_flops, plan.predicted.recompute_flops);
     }
   } catch (const Error& e) {
     ADD_FAILURE() << e.what();
