@@ -2,6 +2,7 @@
 #include "scheduler/profile.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -175,6 +176,26 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+MedianInterval median_interval(std::vector<double> values, double confidence) {
+  REMAT_CHECK(!values.empty(), "median_interval: no values");
+  REMAT_CHECK(confidence > 0 && confidence < 1, "median_interval: confidence must be in (0, 1), got {}", confidence);
+  std::sort(values.begin(), values.end());
+  const auto n = static_cast<int64_t>(values.size());
+  // [x_r, x_(n+1-r)] misses the median only when r - 1 or fewer of the n
+  // draws fall on one side of it: coverage 1 - 2 P(X <= r - 1) for
+  // X ~ binomial(n, 1/2), in logs so that 2^-n does not underflow.
+  const auto pmf = [n](int64_t i) {
+    return std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) - n * std::log(2.0));
+  };
+  int64_t rank = 1;
+  double tail = pmf(0);  // P(X <= rank - 1)
+  while (rank + 1 <= (n + 1) / 2 && 1 - 2 * (tail + pmf(rank)) >= confidence) {
+    tail += pmf(rank);
+    ++rank;
+  }
+  return {values[static_cast<size_t>(rank - 1)], values[static_cast<size_t>(n - rank)], 1 - 2 * tail};
 }
 
 double NodeProfile::replay_cost_ms(bool in_place) const {

@@ -100,6 +100,17 @@ struct GraphProfile {
 // how repeated timings are summarised here and in train/. Error: no values.
 double median(std::vector<double> values);
 
+// A distribution-free interval for the median of independent draws: the
+// order statistics of ranks k and n + 1 - k (1-based, sorted), with k the
+// largest rank whose interval covers the median with probability at least
+// `confidence` (tails of binomial(n, 1/2)); `coverage` is the probability
+// it reaches. With too few values for `confidence` (n <= 5 at 0.95): the
+// whole range, and its coverage. Errors: no values, confidence outside (0, 1).
+struct MedianInterval {
+  double low = 0, high = 0, coverage = 0;
+};
+MedianInterval median_interval(std::vector<double> values, double confidence = 0.95);
+
 // The graph that produced `root` (leaf accumulators excluded).
 GraphProfile profile_graph(const Tensor& root);
 

@@ -238,6 +238,10 @@ nlohmann::ordered_json PairedReport::to_json() const {
   j["against_step_ms_median"] = baseline.step_ms_median;
   j["against_peak_activation_bytes"] = baseline.peak_activation_bytes;
   j["time_vs_against_median"] = median(time_ratios);
+  // How far that median may be off, with this many pairs on this machine.
+  const scheduler::MedianInterval interval = scheduler::median_interval(time_ratios);
+  j["time_vs_against_median_interval"] = {
+      {"low", interval.low}, {"high", interval.high}, {"coverage", interval.coverage}};
   j["time_vs_against"] = time_ratios;
   j["peak_vs_against"] = baseline.peak_activation_bytes > 0 ? static_cast<double>(report.peak_activation_bytes) /
                                                                   static_cast<double>(baseline.peak_activation_bytes)

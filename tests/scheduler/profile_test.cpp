@@ -85,6 +85,31 @@ TEST(Profile, AReplayIsPricedAtItsTimedReplayElseAtItsForward) {
   EXPECT_DOUBLE_EQ(relu.replay_cost_ms(false), 3.0);
 }
 
+// 15 draws: ranks 4 and 12, which miss the median with probability
+// 2 (1 + 15 + 105 + 455) / 2^15 (ranks 5 and 11 would cover it only 88%).
+TEST(Profile, TheMediansIntervalIsTheBinomialOrderStatistics) {
+  std::vector<double> values;
+  for (int i = 15; i >= 1; --i) values.push_back(i);  // unsorted on purpose
+  const MedianInterval fifteen = median_interval(values);
+  EXPECT_EQ(fifteen.low, 4);
+  EXPECT_EQ(fifteen.high, 12);
+  EXPECT_NEAR(fifteen.coverage, 1 - 2 * 576.0 / 32768, 1e-12);
+  // Five draws reach only 1 - 2/32 even over their whole range.
+  const MedianInterval five = median_interval({3, 1, 2, 5, 4});
+  EXPECT_EQ(five.low, 1);
+  EXPECT_EQ(five.high, 5);
+  EXPECT_NEAR(five.coverage, 0.9375, 1e-12);
+  // 2000 draws: about the median's 1.96 standard errors, sqrt(2000) / 2 ranks each side.
+  std::vector<double> many(2000);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<double>(i + 1);
+  const MedianInterval wide = median_interval(many);
+  EXPECT_NEAR(wide.low, 1000 - 1.96 * std::sqrt(2000.0) / 2, 2);
+  EXPECT_NEAR(wide.high, 1001 + 1.96 * std::sqrt(2000.0) / 2, 2);
+  EXPECT_GE(wide.coverage, 0.95);
+  EXPECT_THROW(median_interval({}), Error);
+  EXPECT_THROW(median_interval({1, 2, 3}, 1.0), Error);
+}
+
 TEST(Profile, AGraphlessTensorIsAnError) { EXPECT_THROW(profile_graph(ones({2})), Error); }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace remat::train {
 namespace {
 
@@ -68,6 +70,11 @@ TEST(WorkloadSlow, APairedRunStepsTwoCopiesAlternatelyAndComparesThem) {
   const nlohmann::ordered_json j = paired.to_json();
   EXPECT_EQ(j["against_policy"], "none");
   EXPECT_EQ(j["time_vs_against"].size(), 3u);
+  // Three pairs: the whole range, covering the median with probability 3/4.
+  const auto ratios = paired.time_ratios;
+  EXPECT_EQ(j["time_vs_against_median_interval"]["low"], *std::min_element(ratios.begin(), ratios.end()));
+  EXPECT_EQ(j["time_vs_against_median_interval"]["high"], *std::max_element(ratios.begin(), ratios.end()));
+  EXPECT_DOUBLE_EQ(j["time_vs_against_median_interval"]["coverage"].get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(j["peak_vs_against"].get<double>(), static_cast<double>(paired.report.peak_activation_bytes) /
                                                            static_cast<double>(alone.peak_activation_bytes));
   EXPECT_THROW(run_paired_workload(options, "keep-all"), Error);
