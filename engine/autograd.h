@@ -208,7 +208,9 @@ class Node {
   virtual int overwritable_input() const { return -1; }
   // True when a replay reads its side results back from its saved values
   // (replaying()) instead of making them again: it allocates its output
-  // only (layer_norm's mean and rstd). The liveness simulator's rule.
+  // only (layer_norm's mean and rstd). The liveness simulator's rule: an op
+  // whose forward() takes that path when replaying() must say so here, or
+  // predicted peaks count side results its replays never allocate.
   virtual bool replay_reuses_side_results() const { return false; }
 
   bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].node != nullptr; }

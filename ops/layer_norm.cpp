@@ -42,6 +42,9 @@ class LayerNormNode final : public Node {
       // The mean and rstd saved the first time are this x's: one pass over
       // it instead of three, and the same bits (layer_norm_apply).
       const Tensor mean = saved(2), rstd = saved(3);
+      REMAT_CHECK(mean.numel() == rows && rstd.numel() == rows && mean.dtype() == x.dtype(),
+                  "layer_norm: replaying on input {} with saved statistics {} that are not its rows'", x.str(),
+                  mean.str());
       dispatch_floating(x.dtype(), name(), [&]<class T>() {
         k::layer_norm_apply<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(),
                                has_weight_ ? weight.data<T>() : nullptr, has_bias_ ? bias.data<T>() : nullptr, rows,
@@ -100,7 +103,7 @@ class LayerNormNode final : public Node {
   bool replay_reuses_side_results() const override { return true; }
 
   // Mean, variance, normalise, scale and shift: about 8 per element; a
-  // replay only normalises, scales and shifts: 4.
+  // replay only normalises (and scales and shifts): about 4.
   int64_t flops() const override { return 8 * numel(record().output_shape); }
   int64_t replay_flops() const override { return 4 * numel(record().output_shape); }
 
