@@ -173,8 +173,8 @@ void run_bench(const remat::train::WorkloadOptions& options, const std::string& 
 void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
   const auto [graph, plan] = remat::train::plan_workload(options);
   if (format == "csv") {
-    fmt::print("position,op,block,output_shape,output_bytes,flops,forward_ms,replay_ms,replay_in_place_ms,ms_per_mib,"
-               "decision,reason\n");
+    fmt::print("position,op,block,output_shape,output_bytes,flops,replay_flops,forward_ms,replay_ms,"
+               "replay_in_place_ms,ms_per_mib,decision,reason\n");
   } else if (format == "table") {
     fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", graph.nodes.size(),
                mib(graph.total_output_bytes()), graph.total_forward_ms(), graph.signature);
@@ -198,14 +198,15 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
     if (format == "json") {
       fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"op", n.op}, {"block", n.block},
                                          {"output_shape", n.output_shape}, {"output_bytes", n.output_bytes},
-                                         {"flops", n.flops}, {"forward_ms", n.forward_ms},
+                                         {"flops", n.flops}, {"replay_flops", n.replay_flops},
+                                         {"forward_ms", n.forward_ms},
                                          {"replay_ms", timed(n.replay_ms)},
                                          {"replay_in_place_ms", timed(n.replay_in_place_ms)},
                                          {"ms_per_mib", n.output_bytes ? nlohmann::json(n.ms_per_mib()) : nullptr},
                                          {"decision", decision}, {"replays_in_place", in_place}, {"reason", reason}}.dump());
     } else if (format == "csv") {
-      fmt::print("{},{},{},\"{}\",{},{},{:.6f},{},{},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
-                 remat::str(n.output_shape), n.output_bytes, n.flops, n.forward_ms, csv(n.replay_ms),
+      fmt::print("{},{},{},\"{}\",{},{},{},{:.6f},{},{},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
+                 remat::str(n.output_shape), n.output_bytes, n.flops, n.replay_flops, n.forward_ms, csv(n.replay_ms),
                  csv(n.replay_in_place_ms), n.ms_per_mib(), decision, reason);
     } else {
       fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>8} {:>9.3f} {:<9} {}\n", n.position,
