@@ -181,9 +181,11 @@ class Simulator {
     }
     for (int s : arguments) unref(s);
     result_.replayed_nodes += 1;
-    result_.recompute_ms += node.replay_cost_ms(over != kNoStorage);
-    result_.replay_ms[v] = node.replay_cost_ms(over != kNoStorage);
-    result_.replayed_in_place[v] = over != kNoStorage;
+    const bool in_place = over != kNoStorage;
+    const double ms = node.replay_cost_ms(in_place);
+    result_.recompute_ms += ms;
+    result_.replay_ms[v] = ms;
+    result_.replayed_in_place[v] = in_place;
     result_.recompute_flops += node.replay_flops;
   }
 
