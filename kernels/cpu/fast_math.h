@@ -57,7 +57,40 @@ inline float fast_tanh(float x) {
   return std::copysign(a < 0.625f ? small : large, x);  // copysign keeps tanh(-0) = -0
 }
 
+// Eight float lanes as one value (the GCC and Clang vector extension), for
+// loops that keep several independent vectors in flight by hand.
+using Float32x8 = float __attribute__((vector_size(32)));
+using Int32x8 = int32_t __attribute__((vector_size(32)));
+template <class F> struct LanesOf { using Int = int32_t; };
+template <> struct LanesOf<Float32x8> { using Int = Int32x8; };
+
+// e^x with x first clamped into [-87, 87], where 2^n is one normal float:
+// fast_exp's two scale factors and its blends for 0 and overflow go. For
+// a gate 1 / (1 + e^x) nothing is lost: below -87 it rounds to exactly 1
+// either way, and above 87 it is 1.6e-38 (a normal float) instead of less.
+// NaN passes through. float and Float32x8 give the same bits per lane.
+template <class F> F clamped_exp(F x) {
+  using I = typename LanesOf<F>::Int;
+  const F low = x < -87.0f ? F{} - 87.0f : x;
+  const F clamped = low > 87.0f ? F{} + 87.0f : low;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const F shifted = clamped * 1.44269504088896341f + kRound;
+  const F n = shifted - kRound;
+  const I ni = std::bit_cast<I>(shifted) - std::bit_cast<int32_t>(kRound);
+  F r = clamped - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const F er = p * (r * r) + r + 1.0f;
+  return er * std::bit_cast<F>((ni + 127) << 23);
+}
+
 inline double fast_exp(double x) { return std::exp(x); }
+inline double clamped_exp(double x) { return std::exp(x); }
 inline double fast_tanh(double x) { return std::tanh(x); }
 
 }  // namespace remat::kernels::cpu

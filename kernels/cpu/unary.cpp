@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/parallel.h"
@@ -11,19 +13,70 @@
 namespace remat::kernels::cpu {
 namespace {
 
-// Runs body(i) for i in [0, n): a plain vector loop, split into chunks of
-// kParallelGrain over the threads when n is large (no parallel region at
-// all for small n or one thread).
-template <class Body>
-inline void elementwise(int64_t n, Body body) {
-  auto run = [&](int64_t begin, int64_t end) {
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) body(i);
-  };
+// Runs run(begin, end) over [0, n): once for small n or one thread, else
+// in chunks of kParallelGrain spread over the threads.
+template <class Run>
+inline void in_chunks(int64_t n, Run run) {
   if (n < 2 * kParallelGrain || num_threads() == 1) return run(0, n);
   const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) run(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain));
+}
+
+// Runs body(i) for i in [0, n) as a plain vector loop.
+template <class Body>
+inline void elementwise(int64_t n, Body body) {
+  in_chunks(n, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) body(i);
+  });
+}
+
+template <class F> F load(const float* p) {
+  F v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class F> void store(float* p, F v) { std::memcpy(p, &v, sizeof v); }
+
+// out[i] = fn(in[i]...) for i in [0, n), fn written once over the lane type.
+// float runs four Float32x8 vectors per step, each a separate dependency
+// chain: a long chain (an exp, then a division) leaves the vectoriser's one
+// vector at a time waiting on latency; four overlap (GELU: 35-45% faster
+// in cache, 20% streaming from memory). The last elements go through one
+// zero-padded vector, so every element gets the same bits wherever it sits
+// (a scalar tail would not: the compiler folds a clamped constant without
+// the FMA the vector uses). double goes one element at a time.
+template <class T, class Fn, class... In>
+inline void map_lanes(T* out, int64_t n, Fn fn, const In*... in) {
+  in_chunks(n, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      constexpr int64_t kLanes = 8;
+      int64_t i = begin;
+      for (; i + 4 * kLanes <= end; i += 4 * kLanes) {
+        const Float32x8 y0 = fn(load<Float32x8>(in + i)...);
+        const Float32x8 y1 = fn(load<Float32x8>(in + i + kLanes)...);
+        const Float32x8 y2 = fn(load<Float32x8>(in + i + 2 * kLanes)...);
+        const Float32x8 y3 = fn(load<Float32x8>(in + i + 3 * kLanes)...);
+        store(out + i, y0);
+        store(out + i + kLanes, y1);
+        store(out + i + 2 * kLanes, y2);
+        store(out + i + 3 * kLanes, y3);
+      }
+      for (; i < end; i += kLanes) {
+        const size_t bytes = static_cast<size_t>(std::min(kLanes, end - i)) * sizeof(float);
+        const auto padded = [&](const float* p) {
+          Float32x8 v{};
+          std::memcpy(&v, p + i, bytes);
+          return v;
+        };
+        const Float32x8 y = fn(padded(in)...);
+        std::memcpy(out + i, &y, bytes);
+      }
+    } else {
+      for (int64_t i = begin; i < end; ++i) out[i] = fn(in[i]...);
+    }
+  });
 }
 
 }  // namespace
@@ -66,21 +119,23 @@ inline constexpr double kGeluScale = 0.7978845608028654;
 inline constexpr double kGeluCubic = 0.044715;
 
 // 0.5 x (1 + tanh u) with u = s (x + c x^3) is x * sigmoid(2u): one exp and
-// one division per element instead of tanh's two branches.
-template <class T> T gelu_gate(T v, T s, T c) { return T(1) / (T(1) + fast_exp(T(-2) * s * (v + c * v * v * v))); }
+// one division per element instead of tanh's two branches. V is T or, for
+// float, Float32x8.
+template <class T, class V> V gelu_gate(V v) {
+  const T s = T(kGeluScale), c = T(kGeluCubic);
+  return T(1) / (T(1) + clamped_exp(T(-2) * s * (v + c * v * v * v)));
+}
 
 template <class T> void gelu_forward(T* out, const T* x, int64_t n) {
-  const T s = T(kGeluScale), c = T(kGeluCubic);
-  elementwise(n, [=](int64_t i) { out[i] = x[i] * gelu_gate(x[i], s, c); });
+  map_lanes(out, n, [](auto v) { return v * gelu_gate<T>(v); }, x);
 }
 template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n) {
-  const T s = T(kGeluScale), c = T(kGeluCubic);
-  elementwise(n, [=](int64_t i) {
-    const T v = x[i];
-    const T p = gelu_gate(v, s, c);               // sigmoid(2u) = (1 + tanh u) / 2
-    const T du = s * (T(1) + T(3) * c * v * v);  // du/dx
-    dx[i] = dout[i] * (p + T(2) * v * p * (T(1) - p) * du);
-  });
+  map_lanes(dx, n, [](auto g, auto v) {
+    const T s = T(kGeluScale), c = T(kGeluCubic);
+    const auto p = gelu_gate<T>(v);               // sigmoid(2u) = (1 + tanh u) / 2
+    const auto du = s * (T(1) + T(3) * c * v * v);  // du/dx
+    return g * (p + T(2) * v * p * (T(1) - p) * du);
+  }, dout, x);
 }
 template <class T> void scale(T* out, const T* x, T factor, int64_t n) {
   elementwise(n, [=](int64_t i) { out[i] = x[i] * factor; });

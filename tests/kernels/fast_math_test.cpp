@@ -1,10 +1,13 @@
-// fast_exp and fast_tanh against the double-precision library, in units in
-// the last place of the float result, over their whole useful range.
+// fast_exp, clamped_exp and fast_tanh against the double-precision library,
+// in units in the last place of the float result, over their whole useful
+// range; and the kernels' vector lanes against the scalar functions.
 #include "kernels/cpu/fast_math.h"
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -84,9 +87,50 @@ TEST(FastMath, VectorisedKernelsAgreeWithTheScalarFunctions) {
   }
 }
 
+TEST(FastMath, ClampedExpIsWithinTwoUlpsInsideItsRange) {
+  const auto approx = [](float x) { return clamped_exp(x); };
+  const auto exact = [](double x) { return std::exp(x); };
+  EXPECT_LE(worst_ulps(approx, exact, -87.0f, 87.0f, 1e-3f), 2.0);
+  EXPECT_LE(worst_ulps(approx, exact, -1.0f, 1.0f, 1e-5f), 2.0);
+}
+
+TEST(FastMath, ClampedExpClampsAndKeepsNaN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(clamped_exp(-inf), clamped_exp(-87.0f));
+  EXPECT_EQ(clamped_exp(200.0f), clamped_exp(87.0f));
+  EXPECT_GE(clamped_exp(-87.0f), std::numeric_limits<float>::min());  // normal, never subnormal
+  EXPECT_TRUE(std::isfinite(clamped_exp(inf)));
+  EXPECT_EQ(1.0f / (1.0f + clamped_exp(-inf)), 1.0f);  // a gate at its limit is exact
+  EXPECT_TRUE(std::isnan(clamped_exp(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// GELU runs four Float32x8 vectors per step and the rest one padded vector
+// at a time: every element must get the bits a lone element gets.
+TEST(FastMath, GeluGivesAnElementTheSameBitsWhereverItSits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, -0.0f, 0.0f, 50.0f, -200.0f, -9.6f};
+  for (int i = 0; i < 1001; ++i) x.push_back(-12.0f + 0.024f * static_cast<float>(i));
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> dout(x.size());
+  for (size_t i = 0; i < x.size(); ++i) dout[i] = 0.5f + 0.001f * static_cast<float>(i);
+  std::vector<float> out(x.size()), dx(x.size());
+  gelu_forward(out.data(), x.data(), n);
+  gelu_backward(dx.data(), dout.data(), x.data(), n);
+  for (size_t i = 0; i < x.size(); ++i) {
+    float one = 0, done = 0;
+    gelu_forward(&one, &x[i], 1);
+    gelu_backward(&done, &dout[i], &x[i], 1);
+    if (std::isnan(one)) EXPECT_TRUE(std::isnan(out[i])) << i;
+    else EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(one)) << "x = " << x[i];
+    if (std::isnan(done)) EXPECT_TRUE(std::isnan(dx[i])) << i;
+    else EXPECT_EQ(std::bit_cast<uint32_t>(dx[i]), std::bit_cast<uint32_t>(done)) << "x = " << x[i];
+  }
+}
+
 TEST(FastMath, DoubleUsesTheLibrary) {
   EXPECT_EQ(fast_exp(0.7), std::exp(0.7));
   EXPECT_EQ(fast_tanh(0.7), std::tanh(0.7));
+  EXPECT_EQ(clamped_exp(0.7), std::exp(0.7));
 }
 
 }  // namespace
