@@ -57,7 +57,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   // Head i of q, k or v: a (B, H, T, D) view into qkv, no copy.
   auto heads = [&](int64_t part) { return transpose(view(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2); };
   const Tensor q = heads(0), k = heads(1), v = heads(2);
-  Tensor att = mul(matmul(q, transpose(k, -2, -1)), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
+  Tensor att = matmul(q, transpose(k, -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
   att = masked_fill(att, mask_for(T), -std::numeric_limits<double>::infinity());
   att = attn_dropout_->forward(softmax(att, -1));
   const Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, C});  // (B, H, T, D) -> (B, T, C)

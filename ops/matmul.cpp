@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -34,9 +35,9 @@ GemmOperand gemm_operand(const Tensor& m) {
   return {false, std::max<int64_t>(cols, 1), dense};
 }
 
-// c (dense (n, m)) = a (n, k) @ b (k, m) + beta * c
+// c (dense (n, m)) = alpha * a (n, k) @ b (k, m) + beta * c
 template <class T>
-void gemm_into(T* c, const Tensor& a, const Tensor& b, T beta) {
+void gemm_into(T* c, const Tensor& a, const Tensor& b, T beta, T alpha = T(1)) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
   REMAT_CHECK(n <= INT32_MAX && m <= INT32_MAX && k <= INT32_MAX, "matmul: ({}, {}) @ ({}, {}) exceeds BLAS's 32-bit "
@@ -46,7 +47,7 @@ void gemm_into(T* c, const Tensor& a, const Tensor& b, T beta) {
     return;
   }
   const GemmOperand ga = gemm_operand(a), gb = gemm_operand(b);
-  kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, T(1), ga.dense.template data<T>(), ga.ld,
+  kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, alpha, ga.dense.template data<T>(), ga.ld,
                         gb.dense.template data<T>(), gb.ld, beta, c, std::max<int64_t>(m, 1));
 }
 
@@ -62,6 +63,7 @@ void check_matmul_shapes(const Tensor& a, const Tensor& b) {
 
 class MatmulNode final : public Node {
  public:
+  explicit MatmulNode(double scale) : scale_(scale) {}
   std::string_view name() const override { return "matmul"; }
 
   Tensor forward(const Tensors& in) override {
@@ -79,7 +81,7 @@ class MatmulNode final : public Node {
       // (..., n, k) @ (k, m): one GEMM over all rows.
       const int64_t k = a.shape().back();
       const Tensor rows = a.alias({numel(batch) * n, k}, {k, 1}, a.offset());
-      dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out.data<T>(), rows, b, T(0)); });
+      dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out.data<T>(), rows, b, T(0), T(scale_)); });
       return out;
     }
     // One GEMM per batch element, reading both operands through broadcast
@@ -119,7 +121,7 @@ class MatmulNode final : public Node {
       const T* a_base = static_cast<const T*>(ea.storage()->data());
       const T* b_base = static_cast<const T*>(eb.storage()->data());
       auto one = [&](int64_t i) {
-        kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, T(1), a_base + a_offsets[static_cast<size_t>(i)], ga.ld,
+        kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, T(scale_), a_base + a_offsets[static_cast<size_t>(i)], ga.ld,
                               b_base + b_offsets[static_cast<size_t>(i)], gb.ld, T(0), c + i * n * m, m);
       };
       // Small matrices (attention's per-head products) are too small for
@@ -142,21 +144,21 @@ class MatmulNode final : public Node {
     save_value(needs_input_grad(0) ? in[1] : Tensor());
   }
 
-  // d(AB)/dA = dC B^T, d(AB)/dB = A^T dC (summed over broadcast batch axes)
+  // d(sAB)/dA = s dC B^T, d(sAB)/dB = s A^T dC (summed over broadcast batch axes)
   Tensors backward(const Tensor& dout) override {
     Tensor da, db;
     if (needs_input_grad(0)) {
       const Tensor b = saved(1);
-      da = sum_to_shape(matmul(dout, transpose(b, -1, -2)), record().input_shapes[0]);
+      da = sum_to_shape(matmul(dout, transpose(b, -1, -2), scale_), record().input_shapes[0]);
     }
     if (needs_input_grad(1)) {
       const Tensor a = saved(0);
       if (a.dim() > 2 && record().input_shapes[1].size() == 2) {
         // Fold the batch into rows: dB = A_rows^T dC_rows, one GEMM.
         const int64_t k = a.shape().back(), m = dout.shape().back();
-        db = matmul(transpose(reshape(a, {-1, k}), 0, 1), reshape(dout, {-1, m}));
+        db = matmul(transpose(reshape(a, {-1, k}), 0, 1), reshape(dout, {-1, m}), scale_);
       } else {
-        db = sum_to_shape(matmul(transpose(a, -1, -2), dout), record().input_shapes[1]);
+        db = sum_to_shape(matmul(transpose(a, -1, -2), dout, scale_), record().input_shapes[1]);
       }
     }
     return {da, db};
@@ -166,6 +168,9 @@ class MatmulNode final : public Node {
     const Shape& a = record().input_shapes[0];
     return 2 * numel(record().output_shape) * a.back();
   }
+
+ private:
+  double scale_;  // GEMM's alpha
 };
 
 // Where a linear layer's weight keeps its input features: linear's (out, in)
@@ -272,7 +277,11 @@ class LinearNode final : public Node {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return apply_op(std::make_shared<MatmulNode>(), {a, b}); }
+Tensor matmul(const Tensor& a, const Tensor& b, double scale) {
+  REMAT_CHECK(std::isfinite(scale), "matmul: shapes {} and {}: scale {} is not finite", str(a.shape()), str(b.shape()),
+              scale);
+  return apply_op(std::make_shared<MatmulNode>(scale), {a, b});
+}
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   auto node = std::make_shared<LinearNode>(WeightLayout::OutIn);

@@ -7,8 +7,10 @@
 namespace remat {
 
 // (n, k) @ (k, m) -> (n, m); (..., n, k) @ (..., k, m) -> (..., n, m) with the
-// leading axes broadcast.
-Tensor matmul(const Tensor& a, const Tensor& b);
+// leading axes broadcast. scale multiplies the product inside GEMM (its
+// alpha, as torch.baddbmm's), with no pass over the output of its own:
+// attention's scores are matmul(q, k^T, 1 / sqrt(head size)).
+Tensor matmul(const Tensor& a, const Tensor& b, double scale = 1.0);
 
 // y = x W^T + b for x (..., in), weight (out, in), bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ops/ops.h"
 #include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
@@ -46,6 +48,38 @@ TEST(Matmul, Gradients) {
                          (Tensors{random_leaf({2, 3, 4}), random_leaf({4, 2}, -1, 1, 2)}));
   EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return matmul(x[0], transpose(x[1], -1, -2)); },
                          (Tensors{random_leaf({2, 1, 3, 4}), random_leaf({3, 5, 4}, -1, 1, 2)}));
+}
+
+TEST(Matmul, ScaleMultipliesTheProduct) {
+  const Tensor a = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = from_vector(std::vector<float>{7, 8, 9, 10, 11, 12}, {3, 2});
+  EXPECT_EQ(matmul(a, b, 0.5).to_vector<float>(), (std::vector<float>{29, 32, 69.5f, 77}));
+  const Tensor batched = from_vector(std::vector<float>{1, 0, 0, 1, 2, 0, 0, 2}, {2, 2, 2});  // I and 2I
+  EXPECT_EQ(matmul(batched, transpose(batched, -1, -2), -2.0).to_vector<float>(),
+            (std::vector<float>{-2, 0, 0, -2, -8, 0, 0, -8}));
+  // A power-of-two scale in GEMM gives the bits of a multiply after it.
+  const Tensor x = uniform({4, 3, 8, 16}, -1, 1), y = uniform({4, 3, 16, 8}, -1, 1);
+  EXPECT_EQ(matmul(x, y, 0.125).to_vector<float>(), mul(matmul(x, y), 0.125).to_vector<float>());
+}
+
+TEST(Matmul, ScaledGradients) {
+  // d(sAB)/dA = s dC B^T, d(sAB)/dB = s A^T dC
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return matmul(x[0], x[1], 0.3); },
+                         (Tensors{random_leaf({3, 4}), random_leaf({4, 5}, -1, 1, 2)}));
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return matmul(x[0], transpose(x[1], -1, -2), -1.7); },
+                         (Tensors{random_leaf({2, 1, 3, 4}), random_leaf({3, 5, 4}, -1, 1, 2)}));
+  EXPECT_GRADIENTS_MATCH([](const Tensors& x) { return matmul(x[0], x[1], 2.5); },
+                         (Tensors{random_leaf({2, 3, 4}), random_leaf({4, 2}, -1, 1, 2)}));
+}
+
+TEST(Matmul, NonFiniteScaleIsAnError) {
+  try {
+    matmul(zeros({2, 3}), zeros({3, 4}), std::nan(""));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scale nan"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(2, 3)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Matmul, MismatchNamesBothShapes) {
