@@ -18,6 +18,38 @@
 
 namespace remat::kernels::cpu {
 
+// Eight float lanes as one value (the GCC and Clang vector extension), for
+// loops that keep several independent vectors in flight by hand.
+using Float32x8 = float __attribute__((vector_size(32)));
+using Int32x8 = int32_t __attribute__((vector_size(32)));
+template <class F> struct LanesOf { using Int = int32_t; };
+template <> struct LanesOf<Float32x8> { using Int = Int32x8; };
+
+// Cephes' expf core, for x already clamped into [-104, 89]: n = round(x /
+// ln 2) and e^r for r = x - n ln 2 (ln 2 in two parts, so r is exact), by
+// a degree-6 polynomial. e^x = e^r 2^n; each caller applies 2^n as its
+// range needs. For float or Float32x8.
+template <class F> struct ExpParts {
+  F er;
+  typename LanesOf<F>::Int n;
+};
+template <class F> ExpParts<F> exp_parts(F clamped) {
+  using I = typename LanesOf<F>::Int;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const F shifted = clamped * 1.44269504088896341f + kRound;
+  const F n = shifted - kRound;
+  const I ni = std::bit_cast<I>(shifted) - std::bit_cast<int32_t>(kRound);
+  F r = clamped - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  return {p * (r * r) + r + 1.0f, ni};
+}
+
 inline float fast_exp(float x) {
   // Vectorises only under -fno-trapping-math (set for kernels/ in CMake).
   // Below -104 (e^x under half the smallest subnormal) the result is 0, and
@@ -26,19 +58,7 @@ inline float fast_exp(float x) {
   // softmax sends half its elements here (e^-inf), and ran 2.5x slower.
   const float low = x < -104.0f ? 0.0f : x;  // written so that NaN passes through
   const float clamped = low > 89.0f ? 89.0f : low;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float shifted = clamped * 1.44269504088896341f + kRound;
-  const float n = shifted - kRound;
-  const int32_t ni = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
-  float r = clamped - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * (r * r) + r + 1.0f;
+  const auto [er, ni] = exp_parts(clamped);
   // 2^n = 2^half * 2^(n - half): each factor is a normal float for n in [-150, 129].
   const int32_t half = ni / 2;
   const float scale_a = std::bit_cast<float>((half + 127) << 23);
@@ -57,36 +77,16 @@ inline float fast_tanh(float x) {
   return std::copysign(a < 0.625f ? small : large, x);  // copysign keeps tanh(-0) = -0
 }
 
-// Eight float lanes as one value (the GCC and Clang vector extension), for
-// loops that keep several independent vectors in flight by hand.
-using Float32x8 = float __attribute__((vector_size(32)));
-using Int32x8 = int32_t __attribute__((vector_size(32)));
-template <class F> struct LanesOf { using Int = int32_t; };
-template <> struct LanesOf<Float32x8> { using Int = Int32x8; };
-
 // e^x with x first clamped into [-87, 87], where 2^n is one normal float:
 // fast_exp's two scale factors and its blends for 0 and overflow go. For
 // a gate 1 / (1 + e^x) nothing is lost: below -87 it rounds to exactly 1
 // either way, and above 87 it is 1.6e-38 (a normal float) instead of less.
 // NaN passes through. float and Float32x8 give the same bits per lane.
 template <class F> F clamped_exp(F x) {
-  using I = typename LanesOf<F>::Int;
   const F low = x < -87.0f ? F{} - 87.0f : x;
   const F clamped = low > 87.0f ? F{} + 87.0f : low;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const F shifted = clamped * 1.44269504088896341f + kRound;
-  const F n = shifted - kRound;
-  const I ni = std::bit_cast<I>(shifted) - std::bit_cast<int32_t>(kRound);
-  F r = clamped - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  F p = F{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const F er = p * (r * r) + r + 1.0f;
-  return er * std::bit_cast<F>((ni + 127) << 23);
+  const auto [er, n] = exp_parts(clamped);
+  return er * std::bit_cast<F>((n + 127) << 23);
 }
 
 inline double fast_exp(double x) { return std::exp(x); }

@@ -292,7 +292,9 @@ TEST(Plan, ReplaysArePricedAtTheirTimedReplays) {
   EXPECT_EQ(replayed, 4);
   EXPECT_DOUBLE_EQ(step.plan->predicted.recompute_ms, priced);
   for (const NodeProfile& node : step.graph.nodes) {
-    if (node.op == "sum") EXPECT_EQ(node.replay_ms, 0.0);  // kept: never replayed
+    if (node.op == "sum") {
+      EXPECT_EQ(node.replay_ms, 0.0);  // kept: never replayed
+    }
   }
 }
 
