@@ -37,7 +37,7 @@ GemmOperand gemm_operand(const Tensor& m) {
 
 // c (dense (n, m)) = alpha * a (n, k) @ b (k, m) + beta * c
 template <class T>
-void gemm_into(T* c, const Tensor& a, const Tensor& b, T beta, T alpha = T(1)) {
+void gemm_into(T* c, const Tensor& a, const Tensor& b, T alpha, T beta) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
   REMAT_CHECK(n <= INT32_MAX && m <= INT32_MAX && k <= INT32_MAX, "matmul: ({}, {}) @ ({}, {}) exceeds BLAS's 32-bit "
@@ -81,7 +81,7 @@ class MatmulNode final : public Node {
       // (..., n, k) @ (k, m): one GEMM over all rows.
       const int64_t k = a.shape().back();
       const Tensor rows = a.alias({numel(batch) * n, k}, {k, 1}, a.offset());
-      dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out.data<T>(), rows, b, T(0), T(scale_)); });
+      dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out.data<T>(), rows, b, T(scale_), T(0)); });
       return out;
     }
     // One GEMM per batch element, reading both operands through broadcast
@@ -209,7 +209,7 @@ class LinearNode final : public Node {
         const Tensor bias = dense(in[2]);
         for (int64_t r = 0; r < rows.shape()[0]; ++r) std::memcpy(y + r * out_features, bias.data<T>(), out_features * sizeof(T));
       }
-      gemm_into<T>(y, rows, w_in_out, has_bias ? T(1) : T(0));
+      gemm_into<T>(y, rows, w_in_out, T(1), has_bias ? T(1) : T(0));
     });
     return out;
   }
@@ -234,15 +234,15 @@ class LinearNode final : public Node {
         {
           const Tensor x = as_rows(saved(0));
           dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
-          if (out_in) gemm_into<T>(dweight.data<T>(), matrix_t(dout), x, T(0));
-          else gemm_into<T>(dweight.data<T>(), matrix_t(x), dout, T(0));
+          if (out_in) gemm_into<T>(dweight.data<T>(), matrix_t(dout), x, T(1), T(0));
+          else gemm_into<T>(dweight.data<T>(), matrix_t(x), dout, T(1), T(0));
         }
         release_saved_now(0);
       }
       if (needs_input_grad(0)) {
         const Tensor weight = saved(1);
         dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
-        gemm_into<T>(dx.data<T>(), dout, out_in ? weight : matrix_t(weight), T(0));
+        gemm_into<T>(dx.data<T>(), dout, out_in ? weight : matrix_t(weight), T(1), T(0));
       }
       if (needs_input_grad(2)) {
         dbias = Tensor({out_features}, dout.dtype(), dout.device());

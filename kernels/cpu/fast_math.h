@@ -8,7 +8,9 @@
 // that results near the overflow and underflow limits stay right. tanh:
 // Cephes' tanhf (an odd polynomial below |x| = 0.625, 1 - 2 / (e^2|x| + 1)
 // above). Both are within a few ulp of the exact values
-// (tests/kernels/fast_math_test.cpp measures it).
+// (tests/kernels/fast_math_test.cpp measures it). clamped_exp: the same
+// polynomial with a cheaper range, for gates 1 / (1 + e^x), over float or
+// eight float lanes at once (Float32x8, for loops written by hand).
 #pragma once
 
 #include <bit>
@@ -77,14 +79,17 @@ inline float fast_tanh(float x) {
   return std::copysign(a < 0.625f ? small : large, x);  // copysign keeps tanh(-0) = -0
 }
 
-// e^x with x first clamped into [-87, 87], where 2^n is one normal float:
-// fast_exp's two scale factors and its blends for 0 and overflow go. For
-// a gate 1 / (1 + e^x) nothing is lost: below -87 it rounds to exactly 1
-// either way, and above 87 it is 1.6e-38 (a normal float) instead of less.
-// NaN passes through. float and Float32x8 give the same bits per lane.
+// e^x with x first clamped into [-87, 89], where 2^n is one factor:
+// fast_exp's two scale factors and its blends for 0 and overflow go. It is
+// fast_exp's value up to 88.37, +inf above (n reaches 128, and 2^128 is
+// inf; e^x itself overflows at 88.72), e^-87 below -87; NaN passes through.
+// A gate 1 / (1 + e^x) loses nothing: below -87 it rounds to exactly 1
+// either way, above 88.37 it is 0 where exactly it is under 4e-39. A float call
+// whose clamp the compiler folds may differ from a runtime one in the last
+// bit (the fold skips the FMA), so GELU runs it on Float32x8 only.
 template <class F> F clamped_exp(F x) {
   const F low = x < -87.0f ? F{} - 87.0f : x;
-  const F clamped = low > 87.0f ? F{} + 87.0f : low;
+  const F clamped = low > 89.0f ? F{} + 89.0f : low;
   const auto [er, n] = exp_parts(clamped);
   return er * std::bit_cast<F>((n + 127) << 23);
 }

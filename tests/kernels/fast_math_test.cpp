@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/unary.h"
 
 namespace remat::kernels::cpu {
@@ -94,14 +97,81 @@ TEST(FastMath, ClampedExpIsWithinTwoUlpsInsideItsRange) {
   EXPECT_LE(worst_ulps(approx, exact, -1.0f, 1.0f, 1e-5f), 2.0);
 }
 
+// Through Float32x8 lanes read from memory, as GELU runs it (a float call
+// with a constant argument may be folded by the compiler instead).
+std::vector<float> clamped_exp_lanes(const std::vector<float>& x) {
+  std::vector<float> out;
+  for (size_t i = 0; i < x.size(); i += 8) {
+    Float32x8 v{};
+    std::memcpy(&v, x.data() + i, std::min<size_t>(8, x.size() - i) * sizeof(float));
+    const Float32x8 e = clamped_exp(v);
+    for (size_t j = 0; j < 8 && i + j < x.size(); ++j) out.push_back(e[j]);
+  }
+  return out;
+}
+
 TEST(FastMath, ClampedExpClampsAndKeepsNaN) {
   const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(clamped_exp(-inf), clamped_exp(-87.0f));
-  EXPECT_EQ(clamped_exp(200.0f), clamped_exp(87.0f));
-  EXPECT_GE(clamped_exp(-87.0f), std::numeric_limits<float>::min());  // normal, never subnormal
-  EXPECT_TRUE(std::isfinite(clamped_exp(inf)));
-  EXPECT_EQ(1.0f / (1.0f + clamped_exp(-inf)), 1.0f);  // a gate at its limit is exact
-  EXPECT_TRUE(std::isnan(clamped_exp(std::numeric_limits<float>::quiet_NaN())));
+  const std::vector<float> e =
+      clamped_exp_lanes({-inf, -200.0f, -87.0f, 88.3f, 88.4f, 200.0f, inf, std::numeric_limits<float>::quiet_NaN()});
+  EXPECT_EQ(e[0], e[2]);  // clamped to e^-87 below -87
+  EXPECT_EQ(e[1], e[2]);
+  EXPECT_GE(e[2], std::numeric_limits<float>::min());  // normal, never subnormal
+  EXPECT_EQ(1.0f / (1.0f + e[0]), 1.0f);               // so a gate there is exactly 1
+  EXPECT_NEAR(e[3] / std::exp(static_cast<double>(88.3f)), 1.0, 1e-6);  // e^x up to 88.37
+  EXPECT_EQ(e[4], inf);  // +inf above: a gate there is exactly 0
+  EXPECT_EQ(e[5], inf);
+  EXPECT_EQ(e[6], inf);
+  EXPECT_TRUE(std::isnan(e[7]));
+}
+
+TEST(FastMath, GeluAtTheExtremes) {
+  // GELU(-inf) is NaN, as in float64 and PyTorch (-inf times a gate of 0);
+  // a large negative x gives -0, a large positive x itself.
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {-inf, -1e30f, -100.0f, 100.0f, 1e30f, inf};
+  std::vector<float> out(x.size());
+  gelu_forward(out.data(), x.data(), static_cast<int64_t>(x.size()));
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_TRUE(std::signbit(out[1]));
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 100.0f);
+  EXPECT_EQ(out[4], 1e30f);
+  EXPECT_EQ(out[5], inf);
+  double reference = 0;
+  gelu_forward(&reference, std::vector<double>{-inf}.data(), 1);
+  EXPECT_TRUE(std::isnan(reference));
+}
+
+// In place (out the input itself), and split over two threads in chunks of
+// kParallelGrain, GELU gives the bits of one thread writing elsewhere.
+TEST(FastMath, GeluInPlaceAndOnTwoThreadsGivesTheSameBits) {
+  const int64_t n = 3 * kParallelGrain + 37;
+  std::vector<float> x(static_cast<size_t>(n)), dout(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    x[static_cast<size_t>(i)] = -6.0f + 12.0f * static_cast<float>(i % 1000) / 1000.0f;
+    dout[static_cast<size_t>(i)] = 1.0f - static_cast<float>(i % 7) / 7.0f;
+  }
+  std::vector<float> out(x.size()), dx(x.size());
+  {
+    NumThreadsGuard one(1);
+    gelu_forward(out.data(), x.data(), n);
+    gelu_backward(dx.data(), dout.data(), x.data(), n);
+  }
+  std::vector<float> in_place = x, dx_in_place = dout;
+  gelu_forward(in_place.data(), in_place.data(), n);
+  gelu_backward(dx_in_place.data(), dx_in_place.data(), x.data(), n);
+  EXPECT_EQ(in_place, out);
+  EXPECT_EQ(dx_in_place, dx);
+  std::vector<float> out2(x.size()), dx2(x.size());
+  {
+    NumThreadsGuard two(2);
+    gelu_forward(out2.data(), x.data(), n);
+    gelu_backward(dx2.data(), dout.data(), x.data(), n);
+  }
+  EXPECT_EQ(out2, out);
+  EXPECT_EQ(dx2, dx);
 }
 
 // GELU runs four Float32x8 vectors per step and the rest one padded vector
