@@ -191,8 +191,10 @@ MedianInterval median_interval(std::vector<double> values, double confidence) {
   };
   int64_t rank = 1;
   double tail = pmf(0);  // P(X <= rank - 1)
-  while (rank + 1 <= (n + 1) / 2 && 1 - 2 * (tail + pmf(rank)) >= confidence) {
-    tail += pmf(rank);
+  while (rank + 1 <= (n + 1) / 2) {
+    const double next = tail + pmf(rank);
+    if (1 - 2 * next < confidence) break;
+    tail = next;
     ++rank;
   }
   return {values[static_cast<size_t>(rank - 1)], values[static_cast<size_t>(n - rank)], 1 - 2 * tail};
