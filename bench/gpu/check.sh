@@ -1,48 +1,96 @@
 #!/usr/bin/env bash
-# The check for a GPU machine (one GPU, a fresh Debian with the CUDA toolkit):
-# installs what is missing (scripts/setup.sh), builds everything into
-# build-gpu/, runs the unit tests and the NCCL tests (tests/comm/nccl_test.cpp)
-# under mpirun, and writes gpu_check.json and the logs into $OUT (else the
-# current directory). No `set -e`: the JSON is written whatever fails.
+# The check for a GPU machine: runs the NCCL tests (tests/comm/nccl_test.cpp)
+# under mpirun and writes gpu_check.json and the logs into $OUT (else the
+# current directory). Two ways to get the programs:
+#  - build-gpu/remat-gpu.tar.xz present (bench/gpu/bundle.sh, made where the
+#    CUDA toolkit and scripts/setup.sh's packages are): unpacked and run as
+#    is, with the machine's own NCCL. For a GPU machine with no package
+#    registry, such as the one lent to this project's sessions.
+#  - otherwise: installs what is missing (scripts/setup.sh), builds
+#    everything into build-gpu/ and runs the unit tests too.
+# No `set -e`: the JSON is written whatever fails.
 #   OUT=/tmp/out bench/gpu/check.sh
 set -u
 out=$(cd "${OUT:-.}" && pwd)
 cd "$(dirname "$0")/../.."
+logs=$(mktemp -d)
 
-scripts/setup.sh
-setup_rc=$?
 gpu=$(nvidia-smi -L 2>&1 | head -n 1)
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
-build_ok=false
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build-gpu && build_ok=true
-mkdir -p build-gpu
+# "97% tests passed, 3 tests failed out of 100" -> "97 3"; "null null" if absent.
+ctest_counts() {
+  local summary
+  summary=$(grep -E '[0-9]+ tests failed out of [0-9]+' "$1" | tail -n 1)
+  if [[ -z "$summary" ]]; then echo "null null"; return; fi
+  sed -nE 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2 \1/p' <<<"$summary" | awk '{print $1 - $2, $2}'
+}
+# GoogleTest's "[  PASSED  ] 8 tests." and "[  SKIPPED ] 1 test, listed below:".
+gtest_count() {
+  local count
+  count=$(sed -nE "s/.*\[  $2 *\] ([0-9]+) tests?[.,].*/\1/p" "$1" | tail -n 1)
+  echo "${count:-0}"
+}
+json_string() { printf '"%s"' "$(sed 's/[\\"]/\\&/g' <<<"$1" | tr -d '\n')"; }
 
-ctest --test-dir build-gpu -L unit -j8 --output-on-failure >build-gpu/unit.log 2>&1
-# "97% tests passed, 3 tests failed out of 100"; absent if nothing ran.
-summary=$(grep -E '[0-9]+ tests failed out of [0-9]+' build-gpu/unit.log | tail -n 1)
-unit_failed=$(sed -nE 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/p' <<<"$summary")
-unit_total=$(sed -nE 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/p' <<<"$summary")
-unit_passed=null
-if [[ -n "$unit_total" ]]; then unit_passed=$((unit_total - unit_failed)); else unit_failed=null; fi
+bundle=build-gpu/remat-gpu.tar.xz
+unit_passed=null unit_failed=null setup_rc=null build_ok=false missing_libraries=""
+if [[ -f "$bundle" ]]; then
+  mode=bundle
+  tar -C /tmp -xJf "$bundle" && build_ok=true
+  root=/tmp/remat-gpu
+  nccl=$(find /usr/local/cuda*/lib* /usr/lib/x86_64-linux-gnu /usr/local/lib /opt -name 'libnccl.so.2*' 2>/dev/null | head -n 1)
+  export PATH=$root/bin:$PATH
+  export LD_LIBRARY_PATH=$root/lib${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # Open MPI and PMIx look for their plugins and help files where Debian put
+  # them unless told otherwise.
+  export OPAL_PREFIX=$root OPAL_BINDIR=$root/bin OPAL_LIBDIR=$root/lib OPAL_PKGLIBDIR=$root/lib/openmpi
+  export OPAL_PKGDATADIR=$root/share-openmpi OPAL_SYSCONFDIR=$root/etc/openmpi
+  export PMIX_PREFIX=$root PMIX_PKGLIBDIR=$root/lib/pmix PMIX_PKGDATADIR=$root/share-pmix
+  test_comm=$root/bin/test_comm
+  missing_libraries=$(ldd "$test_comm" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
+else
+  mode=build
+  nccl=""
+  scripts/setup.sh
+  setup_rc=$?
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build-gpu && build_ok=true
+  ctest --test-dir build-gpu -L unit -j8 --output-on-failure >"$logs/unit.log" 2>&1
+  read -r unit_passed unit_failed < <(ctest_counts "$logs/unit.log")
+  test_comm=build-gpu/tests/test_comm
+fi
 
-mpirun --allow-run-as-root --oversubscribe -np 1 build-gpu/tests/test_comm --gtest_filter='Nccl*' --gtest_color=no \
-  >build-gpu/nccl.log 2>&1
+# One rank per GPU runs every NCCL test; two ranks on one GPU must skip alike
+# on both ranks (NCCL refuses two ranks on one GPU) rather than hang.
+mpirun=(mpirun --allow-run-as-root --oversubscribe)
+NCCL_DEBUG=VERSION timeout 120 "${mpirun[@]}" -np "$((gpus > 0 ? gpus : 1))" "$test_comm" \
+  --gtest_filter='Nccl*' --gtest_color=no >"$logs/nccl.log" 2>&1
 nccl_rc=$?
-# rc 0 also when every test skipped (no GPU seen): count both.
-nccl_passed=$(sed -nE 's/.*\[  PASSED  \] ([0-9]+) tests?.*/\1/p' build-gpu/nccl.log | tail -n 1)
-nccl_skipped=$(sed -nE 's/.*\[  SKIPPED \] ([0-9]+) tests?, listed below.*/\1/p' build-gpu/nccl.log | tail -n 1)
+nccl_version=$(grep -o 'NCCL version [^ ]*' "$logs/nccl.log" | head -n 1)
+timeout 120 "${mpirun[@]}" -np $((gpus + 1)) "$test_comm" --gtest_filter='Nccl*' --gtest_color=no \
+  >"$logs/nccl_oversubscribed.log" 2>&1
+oversubscribed_rc=$?
 
-cp build-gpu/unit.log build-gpu/nccl.log "$out"/ 2>/dev/null
+cp "$logs"/*.log "$out"/
 cat >"$out/gpu_check.json" <<JSON
 {
-  "nvidia_smi": "$(sed 's/[\\"]/\\&/g' <<<"$gpu")",
+  "mode": "$mode",
+  "nvidia_smi": $(json_string "$gpu"),
+  "gpus": $gpus,
+  "nccl_library": $(json_string "$nccl"),
+  "nccl_version": $(json_string "$nccl_version"),
+  "missing_libraries": $(json_string "$missing_libraries"),
   "setup_rc": $setup_rc,
   "build_ok": $build_ok,
   "unit_tests_passed": $unit_passed,
   "unit_tests_failed": $unit_failed,
   "nccl_tests_rc": $nccl_rc,
-  "nccl_tests_passed": ${nccl_passed:-0},
-  "nccl_tests_skipped": ${nccl_skipped:-0},
+  "nccl_tests_passed": $(gtest_count "$logs/nccl.log" PASSED),
+  "nccl_tests_skipped": $(gtest_count "$logs/nccl.log" SKIPPED),
+  "nccl_tests_failed": $(gtest_count "$logs/nccl.log" FAILED),
+  "oversubscribed_ranks": $((gpus + 1)),
+  "oversubscribed_rc": $oversubscribed_rc,
+  "oversubscribed_skipped": $(gtest_count "$logs/nccl_oversubscribed.log" SKIPPED),
   "seconds": $SECONDS
 }
 JSON
