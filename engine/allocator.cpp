@@ -17,8 +17,6 @@ constexpr size_t kCacheMinBytes = 64 * 1024;
 constexpr size_t kCachePage = 4096;
 constexpr size_t kMaxCachedBytes = size_t{2} << 30;
 
-bool is_transient(MemoryCategory c) { return c == MemoryCategory::Activation || c == MemoryCategory::Temporary; }
-
 thread_local MemoryCategory t_category = MemoryCategory::Activation;
 thread_local double t_first_touch_ms = 0;
 

@@ -42,6 +42,8 @@ enum class MemoryCategory { Parameter, Gradient, OptimizerState, Activation, Tem
 inline constexpr size_t kMemoryCategories = 6;
 
 std::string_view category_name(MemoryCategory category);
+// Activation and temporary bytes: what peak activation figures count.
+inline bool is_transient(MemoryCategory c) { return c == MemoryCategory::Activation || c == MemoryCategory::Temporary; }
 
 struct MemoryStats {
   std::array<int64_t, kMemoryCategories> live{};

@@ -142,6 +142,10 @@ bool owns_storage_alone(const Tensor& t) {
          t.offset() == 0 && t.nbytes() == t.storage()->nbytes();
 }
 
+void OutsideInput::caller_released() {
+  if (released_before == InputSource::kNone) released_before = next_sequence_nr();
+}
+
 void Node::output_released() {
   if (record_->output_released_before == InputSource::kNone) record_->output_released_before = next_sequence_nr();
 }
@@ -253,6 +257,24 @@ Edge gradient_edge(const Tensor& t) {
   return {accumulator};
 }
 
+namespace {
+
+// The OutsideInput of `t`'s handle, made when a recorded node first reads
+// it (Note [Inputs from outside the graph]).
+std::shared_ptr<OutsideInput> outside_input_of(const Tensor& t) {
+  std::shared_ptr<OutsideInput>& outside = t.impl()->outside_input;
+  if (!outside) {
+    const Storage& storage = *t.storage();
+    outside = std::make_shared<OutsideInput>();
+    outside->storage = &storage;
+    outside->bytes = static_cast<int64_t>(storage.nbytes());
+    outside->made_before = storage.made_before();
+  }
+  return outside;
+}
+
+}  // namespace
+
 Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   for (const Tensor& input : inputs) {
     REMAT_CHECK(input.defined(), "{}: an input tensor is undefined", node->name());
@@ -319,6 +341,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     InputSource source;
     if (input.grad_fn()) source.producer = input.grad_fn()->record().sequence_nr;
     if (!input.grad_fn() && input.requires_grad()) source.leaf = input.impl();
+    if (!input.grad_fn() && is_transient(input.storage()->category())) source.outside = outside_input_of(input);
     record.inputs.push_back(source);
   }
   record.flops = node->flops();

@@ -101,6 +101,33 @@ struct InputSource {
   static constexpr uint64_t kNone = UINT64_MAX;
   uint64_t producer = kNone;   // sequence_nr of the node that made it, if any
   const void* leaf = nullptr;  // the leaf whose gradient it feeds, if any
+  // An input no node made, held in activation bytes (Note [Inputs from
+  // outside the graph]); null otherwise.
+  std::shared_ptr<const OutsideInput> outside;
+};
+
+// Note [Inputs from outside the graph]
+// An input that no recorded node made is the caller's: the batch, a
+// parameter, or a constant made between two nodes (the rank-0 tensor of
+// mul(h, 0.5), mean's divisor). Held in activation bytes, it counts in
+// the step's peak like any value of the graph, and it lives while the
+// caller's handle, a saved value or the replay inputs of a Recompute node
+// hold it. So its node records an OutsideInput, shared by every node that
+// reads the same handle: its storage's bytes, when that storage was
+// allocated, and when the caller's handle went, both as the sequence_nr
+// of the node recorded next. The liveness simulator counts an input
+// allocated after the graph's first node was recorded; one allocated
+// before it belongs to the level the step starts from, as the batch does,
+// so a constant made for the first node itself goes unseen. A value of
+// the graph passed back in detached (x.detach()) would be counted a second
+// time: no op does that.
+struct OutsideInput {
+  const void* storage = nullptr;  // identity only, never read (see scheduler/profile.cpp)
+  int64_t bytes = 0;
+  uint64_t made_before = 0;  // Storage::made_before()
+  uint64_t released_before = InputSource::kNone;  // kNone: the handle is still held
+  // Called when the handle goes (TensorImpl's destructor).
+  void caller_released();
 };
 
 // What one saved value of a node is: input i (>= 0), the node's output, or a

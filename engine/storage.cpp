@@ -1,10 +1,12 @@
 // Storage; see storage.h.
 #include "engine/storage.h"
 
+#include "engine/autograd.h"
+
 namespace remat {
 
 Storage::Storage(size_t nbytes, Device device, MemoryCategory category)
-    : nbytes_(nbytes), device_(device), category_(category) {
+    : nbytes_(nbytes), device_(device), category_(category), made_before_(next_sequence_nr()) {
   data_ = allocator_for(device).allocate(nbytes, category);
 }
 

@@ -30,6 +30,10 @@ class Storage {
   // that backward can tell a saved value was changed after it was saved.
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
+  // next_sequence_nr() when it was allocated: how many autograd nodes had
+  // been recorded, which places an input made during forward between two
+  // of them (engine/autograd.h, Note [Inputs from outside the graph]).
+  uint64_t made_before() const { return made_before_; }
 
  private:
   void* data_ = nullptr;
@@ -37,6 +41,7 @@ class Storage {
   Device device_;
   MemoryCategory category_;
   uint64_t version_ = 0;
+  uint64_t made_before_ = 0;
 };
 
 }  // namespace remat

@@ -8,6 +8,7 @@ namespace remat {
 
 TensorImpl::~TensorImpl() {
   if (grad_fn) grad_fn->output_released();
+  if (outside_input) outside_input->caller_released();
 }
 
 Tensor::Tensor(Shape shape, DType dtype, Device device) : impl_(std::make_shared<TensorImpl>()) {

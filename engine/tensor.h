@@ -22,11 +22,14 @@
 namespace remat {
 
 class Node;
+struct OutsideInput;
 class Tensor;
 using Tensors = std::vector<Tensor>;
 
 struct TensorImpl {
-  ~TensorImpl();  // tells grad_fn that the caller let its output go
+  // Tells grad_fn that the caller let its output go, and outside_input that
+  // the caller let this input go.
+  ~TensorImpl();
 
   std::shared_ptr<Storage> storage;
   Shape shape;
@@ -38,6 +41,10 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;    // leaves only; category Gradient
   std::shared_ptr<Node> grad_fn;       // non-leaves: the node that made this
   std::weak_ptr<Node> grad_accumulator;  // leaves: cached AccumulateGrad node
+  // Set when a recorded node reads this tensor as an input from outside the
+  // graph held in activation bytes (engine/autograd.h, Note [Inputs from
+  // outside the graph]).
+  std::shared_ptr<OutsideInput> outside_input;
 };
 
 class Tensor {
