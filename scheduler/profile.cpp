@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -92,6 +93,32 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
   std::unordered_map<const void*, int64_t> leaf_index;
   uint64_t hash = 14695981039346656037ull;
   const int64_t n = static_cast<int64_t>(kept.size());
+  // Where an event stamped next_sequence_nr() = s falls, as a position:
+  // before the first node recorded at or after s; n if there is none
+  // (kNone: it has not happened yet).
+  auto position_from = [&](uint64_t s) {
+    return std::partition_point(kept.begin(), kept.end(), [s](const NodeRecord* r) { return r->sequence_nr < s; }) -
+           kept.begin();
+  };
+  // Inputs from outside the graph made during forward, one row per storage
+  // (a handle and a view of it passed in are one input): an address and
+  // its allocation stamp name a storage, since one freed after a node read
+  // it and another allocated at its address have different stamps.
+  std::map<std::pair<const void*, uint64_t>, int64_t> outside_index;
+  auto outside_row = [&](const OutsideInput& input) -> int64_t {
+    const int64_t made_at = position_from(input.made_before);
+    if (made_at == 0) return -1;  // before the first node: in the step's starting level, as the batch is
+    const int64_t released_at = position_from(input.released_before);
+    const auto [it, added] =
+        outside_index.try_emplace({input.storage, input.made_before}, profile.outside_inputs.size());
+    if (added) {
+      profile.outside_inputs.push_back({.bytes = input.bytes, .made_at = made_at, .released_at = released_at});
+    } else {
+      int64_t& released = profile.outside_inputs[static_cast<size_t>(it->second)].released_at;
+      released = std::max(released, released_at);
+    }
+    return it->second;
+  };
   for (int64_t p = 0; p < n; ++p) {
     const NodeRecord& r = *kept[p];
     position_of[r.sequence_nr] = p;
@@ -115,7 +142,6 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     row.forward_peak_bytes = r.forward_peak_bytes;
     row.saved = r.saved;
     row.side_bytes = r.side_bytes;
-    row.released_at = n;
     row.backward_ran = r.backward_ran;
     row.backward_ms = r.backward_ms;
     row.released_early = r.released_early;
@@ -134,6 +160,7 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
       } else {
         row.leaves.push_back(-1);
       }
+      row.outside.push_back(source.outside ? outside_row(*source.outside) : -1);
     }
     // Sizes before contents, so that (2, 3), (4) and (2), (3, 4) differ.
     auto mix_shape = [&](const Shape& s) {
@@ -153,16 +180,8 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
     mix(hash, &in_region, sizeof in_region);
     profile.nodes.push_back(std::move(row));
   }
-  // Release times, as positions: the first node recorded at or after it.
-  for (int64_t p = 0; p < n; ++p) {
-    const uint64_t released = kept[p]->output_released_before;
-    for (int64_t q = p + 1; q < n && released != InputSource::kNone; ++q) {
-      if (kept[q]->sequence_nr >= released) {
-        profile.nodes[p].released_at = q;
-        break;
-      }
-    }
-  }
+  // When the caller let go of each output.
+  for (int64_t p = 0; p < n; ++p) profile.nodes[p].released_at = position_from(kept[p]->output_released_before);
   profile.leaves = static_cast<int64_t>(leaf_index.size());
   profile.signature = hash;
   steady_repeated_times(profile);

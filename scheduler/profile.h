@@ -26,6 +26,9 @@ struct NodeProfile {
   // leaf its gradient accumulates into, or -1.
   std::vector<int64_t> inputs;
   std::vector<int64_t> leaves;
+  // Per input from outside the graph made during its forward: its index in
+  // GraphProfile::outside_inputs; -1 for any other input.
+  std::vector<int64_t> outside;
   Shape output_shape;
   DType output_dtype = DType::Float32;
   int64_t output_bytes = 0;  // 0 for views: they cost no storage
@@ -79,9 +82,21 @@ struct NodeProfile {
   double ms_per_mib() const;
 };
 
+// An input from outside the graph that its forward allocated as activation
+// bytes after the first node (a constant operand: engine/autograd.h, Note
+// [Inputs from outside the graph]), one per storage.
+struct OutsideInputProfile {
+  int64_t bytes = 0;
+  int64_t made_at = 0;  // allocated before the node at this position (> 0)
+  // The caller's handle went before this position (the node count when it
+  // was still held as the graph ended).
+  int64_t released_at = 0;
+};
+
 struct GraphProfile {
   std::vector<NodeProfile> nodes;  // the last one is the root (the loss)
   int64_t leaves = 0;
+  std::vector<OutsideInputProfile> outside_inputs;
   uint64_t signature = 0;  // equal for graphs of the same ops and shapes
   // The wall time of the step the profile came from, as the Checkpointer
   // saw it (its recorded forward and the backward pass, bookkeeping and

@@ -22,7 +22,8 @@ class Simulator {
         side_(n_, kNoStorage),
         pending_(n_, 0),
         replay_held_(n_, false),
-        released_early_(n_, -1) {}
+        released_early_(n_, -1),
+        outside_(graph.outside_inputs.size(), kNoStorage) {}
 
   Simulation run() {
     result_.level_before_forward.assign(n_, 0);
@@ -81,6 +82,26 @@ class Simulator {
       unref(storage_[v]);
     }
   }
+  // The storage of node v's input i when it is an input from outside the
+  // graph made during forward, else kNoStorage.
+  int outside_storage(int64_t v, size_t i) const {
+    const int64_t e = graph_.nodes[v].outside[i];
+    return e < 0 ? kNoStorage : outside_[e];
+  }
+  // The storage holding node v's input i now.
+  int input_storage(int64_t v, size_t i) const {
+    const int64_t producer = graph_.nodes[v].inputs[i];
+    return producer >= 0 ? value_storage(producer) : outside_storage(v, i);
+  }
+  // A SavedValue (or replay input) of node v's input i made now, and let go.
+  void hold_input(int64_t v, size_t i) {
+    hold(graph_.nodes[v].inputs[i]);
+    ref(outside_storage(v, i));
+  }
+  void let_go_input(int64_t v, size_t i) {
+    let_go(graph_.nodes[v].inputs[i]);
+    unref(outside_storage(v, i));
+  }
   void drop_use(int64_t v) {
     if (--pending_[v] > 0) return;
     unref(rebuilt_[v]);  // replay inputs go when the replay ran, or with the node's own saved values
@@ -89,14 +110,25 @@ class Simulator {
   void release_replay_inputs(int64_t v) {
     if (!replay_held_[v]) return;
     replay_held_[v] = false;
-    for (int64_t input : graph_.nodes[v].inputs) let_go(input);
+    for (size_t i = 0; i < graph_.nodes[v].inputs.size(); ++i) let_go_input(v, i);
   }
 
   void forward() {
     std::vector<std::vector<int64_t>> released_before(n_ + 1);
     for (int64_t v = 0; v < n_; ++v) released_before[graph_.nodes[v].released_at].push_back(v);
+    // Inputs from outside the graph: allocated between two nodes, and held
+    // by the caller until a later gap (engine/autograd.h, Note [Inputs from
+    // outside the graph]). In one gap the caller lets go first, then
+    // allocates: `h = f(h); h = g(h, 0.5)` frees before it makes 0.5.
+    std::vector<std::vector<int64_t>> made_before(n_), outside_released_before(n_ + 1);
+    for (size_t e = 0; e < graph_.outside_inputs.size(); ++e) {
+      made_before[graph_.outside_inputs[e].made_at].push_back(static_cast<int64_t>(e));
+      outside_released_before[graph_.outside_inputs[e].released_at].push_back(static_cast<int64_t>(e));
+    }
     for (int64_t v = 0; v < n_; ++v) {
       for (int64_t u : released_before[v]) unref(storage_[u]);  // the caller's handle
+      for (int64_t e : outside_released_before[v]) unref(outside_[e]);
+      for (int64_t e : made_before[v]) outside_[e] = new_storage(graph_.outside_inputs[e].bytes);
       const NodeProfile& node = graph_.nodes[v];
       result_.level_before_forward[v] = live_;
       result_.forward_peak_at[v] = live_ + node.forward_peak_bytes;
@@ -110,18 +142,19 @@ class Simulator {
       save(v);
       if (dropped(v)) {
         replay_held_[v] = true;
-        for (int64_t input : node.inputs) hold(input);
+        for (size_t i = 0; i < node.inputs.size(); ++i) hold_input(v, i);
       }
     }
     // The caller lets go of everything but the root once forward returns.
     for (int64_t u : released_before[n_]) {
       if (u != n_ - 1) unref(storage_[u]);
     }
+    for (int64_t e : outside_released_before[n_]) unref(outside_[e]);
   }
 
   int storage_of_input(int64_t v, int i) const {
     const int64_t producer = graph_.nodes[v].inputs[i];
-    return producer < 0 ? kNoStorage : storage_[producer];
+    return producer < 0 ? outside_storage(v, static_cast<size_t>(i)) : storage_[producer];
   }
 
   void save(int64_t v) {
@@ -129,7 +162,7 @@ class Simulator {
     if (node.side_bytes > 0) side_[v] = new_storage(node.side_bytes);
     for (int slot : node.saved) {
       if (slot == kSavedOutput) hold(v);
-      if (slot >= 0) hold(node.inputs[slot]);
+      if (slot >= 0) hold_input(v, static_cast<size_t>(slot));
     }
   }
 
@@ -137,7 +170,7 @@ class Simulator {
   void let_go_saved(int64_t v, int index) {
     const int slot = graph_.nodes[v].saved[static_cast<size_t>(index)];
     if (slot == kSavedOutput) let_go(v);
-    if (slot >= 0) let_go(graph_.nodes[v].inputs[slot]);
+    if (slot >= 0) let_go_input(v, static_cast<size_t>(slot));
   }
 
   void release_saved(int64_t v) {
@@ -160,8 +193,8 @@ class Simulator {
     // The replay's argument list holds the inputs while forward() runs; the
     // replay inputs go before it (Note [Replays in place]).
     std::vector<int> arguments;
-    for (int64_t input : node.inputs) {
-      arguments.push_back(value_storage(input));
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      arguments.push_back(input_storage(v, i));
       ref(arguments.back());
     }
     release_replay_inputs(v);
@@ -298,6 +331,7 @@ class Simulator {
   std::vector<int> pending_;  // per node: saved values that read a dropped output
   std::vector<bool> replay_held_;
   std::vector<int> released_early_;  // per node: the saved value its backward let go of early, or -1
+  std::vector<int> outside_;         // per input from outside the graph (GraphProfile::outside_inputs): its storage
   Simulation result_;
 };
 

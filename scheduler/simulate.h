@@ -8,9 +8,11 @@
 // it; a dropped one is rebuilt, with its dropped inputs, when a backward
 // first reads it and freed after its last reader (a replay writes over an
 // input nothing else holds any more: engine/autograd.h, Note [Replays in
-// place]); gradients flow in the
-// executor's order (latest recorded first) and are summed in buffers. Each
-// op's own working memory is the rise measured when it ran
+// place]); gradients flow in the executor's order (latest recorded first)
+// and are summed in buffers. A constant made between two nodes
+// (GraphProfile::outside_inputs) lives while the caller, a saved value or a
+// replay input holds it (engine/autograd.h, Note [Inputs from outside the
+// graph]). Each op's own working memory is the rise measured when it ran
 // (forward_peak_bytes, backward_peak_bytes). Planners call it to honour a
 // budget; the bench compares its peak with the allocator's.
 //

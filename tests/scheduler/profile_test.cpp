@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <vector>
 
 #include "ops/ops.h"
 
@@ -108,6 +110,38 @@ TEST(Profile, TheMediansIntervalIsTheBinomialOrderStatistics) {
   EXPECT_GE(wide.coverage, 0.95);
   EXPECT_THROW(median_interval({}), Error);
   EXPECT_THROW(median_interval({1, 2, 3}, 1.0), Error);
+}
+
+// Constants made between nodes are inputs from outside the graph with rows
+// of their own (engine/autograd.h, Note [Inputs from outside the graph]):
+// one per storage, placed by when they were made and when the caller let
+// go; the leaf, made before the graph's first node, has none.
+TEST(Profile, ConstantsMadeBetweenNodesAreOutsideInputs) {
+  Generator g(5);
+  const Tensor w = normal({8, 16}, 0, 1, DType::Float32, g).requires_grad_();
+  Tensor loss;
+  {
+    const Tensor h = tanh(w);                           // 0
+    const Tensor s = scalar_tensor(0.5);                // held until the block ends
+    const Tensor a = add(mul(h, s), 1.0);               // 1, 2: 1.0 goes after node 2
+    const Tensor b = mul(sigmoid(a), reshape(s, {1}));  // 3, 4: a view of s is s
+    loss = mean(b);                                     // 5, 6: sum, then div by 128 (made before 6)
+  }
+  const GraphProfile p = profile_graph(loss);
+  ASSERT_EQ(p.nodes.size(), 7u);
+  ASSERT_EQ(p.outside_inputs.size(), 3u);
+  const auto row = [&](size_t e) {
+    const OutsideInputProfile& o = p.outside_inputs[e];
+    return std::array<int64_t, 3>{o.bytes, o.made_at, o.released_at};
+  };
+  EXPECT_EQ(row(0), (std::array<int64_t, 3>{4, 1, 7}));  // s: held until forward returned
+  EXPECT_EQ(row(1), (std::array<int64_t, 3>{4, 2, 3}));  // 1.0
+  EXPECT_EQ(row(2), (std::array<int64_t, 3>{4, 6, 7}));  // 128
+  EXPECT_EQ(p.nodes[0].outside, (std::vector<int64_t>{-1}));
+  EXPECT_EQ(p.nodes[1].outside, (std::vector<int64_t>{-1, 0}));
+  EXPECT_EQ(p.nodes[2].outside, (std::vector<int64_t>{-1, 1}));
+  EXPECT_EQ(p.nodes[4].outside, (std::vector<int64_t>{-1, 0}));
+  EXPECT_EQ(p.nodes[6].outside, (std::vector<int64_t>{-1, 2}));
 }
 
 TEST(Profile, AGraphlessTensorIsAnError) { EXPECT_THROW(profile_graph(ones({2})), Error); }
