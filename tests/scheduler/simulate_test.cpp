@@ -2,7 +2,7 @@
 // small enough to follow by hand: constants made between its nodes
 // (engine/autograd.h, Note [Inputs from outside the graph]) under every
 // plan that replays one node, none or all of them. Random graphs check the
-// same within a tolerance (random_graph_test.cpp).
+// same under the planners' plans (random_graph_test.cpp).
 #include "scheduler/simulate.h"
 
 #include <gtest/gtest.h>
