@@ -49,5 +49,8 @@ done | sort -u | while read -r soname path; do
   fi
 done
 
+# The commit it was built from, reported by check.sh ("-dirty": with
+# uncommitted changes).
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- || echo -dirty)" >"$stage/COMMIT"
 tar -C "$build" -cJf "$archive" remat-gpu
 echo "bundle: $archive, $(du -h "$archive" | cut -f1); $(ls "$stage/lib" | wc -l) entries in lib/"

@@ -34,7 +34,7 @@ gtest_count() {
 json_string() { printf '"%s"' "$(sed 's/[\\"]/\\&/g' <<<"$1" | tr -d '\n')"; }
 
 bundle=build-gpu/remat-gpu.tar.xz
-unit_passed=null unit_failed=null setup_rc=null build_ok=false missing_libraries=""
+unit_passed=null unit_failed=null setup_rc=null build_ok=false missing_libraries="" built_from=""
 if [[ -f "$bundle" ]]; then
   mode=bundle
   tar -C /tmp -xJf "$bundle" && build_ok=true
@@ -48,10 +48,12 @@ if [[ -f "$bundle" ]]; then
   export OPAL_PKGDATADIR=$root/share-openmpi OPAL_SYSCONFDIR=$root/etc/openmpi
   export PMIX_PREFIX=$root PMIX_PKGLIBDIR=$root/lib/pmix PMIX_PKGDATADIR=$root/share-pmix
   test_comm=$root/bin/test_comm
+  built_from=$(cat "$root/COMMIT" 2>/dev/null)
   missing_libraries=$(ldd "$test_comm" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
 else
   mode=build
   nccl=""
+  built_from=$(git rev-parse --short HEAD 2>/dev/null)
   scripts/setup.sh
   setup_rc=$?
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build-gpu && build_ok=true
@@ -75,6 +77,7 @@ cp "$logs"/*.log "$out"/
 cat >"$out/gpu_check.json" <<JSON
 {
   "mode": "$mode",
+  "built_from": $(json_string "$built_from"),
   "nvidia_smi": $(json_string "$gpu"),
   "gpus": $gpus,
   "nccl_library": $(json_string "$nccl"),
