@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+
+#include <fmt/format.h>
 
 #include "engine/backward.h"
 
@@ -36,13 +39,14 @@ void steady_repeated_times(GraphProfile& profile) {
   for (size_t i = 0; i < profile.nodes.size(); ++i) {
     const NodeProfile& node = profile.nodes[i];
     std::string key = node.op;
-    for (const Shape& s : node.input_shapes) key += "|" + str(s);
-    for (DType d : node.input_dtypes) key += "|" + std::string(dtype_name(d));
-    key += "->" + str(node.output_shape) + std::string(dtype_name(node.output_dtype));
+    auto out = std::back_inserter(key);
+    for (const Shape& s : node.input_shapes) fmt::format_to(out, "|{}", str(s));
+    for (DType d : node.input_dtypes) fmt::format_to(out, "|{}", dtype_name(d));
+    fmt::format_to(out, "->{}{}", str(node.output_shape), dtype_name(node.output_dtype));
     // The same work in backward too: which gradients it made, what it read.
-    key += node.backward_ran ? "|backward" : "|no backward";
-    for (int64_t bytes : node.grad_bytes) key += "|g" + std::to_string(bytes);
-    for (int slot : node.saved) key += "|s" + std::to_string(slot);
+    fmt::format_to(out, "{}", node.backward_ran ? "|backward" : "|no backward");
+    for (int64_t bytes : node.grad_bytes) fmt::format_to(out, "|g{}", bytes);
+    for (int slot : node.saved) fmt::format_to(out, "|s{}", slot);
     groups[key].push_back(i);
   }
   for (const auto& [key, members] : groups) {
