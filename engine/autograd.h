@@ -118,9 +118,17 @@ struct InputSource {
 // of the node recorded next. The liveness simulator counts an input
 // allocated after the graph's first node was recorded; one allocated
 // before it belongs to the level the step starts from, as the batch does,
-// so a constant made for the first node itself goes unseen. A value of
-// the graph passed back in detached (x.detach()) would be counted a second
-// time: no op does that.
+// so a constant made for the first node itself goes unseen. What else the
+// simulator gets wrong, none of which the ops or models here do:
+// - a constant whose caller keeps it but passes in only a view of it is
+//   freed, as predicted, when the last view passed in goes: the peak is
+//   under-predicted by its bytes while the caller holds it;
+// - within one gap between nodes, handles are assumed to go before new
+//   constants are made (`h = g(h, 0.5)` does that);
+// - a value of the graph passed back in detached (x.detach()) is counted
+//   twice (over-predicted).
+// Budgets keep a margin for these (scheduler/search.cpp). Recording is
+// single-threaded, as for grad_accumulator.
 struct OutsideInput {
   const void* storage = nullptr;  // identity only, never read (see scheduler/profile.cpp)
   int64_t bytes = 0;

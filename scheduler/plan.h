@@ -20,8 +20,8 @@
 //            choose, per stage of the graph's chain, keep-all, replay-all or
 //            the cost rule, by dynamic programming (see optimal.h).
 // User overrides (Overrides, checkpoint regions) bind every policy. Budgets
-// are planned with a margin of 1% and 64 bytes: simulator and allocator
-// agree closely, not to the byte.
+// are planned with a margin of 1% and 64 bytes for memory the profile
+// cannot see (scheduler/search.cpp).
 #pragma once
 
 #include <cstdint>

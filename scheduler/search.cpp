@@ -201,9 +201,10 @@ std::vector<Candidate> descent(const Context& c, std::vector<Candidate> greedy) 
   return pool;
 }
 
-// The simulator and the allocator agree to a fraction of a percent, not to
-// the byte: plans aim at the budget less this share of it, and less a few
-// bytes for the scalar operands (add(x, 1.0)) the profile does not see.
+// The simulator matches the allocator to the byte on every graph tested,
+// but user code can hold memory the profile does not see (engine/autograd.h,
+// Note [Inputs from outside the graph]): plans aim at the budget less this
+// share of it and a few bytes (a constant made for the first node).
 constexpr double kBudgetMargin = 0.01;
 constexpr int64_t kBudgetMarginBytes = 64;
 

@@ -42,7 +42,7 @@ cp -r "$pmix/share/pmix" "$stage/share-pmix"
 provided='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libutil|libresolv|libcuda|libnccl)\.so'
 mapfile -t objects < <(find "$stage/bin" "$stage/lib" -type f \( -name '*.so*' -o -perm -u+x \))
 for object in "${objects[@]}"; do
-  LD_LIBRARY_PATH="$stage/lib" ldd "$object" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+  LD_LIBRARY_PATH="$stage/lib" ldd "$object" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' || true  # not dynamic: nothing to add
 done | sort -u | while read -r soname path; do
   if [[ ! "$soname" =~ $provided && ! -e "$stage/lib/$soname" ]]; then
     cp -L "$path" "$stage/lib/$soname"

@@ -11,7 +11,7 @@
 # No `set -e`: the JSON is written whatever fails.
 #   OUT=/tmp/out bench/gpu/check.sh
 set -u
-out=$(cd "${OUT:-.}" && pwd)
+mkdir -p "${OUT:-.}" && out=$(cd "${OUT:-.}" && pwd) || exit 1
 cd "$(dirname "$0")/../.."
 logs=$(mktemp -d)
 
@@ -22,23 +22,28 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 ctest_counts() {
   local summary
   summary=$(grep -E '[0-9]+ tests failed out of [0-9]+' "$1" | tail -n 1)
-  if [[ -z "$summary" ]]; then echo "null null"; return; fi
-  sed -nE 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2 \1/p' <<<"$summary" | awk '{print $1 - $2, $2}'
+  if [[ "$summary" =~ ([0-9]+)\ tests\ failed\ out\ of\ ([0-9]+) ]]; then
+    echo "$((BASH_REMATCH[2] - BASH_REMATCH[1])) ${BASH_REMATCH[1]}"
+  else
+    echo "null null"
+  fi
 }
-# GoogleTest's "[  PASSED  ] 8 tests." and "[  SKIPPED ] 1 test, listed below:".
+# GoogleTest's "[  PASSED  ] 8 tests." and "[  SKIPPED ] 1 test, listed below:"
+# (rank 0's: under mpirun the other ranks print only their failures).
 gtest_count() {
   local count
   count=$(sed -nE "s/.*\[  $2 *\] ([0-9]+) tests?[.,].*/\1/p" "$1" | tail -n 1)
   echo "${count:-0}"
 }
-json_string() { printf '"%s"' "$(sed 's/[\\"]/\\&/g' <<<"$1" | tr -d '\n')"; }
+json_string() { printf '"%s"' "$(sed 's/[\\"]/\\&/g' <<<"$1" | tr -d '\000-\037')"; }
 
 bundle=build-gpu/remat-gpu.tar.xz
 unit_passed=null unit_failed=null setup_rc=null build_ok=false missing_libraries="" built_from=""
 if [[ -f "$bundle" ]]; then
   mode=bundle
-  tar -C /tmp -xJf "$bundle" && build_ok=true
-  root=/tmp/remat-gpu
+  unpacked=$(mktemp -d)
+  tar -C "$unpacked" -xJf "$bundle" && build_ok=true
+  root=$unpacked/remat-gpu
   nccl=$(find /usr/local/cuda*/lib* /usr/lib/x86_64-linux-gnu /usr/local/lib /opt -name 'libnccl.so.2*' 2>/dev/null | head -n 1)
   export PATH=$root/bin:$PATH
   export LD_LIBRARY_PATH=$root/lib${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
