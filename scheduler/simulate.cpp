@@ -362,6 +362,17 @@ std::vector<Tag> effective_tags(const GraphProfile& graph, std::vector<Tag> tags
 
 Simulation simulate(const GraphProfile& graph, const std::vector<Tag>& tags) {
   if (graph.nodes.empty()) return {};
+  const int64_t n = graph.size();
+  for (int64_t v = 0; v < n; ++v) {
+    const NodeProfile& node = graph.nodes[v];
+    REMAT_CHECK(node.outside.size() == node.inputs.size(), "simulate: node {} ({}) has {} inputs but {} entries in "
+                "outside (a profile not made by profile_graph?)", v, node.op, node.inputs.size(), node.outside.size());
+  }
+  for (const OutsideInputProfile& input : graph.outside_inputs) {
+    REMAT_CHECK(input.made_at > 0 && input.made_at < n && input.released_at >= input.made_at &&
+                input.released_at <= n, "simulate: an input from outside the graph made at {} and released at {} "
+                "in a graph of {} nodes", input.made_at, input.released_at, n);
+  }
   return Simulator(graph, effective_tags(graph, tags)).run();
 }
 
