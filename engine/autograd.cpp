@@ -233,6 +233,7 @@ void reset_recompute_stats() {
 
 bool grad_enabled() { return t_grad_enabled; }
 uint64_t next_sequence_nr() { return g_next_sequence_nr.load(); }
+uint64_t mark_sequence() { return ++g_next_sequence_nr; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 

@@ -116,9 +116,11 @@ struct InputSource {
 // reads the same handle: its storage's bytes, when that storage was
 // allocated, and when the caller's handle went, both as the sequence_nr
 // of the node recorded next. The liveness simulator counts an input
-// allocated after the graph's first node was recorded; one allocated
-// before it belongs to the level the step starts from, as the batch does,
-// so a constant made for the first node itself goes unseen. What else the
+// allocated after the step began (a Checkpointer's record(), which takes a
+// mark_sequence()); one allocated before belongs to the level the step
+// starts from, as the batch does. Without a Checkpointer (profile_graph)
+// the step begins at the first node, so a constant made for the first node
+// itself goes unseen. What else the
 // simulator gets wrong, none of which the ops or models here do:
 // - a constant whose caller keeps it but passes in only a view of it is
 //   freed, as predicted, when the last view passed in goes: the peak is
@@ -417,6 +419,11 @@ bool grad_enabled();
 
 // The sequence_nr the next recorded node will get.
 uint64_t next_sequence_nr();
+// Skips a sequence_nr, which no node gets, and returns the one after it: a
+// mark between what was allocated before the call (Storage::made_before()
+// below it) and after (at or above it). A Checkpointer marks each step's
+// start so.
+uint64_t mark_sequence();
 
 // Marks every node recorded while it lives as part of block `name` (a
 // transformer block, say); scopes nest, the innermost wins. Modules open one

@@ -58,6 +58,7 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   replays_at_start_ = recompute_stats();
   watch_.reset();
   watch_ = std::make_unique<TransientPeakWatch>();
+  step_start_ = mark_sequence();  // what is allocated from here on is the step's
   return std::make_unique<Recording>(*this);
 }
 
@@ -177,7 +178,7 @@ void Checkpointer::settle_last_step() {
   if (records_.empty()) return;
   report_ = report();  // freeze the last step's measured figures
   if (!records_.back()->backward_ran) return;  // no backward: nothing to plan from
-  GraphProfile graph = profile_records(records_);
+  GraphProfile graph = profile_records(records_, step_start_);
   // The step's wall time as far as it can be seen from here: the recorded
   // forward and the backward pass, less that step's replays.
   const NodeRecord& root = *records_.back();

@@ -120,6 +120,7 @@ class Checkpointer {
   StepReport report_;
   RecomputeStats replays_at_start_;
   double forward_wall_ms_ = 0;  // the latest Recording's lifetime: the step's forward
+  uint64_t step_start_ = InputSource::kNone;  // mark_sequence() at the latest record()
   std::unique_ptr<TransientPeakWatch> watch_;
   int64_t plans_made_ = 0;
 };

@@ -73,7 +73,9 @@ void steady_repeated_times(GraphProfile& profile) {
 
 // Rows for `records` (sorted by sequence_nr, the root last), keeping only
 // those the root depends on.
-GraphProfile build(std::vector<const NodeRecord*> records) {
+// `step_start`: the mark_sequence() taken as the step began, or kNone when
+// the step is taken to begin at its first node.
+GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) {
   std::sort(records.begin(), records.end(),
             [](const NodeRecord* a, const NodeRecord* b) { return a->sequence_nr < b->sequence_nr; });
   std::unordered_map<uint64_t, size_t> index_of;
@@ -111,7 +113,8 @@ GraphProfile build(std::vector<const NodeRecord*> records) {
   std::map<std::pair<const void*, uint64_t>, int64_t> outside_index;
   auto outside_row = [&](const OutsideInput& input) -> int64_t {
     const int64_t made_at = position_from(input.made_before);
-    if (made_at == 0) return -1;  // before the first node: in the step's starting level, as the batch is
+    // Made before the step began: in the level it starts from, as the batch is.
+    if (made_at == 0 && (step_start == InputSource::kNone || input.made_before < step_start)) return -1;
     const int64_t released_at = position_from(input.released_before);
     const auto [it, added] =
         outside_index.try_emplace({input.storage, input.made_before}, profile.outside_inputs.size());
@@ -271,13 +274,13 @@ GraphProfile profile_graph(const Tensor& root) {
     for (const Edge& edge : node->next_edges()) stack.push_back(edge.node.get());
   }
   // The root is the latest record; sorting puts it last.
-  return build(std::move(records));
+  return build(std::move(records), InputSource::kNone);
 }
 
-GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records) {
+GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records, uint64_t step_start) {
   std::vector<const NodeRecord*> raw;
   for (const auto& r : records) raw.push_back(r.get());
-  return build(std::move(raw));
+  return build(std::move(raw), step_start);
 }
 
 }  // namespace remat::scheduler

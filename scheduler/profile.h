@@ -82,12 +82,12 @@ struct NodeProfile {
   double ms_per_mib() const;
 };
 
-// An input from outside the graph that its forward allocated as activation
-// bytes after the first node (a constant operand: engine/autograd.h, Note
-// [Inputs from outside the graph]), one per storage.
+// An input from outside the graph that its step allocated as activation
+// bytes (a constant operand: engine/autograd.h, Note [Inputs from outside
+// the graph]), one per storage.
 struct OutsideInputProfile {
   int64_t bytes = 0;
-  int64_t made_at = 0;  // allocated before the node at this position (> 0)
+  int64_t made_at = 0;  // allocated before the node at this position
   // The caller's handle went before this position (the node count when it
   // was still held as the graph ended).
   int64_t released_at = 0;
@@ -130,7 +130,10 @@ MedianInterval median_interval(std::vector<double> values, double confidence = 0
 GraphProfile profile_graph(const Tensor& root);
 
 // The graph of records kept by a planner: the nodes the last record (the
-// root) depends on, in recording order.
-GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records);
+// root) depends on, in recording order. `step_start`: the mark_sequence()
+// taken as the step began (inputs from outside the graph allocated after
+// it count, engine/autograd.h), else the step begins at its first node.
+GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records,
+                             uint64_t step_start = InputSource::kNone);
 
 }  // namespace remat::scheduler

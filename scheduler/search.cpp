@@ -204,7 +204,7 @@ std::vector<Candidate> descent(const Context& c, std::vector<Candidate> greedy) 
 // The simulator matches the allocator to the byte on every graph tested,
 // but user code can hold memory the profile does not see (engine/autograd.h,
 // Note [Inputs from outside the graph]): plans aim at the budget less this
-// share of it and a few bytes (a constant made for the first node).
+// share of it and a few bytes.
 constexpr double kBudgetMargin = 0.01;
 constexpr int64_t kBudgetMarginBytes = 64;
 

@@ -369,7 +369,7 @@ Simulation simulate(const GraphProfile& graph, const std::vector<Tag>& tags) {
                 "outside (a profile not made by profile_graph?)", v, node.op, node.inputs.size(), node.outside.size());
   }
   for (const OutsideInputProfile& input : graph.outside_inputs) {
-    REMAT_CHECK(input.made_at > 0 && input.made_at < n && input.released_at >= input.made_at &&
+    REMAT_CHECK(input.made_at >= 0 && input.made_at < n && input.released_at >= input.made_at &&
                 input.released_at <= n, "simulate: an input from outside the graph made at {} and released at {} "
                 "in a graph of {} nodes", input.made_at, input.released_at, n);
   }

@@ -14,6 +14,7 @@
 
 #include "engine/allocator.h"
 #include "ops/ops.h"
+#include "scheduler/checkpointer.h"
 
 namespace remat::scheduler {
 namespace {
@@ -74,6 +75,35 @@ TEST(Simulate, ConstantsMadeBetweenNodesArePredictedExactly) {
     const Measured measured = measure(w, tags);
     EXPECT_EQ(measured.peak, predicted.peak_bytes);
     EXPECT_EQ(measured.after_forward, predicted.saved_bytes_after_forward);
+  }
+}
+
+// A constant made inside record() for the graph's first node is the step's
+// (engine/autograd.h, Note [Inputs from outside the graph]): the
+// Checkpointer's profile counts it from position 0, under a plan that keeps
+// everything and one that replays.
+TEST(Simulate, AConstantMadeForTheFirstNodeIsPredicted) {
+  Generator g(6);
+  const Tensor w = normal({8, 16}, 0, 1, DType::Float32, g).requires_grad_();
+  for (const std::string policy : {"none", "blocks"}) {
+    SCOPED_TRACE("policy " + policy);
+    Checkpointer checkpointer({.policy = policy});
+    for (int step = 1; step <= 2; ++step) {
+      w.set_grad(Tensor());
+      Tensor loss;
+      {
+        auto recording = checkpointer.record();
+        BlockScope block("block");
+        loss = mean(sigmoid(tanh(mul(w, scalar_tensor(0.5)))));
+      }
+      loss.backward();
+    }
+    ASSERT_NE(checkpointer.plan(), nullptr);
+    ASSERT_NE(checkpointer.profile(), nullptr);
+    EXPECT_EQ(checkpointer.profile()->outside_inputs.size(), 2u);  // 0.5 and mean's divisor
+    const StepReport report = checkpointer.report();
+    ASSERT_TRUE(report.predicted_peak_bytes.has_value());
+    EXPECT_EQ(report.measured_peak_bytes, *report.predicted_peak_bytes);
   }
 }
 
