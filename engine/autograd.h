@@ -120,8 +120,8 @@ struct InputSource {
 // mark_sequence()); one allocated before belongs to the level the step
 // starts from, as the batch does. Without a Checkpointer (profile_graph)
 // the step begins at the first node, so a constant made for the first node
-// itself goes unseen. What else the
-// simulator gets wrong, none of which the ops or models here do:
+// itself goes unseen. What else the simulator gets wrong, none of which
+// the ops or models here do:
 // - a constant whose caller keeps it but passes in only a view of it is
 //   freed, as predicted, when the last view passed in goes: the peak is
 //   under-predicted by its bytes while the caller holds it;

@@ -83,12 +83,13 @@ class Simulator {
     }
   }
   // The storage of node v's input i when it is an input from outside the
-  // graph made during forward, else kNoStorage.
+  // graph made during the step, else kNoStorage.
   int outside_storage(int64_t v, size_t i) const {
     const int64_t e = graph_.nodes[v].outside[i];
     return e < 0 ? kNoStorage : outside_[e];
   }
-  // The storage holding node v's input i now.
+  // The storage holding node v's input i now: a dropped producer's rebuilt
+  // value (storage_of_input, below, is forward's: the producer's own).
   int input_storage(int64_t v, size_t i) const {
     const int64_t producer = graph_.nodes[v].inputs[i];
     return producer >= 0 ? value_storage(producer) : outside_storage(v, i);
