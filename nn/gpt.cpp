@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
@@ -50,17 +51,25 @@ const Tensor& CausalSelfAttention::mask_for(int64_t t) {
   return mask_;
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
+// Each handle here goes once its last reader has run (x once c_attn has read
+// it, qkv's heads and the probabilities once the P V product is made), so a
+// value the plan drops is freed at once rather than when forward returns.
+Tensor CausalSelfAttention::forward(Tensor&& x) {
   REMAT_CHECK(x.dim() == 3, "CausalSelfAttention: input must be (B, T, C), got {}", str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
-  const Tensor qkv = c_attn_->forward(x);  // (B, T, 3C)
-  // Head i of q, k or v: a (B, H, T, D) view into qkv, no copy.
-  auto heads = [&](int64_t part) { return transpose(view(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2); };
-  const Tensor q = heads(0), k = heads(1), v = heads(2);
-  Tensor att = matmul(q, transpose(k, -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
-  att = masked_fill(att, mask_for(T), -std::numeric_limits<double>::infinity());
-  att = attn_dropout_->forward(softmax(att, -1));
-  const Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, C});  // (B, H, T, D) -> (B, T, C)
+  Tensor y;  // (B, H, T, D)
+  {
+    const Tensor qkv = c_attn_->forward(std::exchange(x, Tensor()));  // (B, T, 3C)
+    // Head i of q, k or v: a (B, H, T, D) view into qkv, no copy.
+    auto heads = [&](int64_t part) {
+      return transpose(view(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2);
+    };
+    Tensor att = matmul(heads(0), transpose(heads(1), -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
+    att = masked_fill(att, mask_for(T), -std::numeric_limits<double>::infinity());
+    att = attn_dropout_->forward(softmax(att, -1));
+    y = matmul(att, heads(2));
+  }
+  y = reshape(transpose(y, 1, 2), {B, T, C});  // (B, H, T, D) -> (B, T, C)
   return resid_dropout_->forward(c_proj_->forward(y));
 }
 
@@ -72,7 +81,13 @@ GPTMlp::GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout) {
   dropout_ = register_module("dropout", std::make_shared<Dropout>(config.dropout, dropout));
 }
 
-Tensor GPTMlp::forward(const Tensor& x) { return dropout_->forward(c_proj_->forward(gelu(c_fc_->forward(x)))); }
+// As attention's: x goes once c_fc has read it, GELU's output once c_proj has.
+Tensor GPTMlp::forward(Tensor&& x) {
+  Tensor h = c_fc_->forward(std::exchange(x, Tensor()));  // (B, T, 4C)
+  h = gelu(h);
+  h = c_proj_->forward(h);  // (B, T, C)
+  return dropout_->forward(h);
+}
 
 Block::Block(const GPTConfig& config, Generator& init, Generator& dropout) {
   ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, config.layer_norm_eps, config.dtype));
@@ -117,7 +132,8 @@ GPTOutput GPT::forward(const Tensor& ids, const Tensor& targets) {
   REMAT_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length {} is outside [1, block_size {}]", T,
               config_.block_size);
   const auto recording = record_forward();
-  Tensor x = drop_->forward(add(wte_->forward(ids), wpe_->forward(slice(positions_, 0, 0, T))));  // (B, T, C)
+  Tensor x = add(wte_->forward(ids), wpe_->forward(slice(positions_, 0, 0, T)));  // (B, T, C)
+  x = drop_->forward(x);
   for (size_t i = 0; i < h_->size(); ++i) {
     BlockScope block(fmt::format("transformer.h.{}", i));
     x = (*h_)[i]->forward(x);
@@ -125,6 +141,7 @@ GPTOutput GPT::forward(const Tensor& ids, const Tensor& targets) {
   x = ln_f_->forward(x);
   GPTOutput out;
   out.logits = lm_head_ ? lm_head_->forward(x) : linear(x, wte_->weight());  // (B, T, V)
+  x = Tensor();  // ln_f's output, not held through the loss
   if (targets.defined()) out.loss = cross_entropy(out.logits, targets);
   return out;
 }

@@ -52,7 +52,11 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(const GPTConfig& config, Generator& init, Generator& dropout);
   std::string_view type_name() const override { return "CausalSelfAttention"; }
   // x (B, T, C) -> (B, T, C)
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override { return forward(Tensor(x)); }
+  // The same, letting go of x once it is read: a block hands over its layer
+  // norm's output, which a plan that drops it then frees at once instead of
+  // holding it through the whole sublayer.
+  Tensor forward(Tensor&& x);
 
  private:
   // int64 (T, T) causal mask, made once per T and kept (category Data).
@@ -69,7 +73,8 @@ class GPTMlp : public Module {
  public:
   GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout);
   std::string_view type_name() const override { return "GPTMlp"; }
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override { return forward(Tensor(x)); }
+  Tensor forward(Tensor&& x);  // lets go of x once c_fc has read it, as attention does
 
  private:
   std::shared_ptr<Conv1D> c_fc_, c_proj_;
