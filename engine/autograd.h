@@ -210,10 +210,12 @@ struct NodeRecord {
   bool backward_ran = false;
   double backward_ms = 0;
   // On the root of a backward pass only: the pass's wall time (replays,
-  // gradient sums and leaf updates included) and the part of it replays
-  // took, from its first run.
+  // gradient sums and leaf updates included), the part of it replays took
+  // and the part first touches of fresh memory took (engine/allocator.h),
+  // from its first run.
   double backward_pass_ms = 0;
   double backward_pass_replay_ms = 0;
+  double backward_pass_first_touch_ms = 0;
   int64_t backward_peak_bytes = 0;
   int64_t backward_late_peak_bytes = 0;
   int released_early = -1;

@@ -136,6 +136,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   REMAT_CHECK(root.requires_grad(), "backward: tensor {} does not require grad and has no grad_fn", root.str());
   const auto pass_start = std::chrono::steady_clock::now();
   const RecomputeStats replays_before = recompute_stats();
+  const double first_touch_before = first_touch_ms();
   const std::shared_ptr<NodeRecord> root_record =
       root.grad_fn() && !root.grad_fn()->record().backward_ran ? root.grad_fn()->shared_record() : nullptr;
   RetainGraphScope retaining(retain_graph);
@@ -206,6 +207,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     root_record->backward_pass_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
     root_record->backward_pass_replay_ms = recompute_stats().ms - replays_before.ms;
+    root_record->backward_pass_first_touch_ms = first_touch_ms() - first_touch_before;
   }
 }
 

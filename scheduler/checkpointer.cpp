@@ -40,7 +40,8 @@ Checkpointer::Recording::Recording(Checkpointer& owner) : owner_(owner), scope_(
 
 Checkpointer::Recording::~Recording() {
   t_recording = false;
-  owner_.forward_wall_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  owner_.forward_wall_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count() -
+                           (first_touch_ms() - first_touch_at_start_);
 }
 
 bool Checkpointer::recording_on_this_thread() { return t_recording; }
@@ -180,9 +181,15 @@ void Checkpointer::settle_last_step() {
   if (!records_.back()->backward_ran) return;  // no backward: nothing to plan from
   GraphProfile graph = profile_records(records_, step_start_);
   // The step's wall time as far as it can be seen from here: the recorded
-  // forward and the backward pass, less that step's replays.
+  // forward and the backward pass, less that step's replays and, as node
+  // times leave them out, its first touches of fresh memory (W2's first
+  // step under a new plan spent 57 ms mapping pages, which priced the
+  // no-budget plan of `cost` against a step 5% slower than the steady one).
   const NodeRecord& root = *records_.back();
-  if (root.backward_pass_ms > 0) graph.step_ms = forward_wall_ms_ + root.backward_pass_ms - root.backward_pass_replay_ms;
+  if (root.backward_pass_ms > 0) {
+    graph.step_ms = forward_wall_ms_ + root.backward_pass_ms - root.backward_pass_replay_ms -
+                    root.backward_pass_first_touch_ms;
+  }
   const bool applied = active_ && !mismatch_ && graph.signature == active_->plan.signature;
   if (applied && static_cast<int>(active_->warm_steps.size()) < CachedPlan::kWarmPlans) {
     // The plan came from the graph's profiling step, whose times are cold,

@@ -89,6 +89,7 @@ class Checkpointer {
     Checkpointer& owner_;
     RecomputeScope scope_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+    double first_touch_at_start_ = first_touch_ms();
   };
   [[nodiscard]] std::unique_ptr<Recording> record();
   static bool recording_on_this_thread();
@@ -119,7 +120,7 @@ class Checkpointer {
   std::vector<std::shared_ptr<const NodeRecord>> records_;
   StepReport report_;
   RecomputeStats replays_at_start_;
-  double forward_wall_ms_ = 0;  // the latest Recording's lifetime: the step's forward
+  double forward_wall_ms_ = 0;  // the latest Recording's lifetime, less its first touches: the step's forward
   uint64_t step_start_ = InputSource::kNone;  // mark_sequence() at the latest record()
   std::unique_ptr<TransientPeakWatch> watch_;
   int64_t plans_made_ = 0;
