@@ -61,6 +61,9 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["step_ms_median"] = step_ms_median;
   j["step_ms_min"] = step_ms_min;
   j["step_ms_max"] = step_ms_max;
+  j["forward_ms_median"] = forward_ms_median;
+  j["backward_ms_median"] = backward_ms_median;
+  j["optimizer_ms_median"] = optimizer_ms_median;
   j["saved_bytes_after_forward"] = saved_bytes_after_forward;
   j["peak_activation_bytes"] = peak_activation_bytes;
   j["predicted_peak_activation_bytes"] =
@@ -122,6 +125,11 @@ WorkloadPlan plan_workload(const WorkloadOptions& options) {
 
 namespace {
 
+// The phases of one step, in ms.
+struct StepTimes {
+  double step = 0, forward = 0, backward = 0, optimizer = 0, replays = 0;
+};
+
 // One workload under one policy, stepped by the caller: the report's
 // figures accumulate over the timed steps.
 class Run {
@@ -140,52 +148,69 @@ class Run {
     report_.parameters = workload_.model->num_parameters();
   }
 
-  // Step `index` (warm-ups first); returns its time in ms.
-  double step(int index, bool traced) {
+  // Step `index` (warm-ups first); returns its times.
+  StepTimes step(int index, bool traced) {
     Allocator& allocator = cpu_allocator();
     const int64_t transient_before = allocator.stats().live_transient;
     std::optional<TraceRecorder> trace;
     if (traced) trace.emplace();
     ScopedPeak peak;
     reset_recompute_stats();
-    const auto start = std::chrono::steady_clock::now();
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
     optimizer_.zero_grad();
+    const auto forward_start = Clock::now();
     Tensor loss;
     {
       const auto recording = checkpointer_.record();
       loss = workload_.loss();
     }
+    const auto forward_end = Clock::now();
     const int64_t saved = allocator.stats().live_of(MemoryCategory::Activation);
     loss.backward();
+    const auto backward_end = Clock::now();
     optimizer_.step();
-    const auto end = std::chrono::steady_clock::now();
+    const auto end = Clock::now();
     if (traced) trace->save(options_.trace_path);
 
     const double value = loss.item<double>();
     if (index == 0) report_.loss_first = value;
     report_.loss_last = value;
-    const double ms = std::chrono::duration<double, std::milli>(end - start).count();
-    if (index < options_.warmup) return ms;
-    step_ms_.push_back(ms);
+    const auto ms = [](Clock::time_point from, Clock::time_point to) {
+      return std::chrono::duration<double, std::milli>(to - from).count();
+    };
+    const scheduler::StepReport step_report = checkpointer_.report();
+    const StepTimes times{.step = ms(start, end),
+                          .forward = ms(forward_start, forward_end),
+                          .backward = ms(forward_end, backward_end),
+                          .optimizer = ms(start, forward_start) + ms(backward_end, end),
+                          .replays = step_report.recompute_ms};
+    if (index < options_.warmup) return times;
+    step_ms_.push_back(times.step);
+    forward_ms_.push_back(times.forward);
+    backward_ms_.push_back(times.backward);
+    optimizer_ms_.push_back(times.optimizer);
     const MemoryStats stats = peak.stats();
     report_.saved_bytes_after_forward = saved;
     report_.peak_activation_bytes = std::max(report_.peak_activation_bytes, stats.peak_transient - transient_before);
     report_.peak_total_bytes = std::max(report_.peak_total_bytes, stats.peak_total);
     // Replays of dropped outputs (none under policy "none"): the last step's.
-    const scheduler::StepReport step_report = checkpointer_.report();
     report_.recompute_ms = step_report.recompute_ms;
     report_.recompute_flops = step_report.recompute_flops;
     report_.replayed_nodes = step_report.replayed_nodes;
     report_.kept_bytes = step_report.kept_bytes;
     report_.dropped_bytes = step_report.dropped_bytes;
     report_.predicted_peak_activation_bytes = step_report.predicted_peak_bytes;
-    return ms;
+    return times;
   }
 
   WorkloadReport finish() {
     report_.step_ms_median = median(step_ms_);
     report_.step_ms_min = *std::min_element(step_ms_.begin(), step_ms_.end());
     report_.step_ms_max = *std::max_element(step_ms_.begin(), step_ms_.end());
+    report_.forward_ms_median = median(forward_ms_);
+    report_.backward_ms_median = median(backward_ms_);
+    report_.optimizer_ms_median = median(optimizer_ms_);
     return report_;
   }
 
@@ -195,7 +220,7 @@ class Run {
   optim::SGD optimizer_;
   scheduler::Checkpointer checkpointer_;
   WorkloadReport report_;
-  std::vector<double> step_ms_;
+  std::vector<double> step_ms_, forward_ms_, backward_ms_, optimizer_ms_;
 };
 
 }  // namespace
@@ -212,21 +237,29 @@ PairedReport run_paired_workload(const WorkloadOptions& options, const std::stri
   Run run(options, options.policy, options.budget, options.overrides);
   Run baseline(options, against, std::nullopt, {});
   PairedReport paired;
+  std::vector<double> forward_excess, backward_excess, replays;
   const int total = options.warmup + options.steps;
   for (int step = 0; step < total; ++step) {
     // Each pair in turn order, then the other, so neither side always runs
     // on the cache state the other leaves.
     const bool traced = !options.trace_path.empty() && step + 1 == total;
-    double ms = 0, baseline_ms = 0;
+    StepTimes times, baseline_times;
     if (step % 2 == 0) {
-      baseline_ms = baseline.step(step, false);
-      ms = run.step(step, traced);
+      baseline_times = baseline.step(step, false);
+      times = run.step(step, traced);
     } else {
-      ms = run.step(step, traced);
-      baseline_ms = baseline.step(step, false);
+      times = run.step(step, traced);
+      baseline_times = baseline.step(step, false);
     }
-    if (step >= options.warmup) paired.time_ratios.push_back(ms / baseline_ms);
+    if (step < options.warmup) continue;
+    paired.time_ratios.push_back(times.step / baseline_times.step);
+    forward_excess.push_back(times.forward - baseline_times.forward);
+    backward_excess.push_back((times.backward - times.replays) - (baseline_times.backward - baseline_times.replays));
+    replays.push_back(times.replays);
   }
+  paired.overhead = {.forward_ms = median(forward_excess),
+                     .backward_without_replays_ms = median(backward_excess),
+                     .replays_ms = median(replays)};
   paired.report = run.finish();
   paired.baseline = baseline.finish();
   return paired;
@@ -243,6 +276,9 @@ nlohmann::ordered_json PairedReport::to_json() const {
   j["time_vs_against_median_interval"] = {
       {"low", interval.low}, {"high", interval.high}, {"coverage", interval.coverage}};
   j["time_vs_against"] = time_ratios;
+  j["overhead_ms_median"] = {{"forward", overhead.forward_ms},
+                             {"backward_without_replays", overhead.backward_without_replays_ms},
+                             {"replays", overhead.replays_ms}};
   j["peak_vs_against"] = baseline.peak_activation_bytes > 0 ? static_cast<double>(report.peak_activation_bytes) /
                                                                   static_cast<double>(baseline.peak_activation_bytes)
                                                             : 0.0;

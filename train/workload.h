@@ -39,6 +39,9 @@ struct WorkloadReport {
   int threads = 1;
   int steps = 0;
   double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
+  // Medians over the timed steps of the step's phases: the recorded forward
+  // (loss included), backward (replays included) and zero_grad + SGD step.
+  double forward_ms_median = 0, backward_ms_median = 0, optimizer_ms_median = 0;
   // Activation bytes alive when forward ends (what backward will read),
   // the input batch included (as PyTorch's saved-tensor hooks count it).
   int64_t saved_bytes_after_forward = 0;
@@ -71,9 +74,16 @@ WorkloadReport run_workload(const WorkloadOptions& options);
 // "none"), as two copies with the same seed, stepped alternately: the
 // per-step time ratios of a pair share the machine's state of the moment,
 // so their median holds still where separate runs drift by several percent.
+// Per pair, where options.policy's extra time went: the medians over the
+// pairs of its forward's and its backward's excess over against's (the
+// backward's less this step's replays) and of the replays themselves.
+struct OverheadBreakdown {
+  double forward_ms = 0, backward_without_replays_ms = 0, replays_ms = 0;
+};
 struct PairedReport {
   WorkloadReport report, baseline;
   std::vector<double> time_ratios;  // per timed step: options.policy's time / against's
+  OverheadBreakdown overhead;
   nlohmann::ordered_json to_json() const;
 };
 PairedReport run_paired_workload(const WorkloadOptions& options, const std::string& against);
