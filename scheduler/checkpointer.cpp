@@ -55,7 +55,7 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   const int64_t step = report_.step + 1;
   report_ = StepReport{.step = step, .profiling = active_ == nullptr, .policy = options_.policy,
                        .budget = options_.budget};
-  if (active_) report_applying(active_->plan);
+  if (active_) report_applying(*active_);
   replays_at_start_ = recompute_stats();
   watch_.reset();
   watch_ = std::make_unique<TransientPeakWatch>();
@@ -160,19 +160,24 @@ Tag Checkpointer::tag_for(const Node& node) {
       mismatch_ = true;
       report_.profiling = true;
       report_.predicted_peak_bytes.reset();
+      report_.predicted_recompute_ms.reset();
+      report_.planned_step_ms.reset();
       return Tag::Keep;
     }
     active_ = fitting;
-    report_applying(active_->plan);
+    report_applying(*active_);
   }
   return tag_in(*active_, index);
 }
 
-void Checkpointer::report_applying(const Plan& plan) {
+void Checkpointer::report_applying(const CachedPlan& cached) {
+  const Plan& plan = cached.plan;
   report_.signature = plan.signature;
   report_.kept_bytes = plan.kept_bytes;
   report_.dropped_bytes = plan.dropped_bytes;
   report_.predicted_peak_bytes = plan.predicted.peak_bytes;
+  report_.predicted_recompute_ms = plan.predicted.recompute_ms;
+  report_.planned_step_ms = cached.graph.training_step_ms();
 }
 
 void Checkpointer::settle_last_step() {

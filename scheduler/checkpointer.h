@@ -47,6 +47,9 @@ struct StepReport {
   uint64_t signature = 0;
   int64_t kept_bytes = 0, dropped_bytes = 0;  // of what backward reads, under the plan
   std::optional<int64_t> predicted_peak_bytes;
+  // What the plan was priced at: its replays' time and the step's time (the
+  // profile's training_step_ms) that `cost` without a budget weighs them against.
+  std::optional<double> predicted_recompute_ms, planned_step_ms;
   int64_t measured_peak_bytes = 0;  // allocator: transient rise from record() until now
   int64_t replayed_nodes = 0;
   double recompute_ms = 0;
@@ -110,7 +113,7 @@ class Checkpointer {
   Tag tag_for(const Node& node);
   bool fits_so_far(const CachedPlan& plan) const;
   // The step's report takes the figures of the plan it now applies.
-  void report_applying(const Plan& plan);
+  void report_applying(const CachedPlan& cached);
   RecomputePolicy recording_policy();
 
   PlanOptions options_;

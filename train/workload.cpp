@@ -74,6 +74,8 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["replayed_nodes"] = replayed_nodes;
   j["recompute_ms"] = recompute_ms;
   j["recompute_flops"] = recompute_flops;
+  j["predicted_recompute_ms"] = predicted_recompute_ms ? nlohmann::ordered_json(*predicted_recompute_ms) : nullptr;
+  j["planned_step_ms"] = planned_step_ms ? nlohmann::ordered_json(*planned_step_ms) : nullptr;
   j["loss_first"] = loss_first;
   j["loss_last"] = loss_last;
   j["parameters"] = parameters;
@@ -201,6 +203,8 @@ class Run {
     report_.kept_bytes = step_report.kept_bytes;
     report_.dropped_bytes = step_report.dropped_bytes;
     report_.predicted_peak_activation_bytes = step_report.predicted_peak_bytes;
+    report_.predicted_recompute_ms = step_report.predicted_recompute_ms;
+    report_.planned_step_ms = step_report.planned_step_ms;
     return times;
   }
 

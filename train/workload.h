@@ -59,6 +59,9 @@ struct WorkloadReport {
   int64_t replayed_nodes = 0;
   // Time and FLOPs of replayed nodes in a step (engine's RecomputeStats).
   double recompute_ms = 0;
+  // The plan's price for its replays, and the step time it was weighed
+  // against (StepReport), for seeing how far the measured figures moved.
+  std::optional<double> predicted_recompute_ms, planned_step_ms;
   int64_t recompute_flops = 0;
   double loss_first = 0, loss_last = 0;
   int64_t parameters = 0;

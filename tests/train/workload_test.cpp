@@ -77,6 +77,20 @@ TEST(WorkloadSlow, APairedRunStepsTwoCopiesAlternatelyAndComparesThem) {
   EXPECT_DOUBLE_EQ(j["time_vs_against_median_interval"]["coverage"].get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(j["peak_vs_against"].get<double>(), static_cast<double>(paired.report.peak_activation_bytes) /
                                                            static_cast<double>(alone.peak_activation_bytes));
+  // The phases fit in the step, and the breakdown's replays are sqrt's:
+  // keep-all replays nothing.
+  for (const WorkloadReport* r : {&paired.report, &paired.baseline}) {
+    EXPECT_GT(r->forward_ms_median, 0.0);
+    EXPECT_GT(r->backward_ms_median, 0.0);
+    EXPECT_LE(r->forward_ms_median + r->backward_ms_median, r->step_ms_max);
+  }
+  EXPECT_GT(paired.overhead.replays_ms, 0.0);
+  EXPECT_EQ(j["overhead_ms_median"]["replays"].get<double>(), paired.overhead.replays_ms);
+  // sqrt's plan was priced; keep-all's has nothing to price.
+  ASSERT_TRUE(paired.report.predicted_recompute_ms && paired.report.planned_step_ms);
+  EXPECT_GT(*paired.report.predicted_recompute_ms, 0.0);
+  EXPECT_GT(*paired.report.planned_step_ms, 0.0);
+  EXPECT_EQ(j["predicted_recompute_ms"].get<double>(), *paired.report.predicted_recompute_ms);
   EXPECT_THROW(run_paired_workload(options, "keep-all"), Error);
 }
 
