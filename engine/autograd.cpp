@@ -17,7 +17,6 @@ thread_local RecomputePolicy t_policy;
 std::mutex g_stats_mutex;
 RecomputeStats g_stats;
 thread_local std::shared_ptr<const std::string> t_block;
-std::atomic<uint64_t> g_next_sequence_nr{0};
 thread_local uint64_t t_region = 0;
 std::atomic<uint64_t> g_next_region{1};
 
@@ -232,8 +231,6 @@ void reset_recompute_stats() {
 }
 
 bool grad_enabled() { return t_grad_enabled; }
-uint64_t next_sequence_nr() { return g_next_sequence_nr.load(); }
-uint64_t mark_sequence() { return ++g_next_sequence_nr; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
@@ -307,7 +304,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   }
   NodeRecord& record = *node->record_;
   record.op = std::string(node->name());
-  record.sequence_nr = g_next_sequence_nr++;
+  record.sequence_nr = take_sequence_nr();
   record.block = t_block;
   record.output_shape = output.shape();
   record.output_dtype = output.dtype();

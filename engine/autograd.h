@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/sequence.h"
 #include "engine/tensor.h"
 
 namespace remat {
@@ -418,14 +419,6 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
 Edge gradient_edge(const Tensor& t);
 
 bool grad_enabled();
-
-// The sequence_nr the next recorded node will get.
-uint64_t next_sequence_nr();
-// Skips a sequence_nr, which no node gets, and returns the one after it: a
-// mark between what was allocated before the call (Storage::made_before()
-// below it) and after (at or above it). A Checkpointer marks each step's
-// start so.
-uint64_t mark_sequence();
 
 // Marks every node recorded while it lives as part of block `name` (a
 // transformer block, say); scopes nest, the innermost wins. Modules open one

@@ -1,7 +1,7 @@
 // Storage; see storage.h.
 #include "engine/storage.h"
 
-#include "engine/autograd.h"
+#include "engine/sequence.h"
 
 namespace remat {
 
