@@ -64,10 +64,13 @@ Tensor CausalSelfAttention::forward(Tensor&& x) {
     auto heads = [&](int64_t part) {
       return transpose(view(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2);
     };
-    Tensor att = matmul(heads(0), transpose(heads(1), -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
+    // Named, so that they are recorded in this order whatever order a
+    // compiler evaluates function arguments in: plans apply by position.
+    const Tensor q = heads(0), k = heads(1), v = heads(2);
+    Tensor att = matmul(q, transpose(k, -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
     att = masked_fill(att, mask_for(T), -std::numeric_limits<double>::infinity());
     att = attn_dropout_->forward(softmax(att, -1));
-    y = matmul(att, heads(2));
+    y = matmul(att, v);
   }
   y = reshape(transpose(y, 1, 2), {B, T, C});  // (B, H, T, D) -> (B, T, C)
   return resid_dropout_->forward(c_proj_->forward(y));

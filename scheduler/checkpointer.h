@@ -47,8 +47,9 @@ struct StepReport {
   uint64_t signature = 0;
   int64_t kept_bytes = 0, dropped_bytes = 0;  // of what backward reads, under the plan
   std::optional<int64_t> predicted_peak_bytes;
-  // What the plan was priced at: its replays' time and the step's time (the
-  // profile's training_step_ms) that `cost` without a budget weighs them against.
+  // What the plan was priced at: its replays' time, and the step time of the
+  // profile it was made from (training_step_ms; `cost` without a budget
+  // weighs the replays against it, other policies ignore it).
   std::optional<double> predicted_recompute_ms, planned_step_ms;
   int64_t measured_peak_bytes = 0;  // allocator: transient rise from record() until now
   int64_t replayed_nodes = 0;

@@ -100,7 +100,8 @@ struct GraphProfile {
   uint64_t signature = 0;  // equal for graphs of the same ops and shapes
   // The wall time of the step the profile came from, as the Checkpointer
   // saw it (its recorded forward and the backward pass, bookkeeping and
-  // gradient sums included, less that step's replays), or 0 when unknown.
+  // gradient sums included, less that step's replays and first touches of
+  // fresh memory), or 0 when unknown.
   double step_ms = 0;
   int64_t size() const { return static_cast<int64_t>(nodes.size()); }
   int64_t total_output_bytes() const;

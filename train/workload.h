@@ -40,8 +40,11 @@ struct WorkloadReport {
   int steps = 0;
   double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
   // Medians over the timed steps of the step's phases: the recorded forward
-  // (loss included), backward (replays included) and zero_grad + SGD step.
-  double forward_ms_median = 0, backward_ms_median = 0, optimizer_ms_median = 0;
+  // (the loss included; what the Checkpointer times), backward (replays
+  // included), and the rest: zero_grad, the Checkpointer settling the
+  // previous step at record() (profiling it, planning the first steps), the
+  // SGD step.
+  double forward_ms_median = 0, backward_ms_median = 0, rest_ms_median = 0;
   // Activation bytes alive when forward ends (what backward will read),
   // the input batch included (as PyTorch's saved-tensor hooks count it).
   int64_t saved_bytes_after_forward = 0;
@@ -59,8 +62,8 @@ struct WorkloadReport {
   int64_t replayed_nodes = 0;
   // Time and FLOPs of replayed nodes in a step (engine's RecomputeStats).
   double recompute_ms = 0;
-  // The plan's price for its replays, and the step time it was weighed
-  // against (StepReport), for seeing how far the measured figures moved.
+  // The plan's price for its replays, and the step time of the profile it
+  // was made from (StepReport), for seeing how far the measured figures moved.
   std::optional<double> predicted_recompute_ms, planned_step_ms;
   int64_t recompute_flops = 0;
   double loss_first = 0, loss_last = 0;
@@ -73,16 +76,18 @@ struct WorkloadReport {
 // workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
 
+// Where a paired run's extra time went: the medians over the pairs of its
+// forward's and its backward's excess over against's (the backward's less
+// that step's replays) and of its replays. Medians, so they need not add up
+// to the median step difference; the rest of the step is left out.
+struct OverheadBreakdown {
+  double forward_ms = 0, backward_without_replays_ms = 0, replays_ms = 0;
+};
+
 // The same workload under options.policy and under `against` (usually
 // "none"), as two copies with the same seed, stepped alternately: the
 // per-step time ratios of a pair share the machine's state of the moment,
 // so their median holds still where separate runs drift by several percent.
-// Per pair, where options.policy's extra time went: the medians over the
-// pairs of its forward's and its backward's excess over against's (the
-// backward's less this step's replays) and of the replays themselves.
-struct OverheadBreakdown {
-  double forward_ms = 0, backward_without_replays_ms = 0, replays_ms = 0;
-};
 struct PairedReport {
   WorkloadReport report, baseline;
   std::vector<double> time_ratios;  // per timed step: options.policy's time / against's

@@ -86,9 +86,11 @@ TEST(WorkloadSlow, APairedRunStepsTwoCopiesAlternatelyAndComparesThem) {
   }
   EXPECT_GT(paired.overhead.replays_ms, 0.0);
   EXPECT_EQ(j["overhead_ms_median"]["replays"].get<double>(), paired.overhead.replays_ms);
-  // sqrt's plan was priced; keep-all's has nothing to price.
+  // Both plans were priced: sqrt's replays, and keep-all's none.
   ASSERT_TRUE(paired.report.predicted_recompute_ms && paired.report.planned_step_ms);
   EXPECT_GT(*paired.report.predicted_recompute_ms, 0.0);
+  ASSERT_TRUE(paired.baseline.predicted_recompute_ms);
+  EXPECT_EQ(*paired.baseline.predicted_recompute_ms, 0.0);
   EXPECT_GT(*paired.report.planned_step_ms, 0.0);
   EXPECT_EQ(j["predicted_recompute_ms"].get<double>(), *paired.report.predicted_recompute_ms);
   EXPECT_THROW(run_paired_workload(options, "keep-all"), Error);
