@@ -26,6 +26,7 @@
 #include "scheduler/plan.h"
 #include "scheduler/simulate.h"
 #include "tests/support/errors.h"
+#include "tests/support/plans.h"
 
 namespace remat::scheduler {
 namespace {
@@ -393,16 +394,6 @@ int64_t stated_minimum_budget(const GraphProfile& profile, const std::string& po
   return std::stoll(message.substr(at + std::strlen("must be at least ")));
 }
 
-// The positions a plan replays, e.g. " 0 3 7": enough to rebuild a failing
-// plan from its seed (as ConstantsMadeBetweenNodesArePredicted does).
-std::string replayed_positions(const std::vector<Tag>& tags) {
-  std::string positions;
-  for (size_t v = 0; v < tags.size(); ++v) {
-    if (tags[v] == Tag::Recompute) positions += fmt::format(" {}", v);
-  }
-  return positions.empty() ? " none" : positions;
-}
-
 std::string trace(uint64_t seed, const RandomGraph& graph, const std::string& policy, std::optional<int64_t> budget) {
   return fmt::format("seed {} policy {} budget {} graph: {}", seed, policy,
                      budget ? std::to_string(*budget) : std::string("none"), graph.description());
@@ -452,7 +443,7 @@ void check_planned_step(uint64_t seed, DType dtype, int& budgets) {
       }
       ASSERT_TRUE(report.predicted_peak_bytes.has_value());
       EXPECT_EQ(report.measured_peak_bytes, *report.predicted_peak_bytes)
-          << "replayed:" << replayed_positions(plan.tags);
+          << "replayed:" << testing::replayed_positions(plan.tags);
       EXPECT_EQ(report.replayed_nodes, plan.predicted.replayed_nodes);
       EXPECT_EQ(report.recompute_flops, plan.predicted.recompute_flops);
     }
@@ -550,7 +541,7 @@ TEST(RandomGraph, SmallerBudgetNeverGivesLargerPeakForCost) {
         const int64_t predicted = plan.predicted.peak_bytes;
         EXPECT_LE(predicted, budget);
         EXPECT_LE(measured, budget) << "predicted " << predicted;
-        EXPECT_EQ(measured, predicted) << "replayed:" << replayed_positions(plan.tags);
+        EXPECT_EQ(measured, predicted) << "replayed:" << testing::replayed_positions(plan.tags);
         if (last_budget) {
           EXPECT_LE(predicted, *last_predicted) << "budget " << budget << " after " << *last_budget;
           EXPECT_LE(measured, *last_measured) << "budget " << budget << " after " << *last_budget << "; predicted "

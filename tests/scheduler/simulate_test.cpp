@@ -10,11 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "engine/allocator.h"
 #include "ops/ops.h"
 #include "scheduler/checkpointer.h"
+#include "tests/support/plans.h"
 
 namespace remat::scheduler {
 namespace {
@@ -68,9 +67,7 @@ TEST(Simulate, ConstantsMadeBetweenNodesArePredictedExactly) {
     plans.back()[v] = Tag::Recompute;
   }
   for (const std::vector<Tag>& tags : plans) {
-    std::string replayed;
-    for (size_t v = 0; v < n; ++v) replayed += tags[v] == Tag::Recompute ? fmt::format(" {}", v) : "";
-    SCOPED_TRACE("replayed:" + replayed);
+    SCOPED_TRACE("replayed:" + testing::replayed_positions(tags));
     const Simulation predicted = simulate(profile, tags);
     const Measured measured = measure(w, tags);
     EXPECT_EQ(measured.peak, predicted.peak_bytes);
