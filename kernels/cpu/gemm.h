@@ -1,6 +1,7 @@
-// GEMM through OpenBLAS, row-major: C (M, N) = alpha * op(A) op(B) + beta * C,
-// where op(A) is (M, K) and op(B) is (K, N); lda/ldb/ldc are row strides of
-// the matrices as stored. float and double.
+// GEMM through OpenBLAS (loaded as kernels/cpu/blas.h says), row-major:
+// C (M, N) = alpha * op(A) op(B) + beta * C, where op(A) is (M, K) and op(B)
+// is (K, N); lda/ldb/ldc are row strides of the matrices as stored. float
+// and double.
 #pragma once
 
 #include <cstdint>

@@ -3,22 +3,28 @@
 
 #include <omp.h>
 
-extern "C" void openblas_set_num_threads(int num_threads);
-extern "C" int openblas_get_num_threads();
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/blas_symbols.h"
 
 namespace remat::kernels::cpu {
 
 void set_num_threads(int threads) {
+  if (threads < 1 || threads > kMaxThreads) {
+    throw std::invalid_argument("threads: " + std::to_string(threads) + " is not a thread count from 1 to " +
+                                std::to_string(kMaxThreads));
+  }
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  blas().set_num_threads(threads);
 }
 
 int num_threads() { return omp_get_max_threads(); }
 
-BlasThreadsGuard::BlasThreadsGuard(int threads) : previous_(openblas_get_num_threads()) {
-  openblas_set_num_threads(threads);
+BlasThreadsGuard::BlasThreadsGuard(int threads) : previous_(blas().get_num_threads()) {
+  blas().set_num_threads(threads);
 }
 
-BlasThreadsGuard::~BlasThreadsGuard() { openblas_set_num_threads(previous_); }
+BlasThreadsGuard::~BlasThreadsGuard() { blas().set_num_threads(previous_); }
 
 }  // namespace remat::kernels::cpu

@@ -9,7 +9,14 @@ namespace remat::kernels::cpu {
 
 inline constexpr int64_t kParallelGrain = 32768;  // elements
 
-// Sets the threads used by elementwise loops and by BLAS.
+// The most threads a process may ask for. libgomp crashes or fails to create
+// threads far above it (100000 segfaulted inside libgomp), and no machine
+// this runs on has more than a few hundred cores.
+inline constexpr int kMaxThreads = 1024;
+
+// Sets the threads used by elementwise loops and by BLAS (which runs at most
+// blas_info().max_threads of them); outside 1..kMaxThreads it throws
+// std::invalid_argument naming the count.
 void set_num_threads(int threads);
 int num_threads();
 
