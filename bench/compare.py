@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """Runs workloads in remat and in PyTorch side by side and prints ratios.
 
-Both engines run alternately (remat, pytorch, remat, ...) for --rounds rounds
-on the same thread count and the same OpenBLAS, so that drift of a shared
-machine falls on both. Per engine it reports the median over rounds of each
-round's median step time, and the memory figures (which do not vary).
+The engines run alternately (remat, each PyTorch, remat, ...) for --rounds
+rounds on the same thread count, so that drift of a shared machine falls on
+all. --python names the Pythons whose torch runs bench/torch_reference.py:
+Debian's /usr/bin/python3 (PyTorch 1.13 on Debian's OpenBLAS, the default)
+and, say, a virtual environment with PyTorch 2.x from PyPI (MKL). Per engine
+it reports the median over rounds of each round's median step time, the
+memory figures (which do not vary), and the BLAS each one used.
 
   /usr/bin/python3 bench/compare.py --workloads W1,W2 --threads 1 [--rounds 3] [--remat build/remat]
+      [--python /usr/bin/python3,VENV/bin/python]
 """
 
 import argparse
@@ -33,6 +37,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--remat", default=os.path.join(HERE, "..", "build", "remat"))
+    parser.add_argument("--python", default="/usr/bin/python3",
+                        help="comma-separated Pythons whose torch runs the reference (default: Debian's)")
     parser.add_argument("--json", action="store_true", help="also print each run's JSON line")
     args = parser.parse_args()
 
@@ -40,13 +46,20 @@ def main():
         compare(workload, args)
 
 
+def blas_of(result):
+    """The BLAS a run's JSON line names: remat's gemm field, or torch's BLAS_INFO."""
+    if "gemm" in result:
+        gemm = result["gemm"]
+        return f"{gemm['library'].split()[0]} {gemm['library'].split()[1]}, core {gemm['core']} ({gemm['core_choice']})"
+    return f"torch {result['torch_version']}, {result['blas_config']}"
+
+
 def compare(workload, args):
-    commands = {
-        "remat": [args.remat, "bench", "--workload", workload, "--policy", "none",
-                  "--threads", str(args.threads), "--steps", str(args.steps), "--json"],
-        "pytorch": [sys.executable, os.path.join(HERE, "torch_reference.py"), "--workload", workload,
-                    "--threads", str(args.threads), "--steps", str(args.steps)],
-    }
+    commands = {"remat": [args.remat, "bench", "--workload", workload, "--policy", "none",
+                          "--threads", str(args.threads), "--steps", str(args.steps), "--json"]}
+    for python in args.python.split(","):
+        commands[python] = [python, os.path.join(HERE, "torch_reference.py"), "--workload", workload,
+                            "--threads", str(args.threads), "--steps", str(args.steps)]
     runs = {name: [] for name in commands}
     for _ in range(args.rounds):
         for name, command in commands.items():
@@ -61,18 +74,24 @@ def compare(workload, args):
             "step_ms": statistics.median(r["step_ms_median"] for r in results),
             "saved": results[-1]["saved_bytes_after_forward"],
             "peak": results[-1]["peak_activation_bytes"],
+            "blas": blas_of(results[-1]),
         }
 
-    ours, theirs = summary("remat"), summary("pytorch")
-    print(f"{workload}, policy none, {args.threads} thread(s), OpenBLAS for both, "
-          f"median of {args.rounds} rounds x {args.steps} steps")
-    print(f"{'':28}{'remat':>12}{'pytorch':>12}{'ratio':>8}")
-    print(f"{'step ms (median)':28}{ours['step_ms']:12.1f}{theirs['step_ms']:12.1f}"
-          f"{ours['step_ms'] / theirs['step_ms']:8.3f}")
-    print(f"{'saved after forward (MiB)':28}{ours['saved'] / MIB:12.3f}{theirs['saved'] / MIB:12.3f}"
-          f"{ours['saved'] / theirs['saved']:8.3f}")
-    print(f"{'peak activation (MiB)':28}{ours['peak'] / MIB:12.3f}{theirs['peak'] / MIB:12.3f}"
-          f"{ours['peak'] / theirs['peak']:8.3f}")
+    ours = summary("remat")
+    print(f"{workload}, policy none, {args.threads} thread(s), median of {args.rounds} rounds x {args.steps} steps")
+    print(f"  remat: {ours['blas']}")
+    for name in commands:
+        if name == "remat":
+            continue
+        theirs = summary(name)
+        print(f"  pytorch ({name}): {theirs['blas']}")
+        print(f"  {'':28}{'remat':>12}{'pytorch':>12}{'ratio':>8}")
+        print(f"  {'step ms (median)':28}{ours['step_ms']:12.1f}{theirs['step_ms']:12.1f}"
+              f"{ours['step_ms'] / theirs['step_ms']:8.3f}")
+        print(f"  {'saved after forward (MiB)':28}{ours['saved'] / MIB:12.3f}{theirs['saved'] / MIB:12.3f}"
+              f"{ours['saved'] / theirs['saved']:8.3f}")
+        print(f"  {'peak activation (MiB)':28}{ours['peak'] / MIB:12.3f}{theirs['peak'] / MIB:12.3f}"
+              f"{ours['peak'] / theirs['peak']:8.3f}")
     print()
 
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/factory.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "ops/binary.h"
@@ -39,7 +40,7 @@ int use_threads(benchmark::State& state) {
   const char* env = std::getenv("REMAT_THREADS");
   const int threads = env && *env ? std::atoi(env) : 1;
   kernels::cpu::set_num_threads(threads > 0 ? threads : 1);
-  state.SetLabel("threads=" + std::to_string(kernels::cpu::num_threads()));
+  state.SetLabel("threads=" + std::to_string(kernels::cpu::num_threads()) + "; gemm: " + kernels::cpu::blas_summary());
   return threads;
 }
 

@@ -234,7 +234,10 @@ class Runner:
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step(self):
-        self.optimizer.zero_grad()
+        # Gradients stay allocated (zeroed), as WORKLOADS.md counts them: they
+        # exist before the step. PyTorch 2.x's default (set_to_none) frees and
+        # reallocates them inside the step, which moves the RSS rise.
+        self.optimizer.zero_grad(set_to_none=False)
         loss = self.loss_fn(self.model(self.inputs), self.targets)
         loss.backward()
         self.optimizer.step()
@@ -253,7 +256,7 @@ class Runner:
             return tensor
 
         global checkpoint_input_hook
-        self.optimizer.zero_grad()
+        self.optimizer.zero_grad(set_to_none=False)
         checkpoint_input_hook = pack  # a checkpoint's input is kept outside the hooks
         try:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):

@@ -25,6 +25,8 @@
 
 #include "comm/mpi.h"
 #include "engine/error.h"
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/parallel.h"
 #include "scheduler/dot.h"
 #include "train/fashion_mnist_task.h"
 #include "train/kjv_gpt_task.h"
@@ -85,11 +87,18 @@ std::string distribution(const Options& options) {
   return out;
 }
 
+// "gemm: OpenBLAS 0.3.21, core Zen (detected), 2 threads" (kernels/cpu/blas.h).
+void print_gemm(int threads) {
+  remat::kernels::cpu::set_num_threads(threads);  // as the task will; an invalid count is its error
+  fmt::print("gemm: {}\n", remat::kernels::cpu::blas_summary());
+}
+
 void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool json) {
   if (!json && main_process()) {
     fmt::print("task fashion-mnist: MLP 784-{}-10, AdamW lr {}, batch {} per rank, {} epochs, {} threads; {}\n",
                fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads,
                distribution(options));
+    print_gemm(options.threads);
     fmt::print("{:>5} {:>11} {:>10} {:>9} {:>8} {:>16} {:>10} {:>12} {:>7}\n", "epoch", "train_loss", "test_loss",
                "test_acc", "seconds", "peak_activation", "allreduce", "payload", "comm_s");
     std::fflush(stdout);
@@ -120,6 +129,7 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
                "{} steps or {} s, {} threads; {}\n", options.n_layer, options.n_embd, options.n_head,
                options.block_size, options.batch_size, options.lr, options.max_steps, options.time_limit_seconds,
                options.threads, distribution(options));
+    print_gemm(options.threads);
     fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>13} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
                "seconds", "tokens/s/rank", "peak_activation", "allreduce");
     std::fflush(stdout);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -48,6 +49,24 @@ Workload build_w2(uint64_t seed) {
   return {model, [=] { return model->forward(ids, targets).loss; }};
 }
 
+// "AMD EPYC", from the first "model name" line of /proc/cpuinfo ("" if none).
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (!line.starts_with("model name")) continue;
+    const size_t colon = line.find(':');
+    return colon == std::string::npos ? std::string() : line.substr(line.find_first_not_of(' ', colon + 1));
+  }
+  return "";
+}
+
+// The GEMM library as bench reports it (kernels/cpu/blas.h).
+nlohmann::ordered_json gemm_json(const kernels::cpu::BlasInfo& gemm) {
+  return {{"library", gemm.library}, {"core", gemm.core}, {"core_choice", gemm.choice},
+          {"core_detected", gemm.detected}, {"cpu_isa", std::string(kernels::cpu::isa_name(gemm.cpu_level))},
+          {"threads", gemm.threads}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json WorkloadReport::to_json() const {
@@ -57,6 +76,8 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["budget_bytes"] = budget ? nlohmann::ordered_json(*budget) : nullptr;
   j["threads"] = threads;
   j["device"] = device;
+  j["cpu"] = cpu;
+  j["gemm"] = gemm_json(gemm);
   j["steps"] = steps;
   j["step_ms_median"] = step_ms_median;
   j["step_ms_min"] = step_ms_min;
@@ -89,7 +110,8 @@ void check_options(const WorkloadOptions& options) {
   REMAT_CHECK(options.workload == "W1" || options.workload == "W2", "bench: unknown workload '{}' (available: W1, "
               "W2)", options.workload);
   scheduler::check_policy(options.policy);  // an unknown name is an error that lists the known ones
-  REMAT_CHECK(options.threads >= 1, "bench: --threads must be at least 1, got {}", options.threads);
+  REMAT_CHECK(options.threads >= 1 && options.threads <= kernels::cpu::kMaxThreads,
+              "bench: --threads must be from 1 to {}, got {}", kernels::cpu::kMaxThreads, options.threads);
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
               options.steps, options.warmup);
 }
@@ -146,6 +168,8 @@ class Run {
     report_.policy = policy;
     report_.budget = budget;
     report_.threads = options.threads;
+    report_.cpu = cpu_model_name();
+    report_.gemm = kernels::cpu::blas_info();
     report_.steps = options.steps;
     report_.parameters = workload_.model->num_parameters();
   }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "kernels/cpu/blas.h"
 #include "scheduler/plan.h"
 
 namespace remat::train {
@@ -37,6 +38,10 @@ struct WorkloadReport {
   std::string workload, policy, device = "cpu";
   std::optional<int64_t> budget;
   int threads = 1;
+  // The machine the figures come from: the CPU's name (/proc/cpuinfo), and
+  // the GEMM library, its kernels and their threads (kernels/cpu/blas.h).
+  std::string cpu;
+  kernels::cpu::BlasInfo gemm;
   int steps = 0;
   double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
   // Medians over the timed steps of the step's phases: the recorded forward

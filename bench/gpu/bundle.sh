@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what the GPU check needs into one archive, for a GPU machine that has
 # the CUDA driver and NCCL but no package registry: test_comm built here with
-# the NCCL backend (for any x86-64: REMAT_NATIVE=OFF), Open MPI's mpirun with
+# the NCCL backend (x86-64-v3, the default), OpenBLAS (loaded at run time, so
+# copied by name), Open MPI's mpirun with
 # its plugins and help files, and every shared library these load that a bare
 # machine may lack. Only the C runtime, the CUDA driver and NCCL itself
 # (218 MB here) are left to the machine; check.sh finds its NCCL.
@@ -18,7 +19,7 @@ if ! command -v nvcc >/dev/null; then
   echo "bundle: nvcc is not on PATH; the NCCL backend needs the CUDA toolkit" >&2
   exit 1
 fi
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREMAT_NATIVE=OFF -DREMAT_BUILD_BENCH=OFF >/dev/null
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREMAT_BUILD_BENCH=OFF >/dev/null
 if ! grep -q 'REMAT_HAVE_NCCL=1' "$build/build.ninja"; then
   echo "bundle: CMake found no NCCL, so test_comm would have no NCCL tests" >&2
   exit 1
@@ -36,6 +37,7 @@ cp -r /usr/share/openmpi "$stage/share-openmpi"
 cp -r /etc/openmpi "$stage/etc/openmpi"
 cp -r "$pmix/lib/pmix" "$stage/lib/pmix"
 cp -r "$pmix/share/pmix" "$stage/share-pmix"
+cp -L "$(pkg-config --variable=libdir openblas)/libopenblas.so.0" "$stage/lib/"   # dlopen'ed by soname there
 
 # Every library the programs and plugins link, but for those every Linux
 # machine with a GPU driver has, flattened into lib/ under its soname.
