@@ -42,7 +42,7 @@ print(json.dumps({"gflops": 2.0 * size ** 3 / statistics.median(times) / 1e9, "t
 
 def remat_gemm(binary, threads):
     env = dict(os.environ, REMAT_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
-    out = subprocess.run([binary, "--benchmark_filter=^BM_Gemm$", "--benchmark_format=json",
+    out = subprocess.run([binary, "--benchmark_filter=^BM_Gemm(/|$)", "--benchmark_format=json",
                           "--benchmark_repetitions=5", "--benchmark_min_time=0.3"],
                          check=True, capture_output=True, text=True, env=env).stdout
     runs = [b for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration"]

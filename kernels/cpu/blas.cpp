@@ -67,14 +67,14 @@ Loaded open_first() {
   throw std::runtime_error("blas: cannot load OpenBLAS (" + tried + "); install libopenblas0-pthread");
 }
 
-// The largest thread count the library takes: it clamps larger requests to
-// its build's MAX_THREADS, so ask for far more and read what it kept.
-int probe_max_threads(const BlasSymbols& s) {
-  const int before = s.get_num_threads();
-  s.set_num_threads(1 << 16);
-  const int most = s.get_num_threads();
-  s.set_num_threads(before);
-  return most;
+// The most threads the library runs: its build's MAX_THREADS, which its
+// configuration string names ("... MAX_THREADS=64"); it clamps larger
+// requests to that. (Asking for more to see what it keeps would start them.)
+int max_threads_of(const std::string& config) {
+  const size_t at = config.find("MAX_THREADS=");
+  if (at == std::string::npos) return 0;  // not said
+  const int most = std::atoi(config.c_str() + at + std::string_view("MAX_THREADS=").size());
+  return most > 0 ? most : 0;
 }
 
 Loaded load() {
@@ -99,7 +99,7 @@ Loaded load() {
     }
   }
   loaded.info.cpu_level = cpu;
-  loaded.info.max_threads = probe_max_threads(loaded.symbols);
+  loaded.info.max_threads = max_threads_of(loaded.info.library);
   return loaded;
 }
 

@@ -44,7 +44,7 @@ struct BlasInfo {
   std::string choice;     // how core was chosen: "detected", "cpu-features", "OPENBLAS_CORETYPE"
   IsaLevel cpu_level = IsaLevel::Baseline;
   int threads = 1;        // BLAS's thread count now
-  int max_threads = 1;    // the most threads this build of the library runs
+  int max_threads = 0;    // the most threads this build of the library runs (0: it does not say)
 };
 
 // Loads the library on first use; a missing library is a std::runtime_error
