@@ -320,6 +320,9 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
                    .allreduce_calls = traffic.allreduce_calls,
                    .allreduce_bytes = traffic.allreduce_bytes};
       result.curve.push_back(eval);
+      // Weights that diverged (finite, but too large for a forward) show in
+      // the validation loss: never a checkpoint of them.
+      check_finite(step + 1, "validation loss", eval.val_loss);
       if (!checkpoint_path.empty()) {
         nn::SafetensorsMetadata metadata = run;
         metadata["dropout_offset"] = std::to_string(model.dropout_generator().offset());

@@ -90,9 +90,9 @@ struct KjvResult {
 // The seed's Accelerator loop; on_eval is called on rank 0 only. Before
 // the first step every option, the prompt and every output location are
 // checked, and under mpirun the ranks check that they share every setting
-// that must match (train/rank_agreement.h). A NaN or infinite loss or
-// gradient norm stops the run with an error naming the step, before it can
-// reach a checkpoint. The
+// that must match (train/rank_agreement.h). A NaN or infinite loss,
+// gradient norm or validation loss stops the run with an error naming the
+// step, before a checkpoint of it is written. The
 // validation loss is the mean over the ranks of each rank's model (with
 // LocalSGD they differ between averages; the loss after the last step is
 // measured after the final average, on the common model).
