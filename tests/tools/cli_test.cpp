@@ -90,6 +90,16 @@ TEST(Cli, BenchPrintsTheWorkloadFieldsAsJson) {
   }
 }
 
+// A tiny kjv-gpt run on a file of this test, so that a flag accepted by
+// mistake costs a second, not the default run.
+std::string tiny_kjv(const std::string& flags) {
+  const std::string text = "/tmp/remat_cli_test_text.txt";
+  std::ofstream out(text);
+  for (int i = 0; i < 100; ++i) out << "abcd efg\n";
+  return "train --task kjv-gpt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --max-steps 1 "
+         "--eval-batches 1 --prompt a --threads 1 --text " + text + " " + flags;
+}
+
 // CLI11 said "A subcommand is required" for `remat foo` and for `remat`.
 TEST(Cli, AnUnknownOrMissingCommandListsTheCommands) {
   Outcome run = run_remat("foo");
@@ -105,7 +115,7 @@ TEST(Cli, AnUnknownOrMissingCommandListsTheCommands) {
 // "Value 0 not in range 0.000000 to 1797693..." said neither what was wrong
 // nor the bound that matters.
 TEST(Cli, ARangeErrorNamesTheFlagTheBoundAndTheValue) {
-  Outcome run = run_remat("train --task kjv-gpt --gradient-accumulation-steps 0");
+  Outcome run = run_remat(tiny_kjv("--gradient-accumulation-steps 0"));
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output, "--gradient-accumulation-steps must be at least 1, got 0")) << run.output;
   EXPECT_FALSE(contains(run.output, "1797693")) << run.output;
@@ -113,7 +123,7 @@ TEST(Cli, ARangeErrorNamesTheFlagTheBoundAndTheValue) {
   run = run_remat("train --task fashion-mnist --local-sgd-steps -1 --data-dir /nonexistent");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output, "--local-sgd-steps must be >= 0, got -1")) << run.output;
-  run = run_remat("train --task kjv-gpt --lr 0");
+  run = run_remat(tiny_kjv("--lr 0"));
   EXPECT_TRUE(contains(run.output, "--lr must be > 0, got 0")) << run.output;
 }
 
@@ -125,16 +135,6 @@ TEST(Cli, TheThreadCountIsBounded) {
     EXPECT_EQ(run.exit_code, 1) << command;
     EXPECT_TRUE(contains(run.output, "--threads must be between 1 and")) << command << ": " << run.output;
   }
-}
-
-// A tiny kjv-gpt run on a file of this test, so that a flag accepted by
-// mistake costs a second, not the default run.
-std::string tiny_kjv(const std::string& flags) {
-  const std::string text = "/tmp/remat_cli_test_text.txt";
-  std::ofstream out(text);
-  for (int i = 0; i < 100; ++i) out << "abcd efg\n";
-  return "train --task kjv-gpt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --max-steps 1 "
-         "--eval-batches 1 --prompt a --threads 1 --text " + text + " " + flags;
 }
 
 TEST(Cli, NegativeAndOutOfRangeNumbersAreRejected) {
