@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -286,8 +287,18 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   text.append((8 - text.size() % 8) % 8, ' ');  // the body starts 8-byte aligned
   const uint64_t header_size = text.size();
 
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A temporary name of this write alone (pid and a counter, created with
+  // O_EXCL): two writers of one path never share, truncate or rename each
+  // other's half-written file, so the name ends up holding one of the files
+  // whole.
+  static std::atomic<uint64_t> writes{0};
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), writes++);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   REMAT_CHECK(fd >= 0, "write_safetensors '{}': cannot create '{}': {}", path, tmp, std::strerror(errno));
   bool ok = write_all(fd, &header_size, 8) && write_all(fd, text.data(), text.size());
   for (size_t i = 0; ok && i < bodies.size(); ++i) {

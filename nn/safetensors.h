@@ -34,9 +34,11 @@ struct SafetensorsLoadOptions {
   bool allow_unused = false;
 };
 
-// Writes `tensors` in the given order to `path`. The bytes go to path + ".tmp"
-// first (flushed with fsync) and are renamed onto `path` only when complete,
-// so a crash never leaves a half-written file under `path`. Names must be
+// Writes `tensors` in the given order to `path`. The bytes go to a temporary
+// name of this write alone, path + ".tmp.<pid>.<n>", first (flushed with
+// fsync) and are renamed onto `path` only when complete, so a crash never
+// leaves a half-written file under `path`, and two writers of one path never
+// mix their files. Names must be
 // unique, non-empty and not "__metadata__"; tensors must be defined, on the
 // CPU, with dtype float32, float64 or int64 (strided views are written dense).
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

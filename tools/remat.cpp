@@ -8,7 +8,9 @@
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
-// bad flags are reported by CLI11 with its own non-zero exit codes.
+// bad flags are reported by CLI11 with its own non-zero exit codes. The
+// ranges of numbers are checked by train/ (train, bench, tradeoff), with
+// messages that name the flag and the value.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -39,6 +41,36 @@ namespace {
 using remat::train::EpochResult;
 using remat::train::KjvEval;
 
+// A seed: an integer from 0 to 2^64 - 1, nothing else.
+uint64_t parse_seed(const std::string& text, std::string_view flag) {
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  REMAT_CHECK(!text.empty() && error == std::errc() && end == text.data() + text.size(), "{} must be an integer from "
+              "0 to 18446744073709551615, got '{}'", flag, text);
+  return value;
+}
+
+constexpr const char* kCommands = "train, bench, explain, tradeoff";
+
+// CLI11 says only "A subcommand is required" for `remat foo`: name what was
+// given and what there is. Returns whether argv names a command (or asks
+// for help).
+bool command_given(int argc, char** argv) {
+  if (argc < 2) {
+    fmt::print(stderr, "remat: error: no command given; commands: {} (remat --help, remat COMMAND --help)\n",
+               kCommands);
+    return false;
+  }
+  const std::string first = argv[1];
+  if (first.starts_with("-")) return true;  // --help, or a flag CLI11 reports
+  for (const char* command : {"train", "bench", "explain", "tradeoff"}) {
+    if (first == command) return true;
+  }
+  fmt::print(stderr, "remat: error: unknown command '{}'; commands: {} (remat --help, remat COMMAND --help)\n", first,
+             kCommands);
+  return false;
+}
+
 std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 
 // Flags that several tasks take; each task keeps its own default for a flag
@@ -46,7 +78,7 @@ std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<do
 struct CommonFlags {
   std::optional<int64_t> batch_size;
   std::optional<double> lr, weight_decay;
-  std::optional<uint64_t> seed;
+  std::string seed;  // parse_seed: CLI11 took "-1" for 2^64 - 1
   std::optional<int> threads;
   int64_t gradient_accumulation_steps = 1;
   int64_t local_sgd_steps = 0;
@@ -59,7 +91,7 @@ void apply(const CommonFlags& flags, Options& options) {
   if (flags.batch_size) options.batch_size = *flags.batch_size;
   if (flags.lr) options.lr = *flags.lr;
   if (flags.weight_decay) options.weight_decay = *flags.weight_decay;
-  if (flags.seed) options.seed = *flags.seed;
+  if (!flags.seed.empty()) options.seed = parse_seed(flags.seed, "train --seed");
   if (flags.threads) options.threads = *flags.threads;
   options.gradient_accumulation_steps = flags.gradient_accumulation_steps;
   options.local_sgd_steps = flags.local_sgd_steps;
@@ -94,6 +126,7 @@ void print_gemm(int threads) {
 }
 
 void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool json) {
+  remat::train::check_options(options);  // before the header
   if (!json && main_process()) {
     fmt::print("task fashion-mnist: MLP 784-{}-10, AdamW lr {}, batch {} per rank, {} epochs, {} threads; {}\n",
                fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads,
@@ -124,6 +157,7 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
 }
 
 void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
+  remat::train::check_options(options);  // before the header
   if (!json && main_process()) {
     fmt::print("task kjv-gpt: GPT {} layers x {} channels, {} heads, context {}, batch {} per rank, AdamW lr {}, up to "
                "{} steps or {} s, {} threads; {}\n", options.n_layer, options.n_embd, options.n_head,
@@ -325,6 +359,7 @@ void make_openmp_threads_sleep_when_idle(char** argv) {
 
 int main(int argc, char** argv) {
   make_openmp_threads_sleep_when_idle(argv);
+  if (!command_given(argc, argv)) return 1;
   CLI::App app{"remat: an autograd engine for efficient training"};
   app.require_subcommand(1);
   bool json = false;
@@ -341,10 +376,10 @@ int main(int argc, char** argv) {
   train->add_option("--seed", common.seed, "seed of initialisation, shuffling and sampling (0)");
   train->add_option("--threads", common.threads, "CPU threads per process (2)");
   train->add_option("--gradient-accumulation-steps", common.gradient_accumulation_steps,
-                    "micro-batches per optimizer step")->capture_default_str()->check(CLI::PositiveNumber);
+                    "micro-batches per optimizer step")->capture_default_str();
   train->add_option("--local-sgd-steps", common.local_sgd_steps,
                     "under mpirun: optimizer steps between parameter averages (0: synchronous data parallel)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str();
   train->add_flag("--diloco", common.diloco, "with --local-sgd-steps: DiLoCo's outer Nesterov step at each average");
   CLI::Option* diloco = train->get_option("--diloco");
   train->add_option("--outer-lr", common.outer.outer_lr, "DiLoCo's outer learning rate")->capture_default_str()
@@ -382,6 +417,8 @@ int main(int argc, char** argv) {
   kjv_only.push_back(train->add_option("--text", kjv.text_path, "kjv-gpt: train on this text file instead of the KJV"));
   kjv_only.push_back(train->add_option("--checkpoint", kjv.checkpoint_path, "kjv-gpt: write a checkpoint here at every validation"));
   kjv_only.push_back(train->add_flag("--resume", kjv.resume, "kjv-gpt: start from --checkpoint when it exists"));
+  kjv_only.push_back(train->add_flag("--overwrite-checkpoint", kjv.overwrite_checkpoint,
+                                     "kjv-gpt: start over and replace an existing --checkpoint (else an error)"));
   kjv_only.push_back(train->add_option("--save-weights", kjv.weights_path, "kjv-gpt: write the trained weights (GPT-2 names) here"));
   train->add_flag("--json", json, "print JSON lines");
 
@@ -392,7 +429,8 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
-  bench->add_option("--seed", bench_options.seed, "seed of weights and batch")->capture_default_str();
+  std::string bench_seed;
+  bench->add_option("--seed", bench_seed, "seed of weights and batch (0)");
   bench->add_flag("--json", json, "print one JSON line");
   bench->add_option("--trace", bench_options.trace_path, "write the last step's memory timeline (Chrome trace JSON)");
   std::string against;
@@ -421,7 +459,8 @@ int main(int argc, char** argv) {
                      "(the median of per-step ratios)");
   tradeoff->add_option("--warmup", tradeoff_options.warmup, "untimed steps first per run (at least 1)")
       ->capture_default_str();
-  tradeoff->add_option("--seed", tradeoff_options.seed, "seed of weights and batch")->capture_default_str();
+  std::string tradeoff_seed;
+  tradeoff->add_option("--seed", tradeoff_seed, "seed of weights and batch (0)");
   tradeoff->add_option("--fractions", fractions,
                        "budgets of cost and optimal as fractions of keep-all's peak (0.25,0.35,0.5,0.6,0.75,0.9)");
   tradeoff->add_option("--out", out_dir, "folder for tradeoff.csv, tradeoff.json and graph_<policy>.dot")->required();
@@ -446,6 +485,8 @@ int main(int argc, char** argv) {
       if (!kjv_budget.empty()) kjv.checkpointing_budget = remat::train::parse_bytes(kjv_budget, "--checkpointing-budget");
       train_kjv_gpt(kjv, json);
     }
+    if (!bench_seed.empty()) bench_options.seed = parse_seed(bench_seed, "bench --seed");
+    if (!tradeoff_seed.empty()) tradeoff_options.seed = parse_seed(tradeoff_seed, "tradeoff --seed");
     if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
     if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
     if (*bench) run_bench(bench_options, against, json);

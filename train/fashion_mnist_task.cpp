@@ -1,7 +1,10 @@
 // The Fashion-MNIST training task; see fashion_mnist_task.h.
 #include "train/fashion_mnist_task.h"
 
+#include <fmt/ranges.h>
+
 #include <chrono>
+#include <cmath>
 
 #include "engine/allocator.h"
 #include "engine/factory.h"
@@ -11,7 +14,9 @@
 #include "optim/adamw.h"
 #include "train/accelerator.h"
 #include "train/data_loader.h"
+#include "train/limits.h"
 #include "train/local_sgd.h"
+#include "train/rank_agreement.h"
 
 namespace remat::train {
 namespace {
@@ -53,18 +58,51 @@ std::pair<double, double> evaluate(nn::Module& model, const data::Dataset& datas
   return {total_loss / static_cast<double>(n), total_correct / static_cast<double>(n)};
 }
 
+// What must be the same on every rank: the model, the shuffle, the epoch's
+// length and everything that decides when the ranks communicate.
+std::vector<Setting> shared_settings(const FashionMnistOptions& o) {
+  const auto text = [](auto value) { return fmt::format("{}", value); };
+  return {{"--epochs", text(o.epochs)}, {"--batch-size", text(o.batch_size)}, {"--lr", text(o.lr)},
+          {"--weight-decay", text(o.weight_decay)}, {"hidden", fmt::format("{}", fmt::join(o.hidden, "-"))},
+          {"--seed", text(o.seed)}, {"--max-batches", text(o.max_batches)},
+          {"--gradient-accumulation-steps", text(o.gradient_accumulation_steps)},
+          {"--local-sgd-steps", text(o.local_sgd_steps)},
+          {"--diloco", o.diloco ? fmt::format("outer lr {}, momentum {}", o.diloco->outer_lr, o.diloco->momentum)
+                                : std::string("off")}};
+}
+
 }  // namespace
+
+// Every option, before the data is read.
+void check_options(const FashionMnistOptions& o) {
+  REMAT_CHECK(o.epochs >= 1, "train: --epochs must be at least 1, got {}", o.epochs);
+  REMAT_CHECK(o.batch_size >= 1, "train: --batch-size must be at least 1, got {}", o.batch_size);
+  REMAT_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr must be > 0, got {}", o.lr);
+  REMAT_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "train: --weight-decay must be >= 0, got {}",
+              o.weight_decay);
+  for (const int64_t width : o.hidden) REMAT_CHECK(width >= 1, "train: hidden widths must be at least 1, got {}", width);
+  REMAT_CHECK(o.max_batches >= 0, "train: --max-batches must be >= 0 (0: all), got {}", o.max_batches);
+  check_threads(o.threads, "train");
+  REMAT_CHECK(o.gradient_accumulation_steps >= 1, "train: --gradient-accumulation-steps must be at least 1, got {}",
+              o.gradient_accumulation_steps);
+  REMAT_CHECK(o.local_sgd_steps >= 0, "train: --local-sgd-steps must be >= 0, got {}", o.local_sgd_steps);
+  REMAT_CHECK(!o.diloco || o.local_sgd_steps > 0, "train: DiLoCo needs --local-sgd-steps H > 0");
+  if (o.diloco) {
+    REMAT_CHECK(std::isfinite(o.diloco->outer_lr) && o.diloco->outer_lr > 0, "train: --outer-lr must be > 0, got {}",
+                o.diloco->outer_lr);
+    REMAT_CHECK(o.diloco->momentum >= 0 && o.diloco->momentum < 1, "train: --outer-momentum must be in [0, 1), "
+                "got {}", o.diloco->momentum);
+  }
+}
 
 std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
                                              const std::function<void(const EpochResult&)>& on_epoch,
                                              const std::function<void(int64_t, int64_t, double)>& on_progress) {
-  REMAT_CHECK(options.epochs >= 1, "train: --epochs must be at least 1, got {}", options.epochs);
-  REMAT_CHECK(options.threads >= 1, "train: --threads must be at least 1, got {}", options.threads);
-  REMAT_CHECK(options.local_sgd_steps >= 0, "train: --local-sgd-steps must be >= 0, got {}", options.local_sgd_steps);
-  REMAT_CHECK(!options.diloco || options.local_sgd_steps > 0, "train: DiLoCo needs --local-sgd-steps H > 0");
+  check_options(options);
   kernels::cpu::set_num_threads(options.threads);
 
   Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps});
+  check_ranks_agree(accelerator.communicator(), shared_settings(options), "train");
   const data::Dataset train_set = data::load_fashion_mnist("train", options.data_dir);
   const data::Dataset test_set = data::load_fashion_mnist("test", options.data_dir);
   std::vector<int64_t> sizes{train_set.inputs.size(1)};

@@ -1,6 +1,8 @@
 // The Fashion-MNIST task: an MLP 784-256-256-10 trained with AdamW on the
 // images of Debian's dataset-fashion-mnist, evaluated on the test split after
-// every epoch. Called by `remat train --task fashion-mnist`.
+// every epoch. Called by `remat train --task fashion-mnist`. It writes no
+// files (so it takes no lock); under mpirun the ranks first check that they
+// share every setting that must match (train/rank_agreement.h).
 #pragma once
 
 #include <cstdint>
@@ -58,5 +60,9 @@ struct EpochResult {
 std::vector<EpochResult> train_fashion_mnist(
     const FashionMnistOptions& options, const std::function<void(const EpochResult&)>& on_epoch = {},
     const std::function<void(int64_t, int64_t, double)>& on_progress = {});
+
+// The check of every option's range that train_fashion_mnist starts with (the
+// CLI calls it before printing its header): an error names the flag and value.
+void check_options(const FashionMnistOptions& options);
 
 }  // namespace remat::train

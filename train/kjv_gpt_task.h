@@ -43,8 +43,15 @@ struct KjvGptOptions {
   std::string text_path;  // a text file instead of the KJV (tests, other corpora)
   // Written at every validation measurement (train/checkpoint.h); with
   // resume, a run starts from it when it exists. Empty: no checkpoints.
+  // The run holds a lock on it (checkpoint_path + ".lock", train/run_files.h)
+  // from start to end, so a second run given the same path stops at once. An
+  // existing file is an error unless resume (continue from it) or
+  // overwrite_checkpoint (start over and replace it) is set. The file records
+  // the run (task, model configuration, vocabulary, a fingerprint of the
+  // text, world size); a resume that differs is an error naming what.
   std::string checkpoint_path;
   bool resume = false;
+  bool overwrite_checkpoint = false;
   // At the end, the model's weights alone with GPT-2's names (safetensors;
   // the vocabulary in the metadata), for other tools. Empty: not written.
   std::string weights_path;
@@ -80,10 +87,19 @@ struct KjvResult {
   int64_t vocab_size = 0;
 };
 
-// The seed's Accelerator loop; on_eval is called on rank 0 only. The
+// The seed's Accelerator loop; on_eval is called on rank 0 only. Before
+// the first step every option, the prompt and every output location are
+// checked, and under mpirun the ranks check that they share every setting
+// that must match (train/rank_agreement.h). A NaN or infinite loss,
+// gradient norm or validation loss stops the run with an error naming the
+// step, before a checkpoint of it is written. The
 // validation loss is the mean over the ranks of each rank's model (with
 // LocalSGD they differ between averages; the loss after the last step is
 // measured after the final average, on the common model).
 KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval = {});
+
+// The check of every option's range that train_kjv_gpt starts with (the CLI
+// calls it before printing its header): an error names the flag and value.
+void check_options(const KjvGptOptions& options);
 
 }  // namespace remat::train

@@ -31,6 +31,10 @@ std::string load_kjv();
 // The bytes of the file at `path`. Errors: missing or unreadable file.
 std::string load_text_file(const std::string& path);
 
+// A 64-bit fingerprint of some bytes (FNV-1a): the identity of a run's
+// training text in its checkpoints, and of a setting in the ranks' check.
+uint64_t fingerprint(std::string_view bytes);
+
 // Maps each distinct byte of a text to an id: its rank among the text's
 // distinct bytes sorted by value. So the vocabulary of a text is fixed by the
 // text alone, whatever order its bytes come in.

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "train/limits.h"
 
 namespace remat::train {
 namespace {
@@ -27,7 +28,7 @@ double mib(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 void check_options(const TradeoffOptions& options) {
   REMAT_CHECK(options.workload == "W1" || options.workload == "W2",
               "tradeoff: unknown workload '{}' (available: W1, W2)", options.workload);
-  REMAT_CHECK(options.threads >= 1, "tradeoff: threads must be at least 1, got {}", options.threads);
+  check_threads(options.threads, "tradeoff");
   REMAT_CHECK(options.steps >= 1, "tradeoff: steps must be at least 1, got {}", options.steps);
   REMAT_CHECK(options.rounds >= 1, "tradeoff: rounds must be at least 1, got {}", options.rounds);
   // With no warm-up the timed step would be the checkpointer's profiling

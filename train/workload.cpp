@@ -16,6 +16,7 @@
 #include "ops/ops.h"
 #include "optim/sgd.h"
 #include "scheduler/checkpointer.h"
+#include "train/limits.h"
 
 namespace remat::train {
 namespace {
@@ -110,8 +111,7 @@ void check_options(const WorkloadOptions& options) {
   REMAT_CHECK(options.workload == "W1" || options.workload == "W2", "bench: unknown workload '{}' (available: W1, "
               "W2)", options.workload);
   scheduler::check_policy(options.policy);  // an unknown name is an error that lists the known ones
-  REMAT_CHECK(options.threads >= 1 && options.threads <= kernels::cpu::kMaxThreads,
-              "bench: --threads must be from 1 to {}, got {}", kernels::cpu::kMaxThreads, options.threads);
+  check_threads(options.threads, "bench");
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
               options.steps, options.warmup);
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -94,6 +95,14 @@ class Safetensors : public ::testing::Test {
     EXPECT_EQ(pair.b.storage()->version(), b_version);
   }
 
+  // The names in the test's folder, sorted.
+  std::vector<std::string> files_in_dir() const {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
   fs::path dir_;
 };
 
@@ -109,7 +118,7 @@ TEST_F(Safetensors, MlpRoundTripIsBitIdentical) {
   ASSERT_NE(raw_bytes(saved.named_parameters()[0].second), raw_bytes(loaded.named_parameters()[0].second));
   const std::string file = path("mlp.safetensors");
   save_safetensors(saved, file, {{"step", "42"}});
-  EXPECT_FALSE(fs::exists(file + ".tmp"));
+  EXPECT_EQ(files_in_dir(), std::vector<std::string>{"mlp.safetensors"});  // no temporary file left
 
   const auto in_file = read_safetensors(file);
   const auto params = saved.named_parameters();
@@ -295,6 +304,19 @@ TEST_F(Safetensors, ShortOrMissingFile) {
   EXPECT_NE(message.find("cannot open"), std::string::npos) << message;
 }
 
+// Two runs writing one path shared "PATH.tmp": one truncated and renamed the
+// other's half-written file. Each write now has a temporary name of its own.
+TEST_F(Safetensors, AnotherWritersTemporaryFileIsLeftAlone) {
+  const std::string file = path("shared.safetensors");
+  write_file(file + ".tmp", "another writer's half-written file");
+  const Tensor x = from_vector(std::vector<float>{1, 2}, {2});
+  write_safetensors(file, {{"x", x}});
+  write_safetensors(file, {{"x", x}});
+  EXPECT_EQ(read_file(file + ".tmp"), "another writer's half-written file");
+  EXPECT_EQ(read_safetensors(file).at(0).second.to_vector<float>(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(files_in_dir(), (std::vector<std::string>{"shared.safetensors", "shared.safetensors.tmp"}));
+}
+
 TEST_F(Safetensors, WriterErrorsLeaveTheOldFile) {
   const std::string file = path("keep.safetensors");
   write_file(file, "old");
@@ -305,7 +327,7 @@ TEST_F(Safetensors, WriterErrorsLeaveTheOldFile) {
   EXPECT_NE(error_of([&] { write_safetensors(file, {{"", x}}); }).find("empty name"), std::string::npos);
   EXPECT_NE(error_of([&] { write_safetensors(file, {{"u", Tensor()}}); }).find("'u' is undefined"), std::string::npos);
   EXPECT_EQ(read_file(file), "old");
-  EXPECT_FALSE(fs::exists(file + ".tmp"));
+  EXPECT_EQ(files_in_dir(), std::vector<std::string>{"keep.safetensors"});
 
   const std::string message = error_of([&] { write_safetensors(path("no/such/dir/x.safetensors"), {{"x", x}}); });
   EXPECT_NE(message.find("cannot create"), std::string::npos) << message;

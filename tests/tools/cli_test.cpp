@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -87,6 +88,89 @@ TEST(Cli, BenchPrintsTheWorkloadFieldsAsJson) {
                             "\"recompute_ms\"", "\"recompute_flops\"", "\"loss_first\"", "\"loss_last\""}) {
     EXPECT_TRUE(contains(run.output, field)) << field << " missing in " << run.output;
   }
+}
+
+// A tiny kjv-gpt run on a file of this test, so that a flag accepted by
+// mistake costs a second, not the default run.
+std::string tiny_kjv(const std::string& flags) {
+  const std::string text = "/tmp/remat_cli_test_text.txt";
+  std::ofstream out(text);
+  for (int i = 0; i < 100; ++i) out << "abcd efg\n";
+  return "train --task kjv-gpt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --max-steps 1 "
+         "--eval-batches 1 --prompt a --threads 1 --text " + text + " " + flags;
+}
+
+// CLI11 said "A subcommand is required" for `remat foo` and for `remat`.
+TEST(Cli, AnUnknownOrMissingCommandListsTheCommands) {
+  Outcome run = run_remat("foo");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "unknown command 'foo'; commands: train, bench, explain, tradeoff")) << run.output;
+  run = run_remat("");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "no command given; commands: train, bench, explain, tradeoff")) << run.output;
+  run = run_remat("--help");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+}
+
+// "Value 0 not in range 0.000000 to 1797693..." said neither what was wrong
+// nor the bound that matters.
+TEST(Cli, ARangeErrorNamesTheFlagTheBoundAndTheValue) {
+  Outcome run = run_remat(tiny_kjv("--gradient-accumulation-steps 0"));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--gradient-accumulation-steps must be at least 1, got 0")) << run.output;
+  EXPECT_FALSE(contains(run.output, "1797693")) << run.output;
+  EXPECT_FALSE(contains(run.output, "step ")) << "the header came before the error: " << run.output;
+  run = run_remat("train --task fashion-mnist --local-sgd-steps -1 --data-dir /nonexistent");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--local-sgd-steps must be >= 0, got -1")) << run.output;
+  run = run_remat(tiny_kjv("--lr 0"));
+  EXPECT_TRUE(contains(run.output, "--lr must be > 0, got 0")) << run.output;
+}
+
+// 100000 threads segfaulted inside libgomp; 40000 failed to create them.
+TEST(Cli, TheThreadCountIsBounded) {
+  for (const char* command : {"bench --workload W1 --steps 1 --warmup 0", "explain --workload W1",
+                              "train --task kjv-gpt", "train --task fashion-mnist --data-dir /nonexistent"}) {
+    const Outcome run = run_remat(std::string(command) + " --threads 100000");
+    EXPECT_EQ(run.exit_code, 1) << command;
+    EXPECT_TRUE(contains(run.output, "--threads must be between 1 and")) << command << ": " << run.output;
+  }
+}
+
+TEST(Cli, NegativeAndOutOfRangeNumbersAreRejected) {
+  const std::pair<std::string, std::string> cases[] = {
+      {tiny_kjv("--time-limit -1"), "--time-limit must be 0 (none) or more seconds, got -1"},
+      {tiny_kjv("--sample-chars -5"), "--sample-chars must be >= 0, got -5"},
+      {tiny_kjv("--seed -1"), "--seed must be an integer from 0 to 18446744073709551615, got '-1'"},
+      {tiny_kjv("--seed 18446744073709551616"), "got '18446744073709551616'"},
+      {tiny_kjv("--checkpointing-budget 1MiB"), "--checkpointing-budget needs --checkpointing cost or optimal"},
+      {tiny_kjv("--temperature 0"), "--temperature must be > 0"},
+      {"train --task fashion-mnist --max-batches -1 --data-dir /nonexistent", "--max-batches must be >= 0"},
+      {"bench --workload W1 --steps 1 --warmup 0 --seed -1", "bench --seed must be an integer"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const Outcome run = run_remat(args);
+    EXPECT_EQ(run.exit_code, 1) << args << ": " << run.output;
+    EXPECT_TRUE(contains(run.output, expected)) << args << ": " << run.output;
+  }
+}
+
+// The second run on one --checkpoint, and a --checkpoint that is a folder
+// (was std::bad_alloc).
+TEST(Cli, ACheckpointThatExistsOrIsAFolderIsRefused) {
+  const std::string checkpoint = "/tmp/remat_cli_test_checkpoint.safetensors";
+  std::remove(checkpoint.c_str());
+  Outcome run = run_remat(tiny_kjv("--checkpoint " + checkpoint));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = run_remat(tiny_kjv("--checkpoint " + checkpoint));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "already exists; give --resume")) << run.output;
+  run = run_remat(tiny_kjv("--checkpoint " + checkpoint + " --overwrite-checkpoint"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  run = run_remat(tiny_kjv("--checkpoint /tmp --resume"));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--checkpoint '/tmp' is a folder")) << run.output;
+  std::remove(checkpoint.c_str());
 }
 
 // The main job as the README runs it: 3 epochs reach 85% test accuracy.

@@ -1,13 +1,18 @@
 // Training checkpoints: a round trip restores the model and the optimizer
 // bit for bit, a resumed run ends exactly where an uninterrupted one does,
-// and a checkpoint of another model changes nothing.
+// and a checkpoint of another model changes nothing. A file no run could have
+// written (NaN, a negative second moment, step counts past its step) is an
+// error, and a resume of another run names what differs.
 #include "train/checkpoint.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
+#include "engine/autograd.h"
 #include "engine/factory.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
@@ -117,6 +122,139 @@ TEST(Checkpoint, AResumedRunEndsWhereAnUninterruptedOneDoes) {
   EXPECT_EQ(resumed.curve[0].step, 40);
   // Bit-identical, dropout included: its generator's offset is in the checkpoint.
   EXPECT_EQ(resumed.curve[0].val_loss, whole.curve.back().val_loss);
+}
+
+// A checkpoint file changed after it was written: one tensor replaced (by
+// name), or one metadata entry. Written with write_safetensors, which takes
+// any values, as a corrupt or hand-mixed file would be.
+std::string tampered(const std::string& path, const std::string& name, const Tensor& value,
+                     const std::pair<std::string, std::string>& entry = {}) {
+  auto tensors = nn::read_safetensors(path);
+  for (auto& [n, t] : tensors) {
+    if (n == name) t = value;
+  }
+  auto metadata = nn::read_safetensors_metadata(path);
+  if (!entry.first.empty()) metadata[entry.first] = entry.second;
+  const std::string out = path + ".tampered";
+  nn::write_safetensors(out, tensors, metadata);
+  return out;
+}
+
+std::string load_error(const std::string& path) {
+  nn::GPT model(tiny(5));
+  optim::AdamW optimizer(model.parameters());
+  try {
+    load_checkpoint(path, model, optimizer);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// --lr 1e30 wrote all-NaN weights over a good checkpoint, and --resume loaded them.
+TEST(Checkpoint, NonFiniteValuesAreNeitherSavedNorLoaded) {
+  nn::GPT model(tiny(1));
+  optim::AdamW optimizer(model.parameters());
+  train_steps(model, optimizer, 2);
+  const std::string path = temp_path("remat_checkpoint_nan.safetensors");
+  save_checkpoint(path, model, optimizer, 2);
+  const std::string good = nn::read_safetensors_metadata(path).at("step");
+
+  const auto [name, weight] = model.named_parameters()[0];
+  std::vector<float> values = weight.to_vector<float>();
+  values[3] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor with_nan = from_vector(values, weight.shape());
+  const std::string message = load_error(tampered(path, "model." + name, with_nan));
+  EXPECT_NE(message.find("tensor 'model." + name + "' holds nan at 3"), std::string::npos) << message;
+  values[3] = std::numeric_limits<float>::infinity();
+  EXPECT_NE(load_error(tampered(path, "optimizer.0.exp_avg", from_vector(values, weight.shape()))).find("holds inf"),
+            std::string::npos);
+
+  {
+    NoGradGuard no_grad;
+    std::memcpy(weight.raw_data(), with_nan.raw_data(), weight.nbytes());
+  }
+  const auto before = nn::read_safetensors(path);
+  EXPECT_THROW(save_checkpoint(path, model, optimizer, 3), Error);
+  const auto after = nn::read_safetensors(path);  // the good file, as it was
+  EXPECT_EQ(after.front().second.to_vector<float>(), before.front().second.to_vector<float>());
+  EXPECT_EQ(nn::read_safetensors_metadata(path).at("step"), good);
+}
+
+TEST(Checkpoint, ANegativeSecondMomentIsAnError) {
+  nn::GPT model(tiny(1));
+  optim::AdamW optimizer(model.parameters());
+  train_steps(model, optimizer, 2);
+  const std::string path = temp_path("remat_checkpoint_negative_v.safetensors");
+  save_checkpoint(path, model, optimizer, 2);
+  std::vector<float> v = optimizer.exp_avg_sq(1).to_vector<float>();
+  v[0] = -1e-3f;
+  const std::string message = load_error(tampered(path, "optimizer.1.exp_avg_sq", from_vector(v, optimizer.exp_avg_sq(1).shape())));
+  EXPECT_NE(message.find("optimizer.1.exp_avg_sq holds a negative value"), std::string::npos) << message;
+}
+
+TEST(Checkpoint, StepCountsThatDisagreeWithTheStepAreAnError) {
+  nn::GPT model(tiny(1));
+  optim::AdamW optimizer(model.parameters());
+  train_steps(model, optimizer, 2);
+  const std::string path = temp_path("remat_checkpoint_steps.safetensors");
+  save_checkpoint(path, model, optimizer, 2);
+  EXPECT_EQ(load_error(path), "no error");
+  // A parameter that took more steps than the file's step.
+  std::string message = load_error(tampered(path, "optimizer.0.step", from_vector(std::vector<int64_t>{9}, {1})));
+  EXPECT_NE(message.find("optimizer.0.step is 9, but the file's step is 2"), std::string::npos) << message;
+  // The metadata claims steps the optimizer never took.
+  message = load_error(tampered(path, "", Tensor(), {"step", "5"}));
+  EXPECT_NE(message.find("the optimizer's step counts reach 2, but the file's step is 5"), std::string::npos)
+      << message;
+}
+
+// Resuming with another --text of the same vocabulary size, or another
+// --n-head, continued silently on a mis-mapped embedding or head split.
+TEST(Checkpoint, AResumeOfAnotherRunIsAnErrorNamingWhatDiffers) {
+  const std::string text_path = temp_path("remat_checkpoint_describe.txt");
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "abcd efg\n";
+  std::ofstream(text_path) << text;
+  KjvGptOptions options{.n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 16, .batch_size = 4, .max_steps = 2,
+                        .time_limit_seconds = 0, .eval_interval = 2, .eval_batches = 1, .sample_chars = 2,
+                        .prompt = "a", .text_path = text_path, .threads = 1};
+  options.checkpoint_path = temp_path("remat_checkpoint_describe.safetensors");
+  std::filesystem::remove(options.checkpoint_path);
+  train_kjv_gpt(options);
+  const auto metadata = nn::read_safetensors_metadata(options.checkpoint_path);
+  EXPECT_EQ(metadata.at("task"), "kjv-gpt");
+  EXPECT_EQ(metadata.at("n_head"), "2");
+  EXPECT_EQ(metadata.at("n_embd"), "16");
+  EXPECT_EQ(metadata.at("vocab_size"), "9");
+  EXPECT_EQ(metadata.at("symbols"), "\n abcdefg");
+  EXPECT_EQ(metadata.at("world_size"), "1");
+  EXPECT_EQ(metadata.at("data_fingerprint").size(), 16u);
+
+  options.resume = true;
+  options.max_steps = 4;
+  auto error_of = [&](const KjvGptOptions& o) {
+    try {
+      train_kjv_gpt(o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  KjvGptOptions heads = options;
+  heads.n_head = 4;
+  std::string message = error_of(heads);
+  EXPECT_NE(message.find("n_head is '2' in the checkpoint, '4' in this run"), std::string::npos) << message;
+  // Another text with the same 9 symbols: the data differs, the vocabulary not.
+  std::string other;
+  for (int i = 0; i < 300; ++i) other += "gfe dcba\n";
+  KjvGptOptions text_changed = options;
+  text_changed.text_path = temp_path("remat_checkpoint_describe2.txt");
+  std::ofstream(text_changed.text_path) << other;
+  message = error_of(text_changed);
+  EXPECT_NE(message.find("data_fingerprint is"), std::string::npos) << message;
+  EXPECT_EQ(message.find("symbols"), std::string::npos) << message;
+  EXPECT_EQ(error_of(options), "no error");  // the same run resumes
 }
 
 }  // namespace

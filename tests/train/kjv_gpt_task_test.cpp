@@ -1,13 +1,19 @@
 // The kjv-gpt task on a small synthetic text (the real run is the README's
 // main job): the loss falls, the curve has one point per eval interval, and
-// the sample continues the prompt.
+// the sample continues the prompt. A careless user's run: bad options and
+// outputs found before the first step, paths that collide, a checkpoint in
+// use or already there, a diverging loss, a resume with another world size.
 #include "train/kjv_gpt_task.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "engine/error.h"
 #include "nn/safetensors.h"
@@ -82,6 +88,193 @@ TEST(KjvGptTask, APromptOutsideTheVocabularyIsAnError) {
   options.max_steps = 1;
   options.prompt = std::string(1, 'z');  // (a string literal here trips a false GCC 12 -Wrestrict warning)
   EXPECT_THROW(train_kjv_gpt(options), Error);
+}
+
+std::string error_of(const KjvGptOptions& options, int* evals = nullptr) {
+  try {
+    train_kjv_gpt(options, [&](const KjvEval&) {
+      if (evals) ++*evals;
+    });
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string repeated_text(const std::string& name) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "abcd efg\n";
+  return write_text(name, text);
+}
+
+// Found only after training ended (the trained weights lost): now before the
+// first step, with a message naming the flag.
+TEST(KjvGptTask, BadSamplingAndOutputsAreFoundBeforeTheFirstStep) {
+  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_early.txt"));
+  options.max_steps = 2;
+  options.eval_interval = 1;
+  const auto expect_early = [](const KjvGptOptions& o, const std::string& part) {
+    int evals = 0;
+    const std::string message = error_of(o, &evals);
+    EXPECT_TRUE(contains(message, part)) << message;
+    EXPECT_EQ(evals, 0) << "trained before finding: " << message;
+  };
+  KjvGptOptions o = options;
+  o.prompt = std::string(1, 'z');
+  expect_early(o, "--prompt 'z'");
+  o = options;
+  o.temperature = 0;
+  expect_early(o, "--temperature must be > 0");
+  o = options;
+  o.prompt.clear();
+  expect_early(o, "--prompt must not be empty");
+  o = options;
+  o.weights_path = "/nonexistent/remat/w.safetensors";
+  expect_early(o, "its folder '/nonexistent/remat' does not exist");
+  o = options;
+  o.weights_path = "/proc/remat_w.safetensors";  // read-only, root included
+  expect_early(o, "cannot write in its folder '/proc'");
+  o = options;
+  o.checkpoint_path = std::filesystem::temp_directory_path().string();
+  expect_early(o, "is a folder");  // was std::bad_alloc with --resume
+  o.resume = true;
+  expect_early(o, "is a folder");
+}
+
+TEST(KjvGptTask, NumbersOutOfRangeAreErrors) {
+  const KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_ranges.txt"));
+  const auto expect_error = [&](KjvGptOptions o, const std::string& part) {
+    o.max_steps = 1;
+    const std::string message = error_of(o);
+    EXPECT_TRUE(contains(message, part)) << message;
+  };
+  KjvGptOptions o = options;
+  o.time_limit_seconds = -1;
+  expect_error(o, "--time-limit must be 0 (none) or more seconds, got -1");
+  o = options;
+  o.sample_chars = -5;
+  expect_error(o, "--sample-chars must be >= 0, got -5");
+  o = options;
+  o.checkpointing_budget = 1 << 20;
+  expect_error(o, "--checkpointing-budget needs --checkpointing");
+  o = options;
+  o.lr = 0;
+  expect_error(o, "--lr must be > 0, got 0");
+  o = options;
+  o.threads = 100000;
+  expect_error(o, "--threads must be between 1 and");
+}
+
+TEST(KjvGptTask, PathsThatCollideAreRefused) {
+  const std::string text_path = repeated_text("remat_kjv_task_collide.txt");
+  const std::string text = bytes_of(text_path);
+  KjvGptOptions options = tiny_options(text_path);
+  options.max_steps = 2;
+  options.checkpoint_path = text_path;
+  EXPECT_TRUE(contains(error_of(options), "--checkpoint '" + text_path + "' and --text '" + text_path + "'"));
+  EXPECT_TRUE(bytes_of(text_path) == text) << "the training text was overwritten";
+  options.checkpoint_path = (std::filesystem::temp_directory_path() / "remat_kjv_collide.safetensors").string();
+  options.weights_path = options.checkpoint_path;
+  std::filesystem::remove(options.checkpoint_path);
+  EXPECT_TRUE(contains(error_of(options), "and --save-weights"));
+  EXPECT_FALSE(std::filesystem::exists(options.checkpoint_path));
+}
+
+TEST(KjvGptTask, AnExistingCheckpointIsReplacedOnlyWhenAskedTo) {
+  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_existing.txt"));
+  options.max_steps = 2;
+  options.eval_interval = 2;
+  options.checkpoint_path = (std::filesystem::temp_directory_path() / "remat_kjv_existing.safetensors").string();
+  std::filesystem::remove(options.checkpoint_path);
+  EXPECT_EQ(error_of(options), "no error");
+  const std::string first = bytes_of(options.checkpoint_path);
+  options.seed = 1;  // another run
+  EXPECT_TRUE(contains(error_of(options), "already exists; give --resume to continue from it, or "
+                                          "--overwrite-checkpoint"));
+  EXPECT_TRUE(bytes_of(options.checkpoint_path) == first) << "the checkpoint was overwritten";
+  options.overwrite_checkpoint = true;
+  EXPECT_EQ(error_of(options), "no error");
+  EXPECT_FALSE(bytes_of(options.checkpoint_path) == first) << "the checkpoint was not replaced";
+}
+
+// Two runs given one --checkpoint wrote one temporary file; the second now
+// stops at its start, naming the path and the process that holds it.
+TEST(KjvGptTask, ACheckpointInUseByAnotherRunIsAnError) {
+  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_locked.txt"));
+  options.max_steps = 2;
+  options.checkpoint_path = (std::filesystem::temp_directory_path() / "remat_kjv_locked.safetensors").string();
+  std::filesystem::remove(options.checkpoint_path);
+  // The other run's lock, as it takes it: flock on PATH.lock, its pid inside.
+  const std::string lock_path = options.checkpoint_path + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  ASSERT_EQ(::write(fd, "4242\n", 5), 5);
+  int evals = 0;
+  const std::string message = error_of(options, &evals);
+  EXPECT_TRUE(contains(message, "--checkpoint '" + options.checkpoint_path + "' is in use by another run (process "
+                                "4242")) << message;
+  EXPECT_EQ(evals, 0);
+  EXPECT_FALSE(std::filesystem::exists(options.checkpoint_path));
+  ::unlink(lock_path.c_str());
+  ::close(fd);
+  EXPECT_EQ(error_of(options), "no error");  // free once the other run is gone
+  EXPECT_FALSE(std::filesystem::exists(lock_path));
+}
+
+// --lr 1e30 printed -nan for every step, exited 0 and overwrote a good
+// checkpoint with NaN weights.
+TEST(KjvGptTask, ANonFiniteLossStopsTheRunAndLeavesTheCheckpoint) {
+  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_nan.txt"));
+  options.max_steps = 2;
+  options.eval_interval = 2;
+  options.checkpoint_path = (std::filesystem::temp_directory_path() / "remat_kjv_nan.safetensors").string();
+  std::filesystem::remove(options.checkpoint_path);
+  train_kjv_gpt(options);
+  const std::string good = bytes_of(options.checkpoint_path);
+  options.resume = true;
+  options.max_steps = 10;
+  options.eval_interval = 1;
+  options.lr = 1e30;
+  int evals = 0;
+  const std::string message = error_of(options, &evals);
+  EXPECT_TRUE(contains(message, "train: step ")) << message;
+  EXPECT_TRUE(contains(message, "the checkpoint '" + options.checkpoint_path + "' of step 2 is left as it was"))
+      << message;
+  EXPECT_TRUE(bytes_of(options.checkpoint_path) == good) << "the checkpoint was overwritten";
+  EXPECT_EQ(evals, 0);
+}
+
+// Per-rank files are PATH.rank<r>-of-<w>: a resume with another rank count
+// found no file of its own and started over from step 0.
+TEST(KjvGptTask, AResumeWithAnotherWorldSizeIsAnError) {
+  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_world.txt"));
+  options.max_steps = 2;
+  options.eval_interval = 2;
+  const std::string path = (std::filesystem::temp_directory_path() / "remat_kjv_world.safetensors").string();
+  options.checkpoint_path = path + ".written";
+  std::filesystem::remove(options.checkpoint_path);
+  train_kjv_gpt(options);
+  std::filesystem::remove(path);
+  for (int rank = 0; rank < 2; ++rank) {  // as a run of 2 ranks leaves them
+    std::filesystem::copy_file(options.checkpoint_path, path + ".rank" + std::to_string(rank) + "-of-2",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  options.checkpoint_path = path;
+  options.resume = true;
+  options.max_steps = 4;
+  int evals = 0;
+  const std::string message = error_of(options, &evals);
+  EXPECT_TRUE(contains(message, "this run of 1 process(es) has no checkpoint '" + path + "', but '" + path +
+                                    ".rank0-of-2' is there, written by a run of 2")) << message;
+  EXPECT_EQ(evals, 0);
 }
 
 TEST(KjvGptTask, BadOptionsAreErrors) {

@@ -1,0 +1,48 @@
+// The Fashion-MNIST task's options are checked before its data is read: a
+// bad value is an error naming the flag (the training loop itself runs in
+// tests/tools/cli_test.cpp and under mpirun, on Debian's dataset).
+#include "train/fashion_mnist_task.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/error.h"
+
+namespace remat::train {
+namespace {
+
+std::string error_of(const FashionMnistOptions& options) {
+  try {
+    train_fashion_mnist(options);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(FashionMnistTask, OptionsOutOfRangeAreErrorsBeforeTheData) {
+  // A folder without the data: an option's error must come first.
+  const FashionMnistOptions options{.data_dir = "/nonexistent/fashion-mnist"};
+  const auto expect_error = [&](FashionMnistOptions o, const std::string& part) {
+    const std::string message = error_of(o);
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+  };
+  FashionMnistOptions o = options;
+  o.max_batches = -1;
+  expect_error(o, "--max-batches must be >= 0 (0: all), got -1");
+  o = options;
+  o.batch_size = 0;
+  expect_error(o, "--batch-size must be at least 1, got 0");
+  o = options;
+  o.lr = -1;
+  expect_error(o, "--lr must be > 0, got -1");
+  o = options;
+  o.threads = 1 << 20;
+  expect_error(o, "--threads must be between 1 and");
+  o = options;
+  o.gradient_accumulation_steps = 0;
+  expect_error(o, "--gradient-accumulation-steps must be at least 1, got 0");
+  expect_error(options, "/nonexistent/fashion-mnist");  // and with good options, the data's
+}
+
+}  // namespace
+}  // namespace remat::train

@@ -1,0 +1,19 @@
+// Limits that hold for every command: the thread count. Checked where a run
+// sets its threads (the tasks, the workloads), so that a bad value is an
+// error naming it instead of a crash inside the OpenMP runtime (100000
+// threads segfaulted in libgomp, 40000 failed to create threads).
+#pragma once
+
+#include <string_view>
+
+namespace remat::train {
+
+// The most threads a run may ask for: 4 x this machine's hardware threads
+// (at least 16). More only compete for the same cores.
+int max_threads();
+
+// Errors unless 1 <= threads <= max_threads(); `what` names the command
+// ("train", "bench") for the message.
+void check_threads(int threads, std::string_view what);
+
+}  // namespace remat::train
