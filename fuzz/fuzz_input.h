@@ -14,6 +14,7 @@
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <typeinfo>
 
 #include "engine/error.h"
 
