@@ -2,6 +2,7 @@
 #include "ops/reduce.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "engine/autograd.h"
 #include "kernels/cpu/reduce.h"
@@ -87,7 +88,9 @@ class MaxNode final : public Node {
     const Tensor dout = contiguous(dout_any);
     const Tensor indices = saved(0);
     Tensor dx(in_shape, dout.dtype(), dout.device());
-    const auto [outer, n, inner] = split(in_shape);
+    // std::tie, not a structured binding: clang 14 cannot capture one in a lambda.
+    int64_t outer = 0, n = 0, inner = 0;
+    std::tie(outer, n, inner) = split(in_shape);
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       T* d = dx.data<T>();
       std::fill(d, d + dx.numel(), T(0));
@@ -107,7 +110,8 @@ class MaxNode final : public Node {
     const Shape out_shape = reduced_shape(x.shape(), {axis_}, keepdim_);
     Tensor values(out_shape, x.dtype(), x.device());
     Tensor indices(out_shape, DType::Int64, x.device());
-    const auto [outer, n, inner] = split(x.shape());
+    int64_t outer = 0, n = 0, inner = 0;  // std::tie: see backward()
+    std::tie(outer, n, inner) = split(x.shape());
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
       kernels::cpu::max_along<T>(values.data<T>(), indices.data<int64_t>(), x.data<T>(), outer, n, inner);
     });

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole check, as CI runs it: install dependencies, build, run every
-# CTest test (all labels: unit, slow, mpi, cuda).
+# CTest test (all labels: unit, slow, mpi, cuda, torch), then the unit tests
+# again under ASan + UBSan (scripts/sanitize.sh) and each fuzzer for 30 s
+# on its committed corpus (scripts/fuzz.sh).
 #   scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,3 +10,5 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 ctest --test-dir build -j2 --output-on-failure
+scripts/sanitize.sh
+scripts/fuzz.sh

@@ -72,6 +72,25 @@ class GzFile {
     return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
   }
 
+  // Reads exactly `nbytes` of `what` into a buffer that grows with the bytes
+  // that arrive, at most kChunk at a time: a header that declares more than
+  // the file holds fails as truncated, having allocated about what the file
+  // holds rather than what it declares (2^31 images are 1.7 TB).
+  std::vector<unsigned char> read_declared(int64_t nbytes, std::string_view what) {
+    constexpr int64_t kChunk = int64_t{16} << 20;
+    const int64_t start = offset_;
+    std::vector<unsigned char> out;
+    while (static_cast<int64_t>(out.size()) < nbytes) {
+      const int64_t have = static_cast<int64_t>(out.size());
+      const int64_t want = std::min(nbytes - have, kChunk);
+      out.resize(static_cast<size_t>(have + want));
+      const int64_t got = read(out.data() + have, want);
+      REMAT_CHECK(got == want, "{} is truncated: expected {} bytes of {} at byte {}, found {}", path_, nbytes, what,
+                  start, have + got);
+    }
+    return out;
+  }
+
   // Fails when anything follows the data the header declared.
   void expect_end(int64_t declared) {
     char extra = 0;
@@ -104,8 +123,8 @@ Tensor read_idx_images(const std::string& path, int64_t expected_rows, int64_t e
   REMAT_CHECK(count <= INT32_MAX, "{}: image count {} is not a plausible count", path, count);
 
   const int64_t pixels = rows * cols;
-  std::vector<unsigned char> bytes(static_cast<size_t>(count * pixels));  // (N, rows*cols)
-  file.read_exact(bytes.data(), static_cast<int64_t>(bytes.size()), fmt::format("{} images of {} x {}", count, rows, cols));
+  const std::vector<unsigned char> bytes =  // (N, rows*cols)
+      file.read_declared(count * pixels, fmt::format("{} images of {} x {}", count, rows, cols));
   file.expect_end(16 + count * pixels);
 
   Tensor images({count, pixels}, DType::Float32);  // (N, rows*cols)
@@ -120,8 +139,7 @@ Tensor read_idx_labels(const std::string& path, int64_t num_classes) {
   const int64_t count = file.read_u32("the label count");
   REMAT_CHECK(count <= INT32_MAX, "{}: label count {} is not a plausible count", path, count);
 
-  std::vector<unsigned char> bytes(static_cast<size_t>(count));  // (N)
-  file.read_exact(bytes.data(), count, fmt::format("{} labels", count));
+  const std::vector<unsigned char> bytes = file.read_declared(count, fmt::format("{} labels", count));  // (N)
   file.expect_end(8 + count);
 
   Tensor labels({count}, DType::Int64);  // (N)

@@ -19,7 +19,9 @@ Integer parse_integer(std::string_view text, std::string_view what) {
   return value;
 }
 
-// A byte count such as "64MiB", "1.5GiB", "512KiB" or "4096" (bytes).
+// A byte count such as "64MiB", "1.5GiB", "512KiB" or "4096" (bytes), rounded to
+// the nearest byte. Errors: not a positive number, less than one byte, or more
+// than an int64 holds (INT64_MAX bytes); each names `what` and the text.
 int64_t parse_bytes(std::string_view text, std::string_view what);
 
 }  // namespace remat::train

@@ -190,6 +190,16 @@ TEST_F(FashionMnistFiles, TruncatedImages) {
   expect_error([&] { read_idx_images(p); }, {p, "truncated", "expected 2352 bytes", "found 1960"});
 }
 
+// Found by fuzz/idx_fuzz: a 16-byte file whose header declares 2^31 - 1
+// images made the reader allocate what it declared (1.7 TB: std::bad_alloc,
+// or a sanitizer's allocation-size error) before finding the file short.
+TEST_F(FashionMnistFiles, CountBeyondTheFileIsTruncatedNotAllocated) {
+  const std::string p = write_gz("images.gz", images_idx(0x7fffffff, 28, 28, {}));
+  expect_error([&] { read_idx_images(p); }, {p, "truncated", "expected 1683627179248 bytes", "found 0"});
+  const std::string q = write_gz("labels.gz", labels_idx(0x7fffffff, {1, 2}));
+  expect_error([&] { read_idx_labels(q); }, {q, "truncated", "expected 2147483647 bytes", "found 2"});
+}
+
 TEST_F(FashionMnistFiles, TruncatedLabels) {
   const std::string p = write_gz("labels.gz", labels_idx(5, {1, 2, 3}));
   expect_error([&] { read_idx_labels(p); }, {p, "truncated", "expected 5 bytes", "found 3"});
