@@ -203,7 +203,9 @@ void Checkpointer::settle_last_step() {
     active_->position_at = positions(graph, records_);
     active_->warm_steps.push_back(std::move(graph));
     active_->graph = median_times(active_->warm_steps, active_->graph);
-    active_->plan = make_plan(active_->graph, options_);
+    // The plan being applied competes: a budget it meets is never refused
+    // by a re-plan from other times, and it stays unless a faster one fits.
+    active_->plan = make_plan(active_->graph, options_, &active_->plan.tags);
   }
   if (applied) return;
   if (auto it = cache_.find(graph.signature); it != cache_.end()) {
