@@ -17,6 +17,7 @@
 #include "ops/ops.h"
 #include "scheduler/profile_json.h"
 #include "tests/support/errors.h"
+#include "tests/support/plans.h"
 
 namespace remat::scheduler {
 namespace {
@@ -255,6 +256,52 @@ TEST(Plan, TheReportedMinimumBudgetHoldsThroughTheRePlans) {
       }
     } catch (const Error& e) {
       ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+// Small GPTs as the independent check trained them (1-3 layers, 16-48
+// channels): keep-all profiles.
+std::vector<GraphProfile> small_gpt_profiles() {
+  std::vector<GraphProfile> profiles;
+  for (const auto [layers, channels] : {std::pair{1, 16}, {1, 32}, {2, 16}, {2, 48}, {3, 32}}) {
+    auto model = std::make_shared<nn::GPT>(nn::GPTConfig{.vocab_size = 23, .block_size = 16, .n_layer = layers,
+                                                         .n_head = 2, .n_embd = channels, .dropout = 0.1, .seed = 9});
+    Generator g(3);
+    const Tensor ids = as_data([&] { return randint(23, {3, 16}, g); });
+    const Tensor targets = as_data([&] { return randint(23, {3, 16}, g); });
+    const Tensor loss = model->forward(ids, targets).loss;
+    loss.backward();
+    profiles.push_back(profile_graph(loss));
+  }
+  return profiles;
+}
+
+// On each, ten noisy clocks give cost and optimal one minimum budget
+// (before: it followed the times), and a plan made at that budget on one
+// clock is re-planned from the next clocks with it as the current plan,
+// never refused and always within the budget.
+TEST(Plan, OnSmallGptsTheMinimumAndTheRePlansDoNotFollowTheClock) {
+  int graph = 0;
+  for (const GraphProfile& profile : small_gpt_profiles()) {
+    SCOPED_TRACE(fmt::format("gpt {}", graph++));
+    const int64_t minimum = minimum_budget(profile);
+    for (const std::string policy : {"cost", "optimal"}) {
+      try {
+        std::optional<Plan> current;
+        for (uint64_t k = 0; k < 10; ++k) {
+          const GraphProfile noisy = testing::with_noisy_times(profile, 100 * graph + k);
+          const std::string message =
+              testing::error_of([&] { make_plan(noisy, {.policy = policy, .budget = minimum - 1}); });
+          EXPECT_TRUE(testing::contains(message, fmt::format("at least {} bytes", minimum)))
+              << policy << ", clock " << k << ": " << message;
+          Plan next = make_plan(noisy, {.policy = policy, .budget = minimum}, current ? &current->tags : nullptr);
+          EXPECT_LE(next.predicted.peak_bytes, minimum) << policy << ", clock " << k;
+          current = std::move(next);
+        }
+      } catch (const Error& e) {
+        ADD_FAILURE() << policy << ": " << e.what();
+      }
     }
   }
 }

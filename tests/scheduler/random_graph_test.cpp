@@ -559,22 +559,7 @@ TEST(RandomGraph, SmallerBudgetNeverGivesLargerPeakForCost) {
 
 // Budgets from bytes alone (scheduler/search.h) ------------------------------
 
-// `profile` as a noisy clock would give it: each node's forward, backward
-// and replay times scaled by its own factor in [0.5, 2), as if measured on
-// another run; the step's time scaled too. Bytes stay as they are.
-GraphProfile with_noisy_times(const GraphProfile& profile, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> factor(0.5, 2.0);
-  GraphProfile noisy = profile;
-  for (NodeProfile& node : noisy.nodes) {
-    node.forward_ms *= factor(rng);
-    node.backward_ms *= factor(rng);
-    node.replay_ms *= factor(rng);
-    node.replay_in_place_ms *= factor(rng);
-  }
-  noisy.step_ms *= factor(rng);
-  return noisy;
-}
+using testing::with_noisy_times;
 
 // On 30 graphs, ten noisy clocks give one minimum budget: the one the
 // errors of cost and of optimal name, and Plan::minimum_budget_bytes; and
