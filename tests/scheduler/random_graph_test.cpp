@@ -408,16 +408,10 @@ void check_planned_step(uint64_t seed, DType dtype, int& budgets) {
   const std::string policy = policies[rng() % policies.size()];
   std::optional<int64_t> budget;
   if ((policy == "cost" || policy == "optimal") && rng() % 2 == 0) {
-    // minimum_peak depends on measured op times (the descent drops the
-    // cheapest ms/MiB first), so the minimum of the Checkpointer's own
-    // profiling step can be above the reference profile's (seed 20240622:
-    // 18656, 18744 and 19888 bytes on three steps of one graph). Budgets
-    // here start where a plan no timing can change fits: the smallest peak
-    // of keep-all, blocks and sqrt, all in cost's pool. The range below it,
-    // down to the planner's stated minimum, is checked on fixed profiles by
-    // SmallerBudgetNeverGivesLargerPeakForCost.
-    const int64_t low =
-        budget_for(std::min({peak_of(ref.profile, "none"), peak_of(ref.profile, "blocks"), peak_of(ref.profile, "sqrt")}));
+    // From the graph's minimum up (it depends on bytes alone: Note
+    // [Budgets from bytes alone]; before, it followed the measured times
+    // and the Checkpointer's own profiling step could reach less low).
+    const int64_t low = minimum_budget(ref.profile);
     const int64_t high = std::max(low, budget_for(peak_of(ref.profile, "none")));
     budget = low + static_cast<int64_t>(rng() % static_cast<uint64_t>(high - low + 1));
     ++budgets;
