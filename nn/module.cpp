@@ -13,10 +13,13 @@
 
 namespace remat::nn {
 
-void Module::gradient_checkpointing_enable(scheduler::PlanOptions options) {
+void Module::gradient_checkpointing_enable(scheduler::PlanOptions options,
+                                           const scheduler::GraphProfile* saved_profile) {
   REMAT_CHECK(!scheduler::Checkpointer::recording_on_this_thread(), "{}: gradient_checkpointing_enable inside a "
               "checkpointed forward", type_name());
-  checkpointer_ = std::make_unique<scheduler::Checkpointer>(std::move(options));
+  auto checkpointer = std::make_unique<scheduler::Checkpointer>(std::move(options));
+  if (saved_profile) checkpointer->plan_from(*saved_profile);  // may refuse the budget: nothing changed then
+  checkpointer_ = std::move(checkpointer);
 }
 
 void Module::gradient_checkpointing_disable() {

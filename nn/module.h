@@ -70,9 +70,13 @@ class Module {
   // Activation checkpointing of this module's forward, planned by
   // scheduler/ (policy none, blocks, sqrt, cost or optimal, and for cost and
   // optimal a byte budget). The first step of a graph profiles it; plans
-  // apply from the next step on. Works for any module whose forward() opens
+  // apply from the next step on. With a saved profile of the graph
+  // (scheduler/profile_json.h), the first step runs under its plan too, so
+  // a budget holds from the first step, and one below the graph's minimum
+  // is an error here. Works for any module whose forward() opens
   // record_forward() first, as GPT, MLP and Sequential do.
-  void gradient_checkpointing_enable(scheduler::PlanOptions options = {.policy = "blocks"});
+  void gradient_checkpointing_enable(scheduler::PlanOptions options = {.policy = "blocks"},
+                                     const scheduler::GraphProfile* saved_profile = nullptr);
   void gradient_checkpointing_disable();
   bool is_gradient_checkpointing() const { return checkpointer_ != nullptr; }
   // The latest step's figures: kept and dropped bytes, predicted and

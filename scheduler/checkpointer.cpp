@@ -19,10 +19,12 @@ bool same_block(const Node& a, const Node& b) {
 
 std::string StepReport::str() const {
   std::string predicted = predicted_peak_bytes ? fmt::format("{:.2f}", *predicted_peak_bytes / kMiB) : "-";
-  return fmt::format("step {}{}: policy {}{}, kept {:.2f} MiB, dropped {:.2f} MiB, peak {:.2f} MiB (predicted {}), "
+  return fmt::format("step {}{}: policy {}{}{}, kept {:.2f} MiB, dropped {:.2f} MiB, peak {:.2f} MiB (predicted {}), "
                      "{} replays, {:.1f} ms, {:.3g} FLOP",
                      step, profiling ? " (profiling)" : "", policy,
-                     budget ? fmt::format(" budget {:.2f} MiB", *budget / kMiB) : "", kept_bytes / kMiB,
+                     budget ? fmt::format(" budget {:.2f} MiB", *budget / kMiB) : "",
+                     minimum_budget_bytes ? fmt::format(" (minimum {:.2f} MiB)", *minimum_budget_bytes / kMiB) : "",
+                     kept_bytes / kMiB,
                      dropped_bytes / kMiB, measured_peak_bytes / kMiB, predicted, replayed_nodes, recompute_ms,
                      static_cast<double>(recompute_flops));
 }
@@ -90,13 +92,10 @@ Tag tag_in(const CachedPlan& plan, size_t index) {
   return it == plan.position_at.end() ? Tag::Keep : plan.plan.tags[it->second];
 }
 
-// Where each node of `graph` was recorded in the step of `records`.
-std::unordered_map<size_t, int64_t> positions(const GraphProfile& graph,
-                                              const std::vector<std::shared_ptr<const NodeRecord>>& records) {
-  std::unordered_map<uint64_t, size_t> index_of;
-  for (size_t i = 0; i < records.size(); ++i) index_of[records[i]->sequence_nr] = i;
+// Where each node of `graph` was recorded in its step.
+std::unordered_map<size_t, int64_t> positions(const GraphProfile& graph) {
   std::unordered_map<size_t, int64_t> position_at;
-  for (const NodeProfile& node : graph.nodes) position_at[index_of.at(node.sequence_nr)] = node.position;
+  for (const NodeProfile& node : graph.nodes) position_at[static_cast<size_t>(node.recorded_index)] = node.position;
   return position_at;
 }
 
@@ -162,6 +161,7 @@ Tag Checkpointer::tag_for(const Node& node) {
       report_.predicted_peak_bytes.reset();
       report_.predicted_recompute_ms.reset();
       report_.planned_step_ms.reset();
+      report_.minimum_budget_bytes.reset();
       return Tag::Keep;
     }
     active_ = fitting;
@@ -177,6 +177,7 @@ void Checkpointer::report_applying(const CachedPlan& cached) {
   report_.dropped_bytes = plan.dropped_bytes;
   report_.predicted_peak_bytes = plan.predicted.peak_bytes;
   report_.predicted_recompute_ms = plan.predicted.recompute_ms;
+  report_.minimum_budget_bytes = plan.minimum_budget_bytes;
   report_.planned_step_ms = cached.graph.training_step_ms();
 }
 
@@ -200,10 +201,12 @@ void Checkpointer::settle_last_step() {
     // The plan came from the graph's profiling step, whose times are cold,
     // or from fewer warm steps than it will be: plan once more from the
     // median times of the warm steps so far.
-    active_->position_at = positions(graph, records_);
+    active_->position_at = positions(graph);
     active_->warm_steps.push_back(std::move(graph));
     active_->graph = median_times(active_->warm_steps, active_->graph);
-    active_->plan = make_plan(active_->graph, options_);
+    // The plan being applied competes: a budget it meets is never refused
+    // by a re-plan from other times, and it stays unless a faster one fits.
+    active_->plan = make_plan(active_->graph, options_, &active_->plan.tags);
   }
   if (applied) return;
   if (auto it = cache_.find(graph.signature); it != cache_.end()) {
@@ -211,8 +214,19 @@ void Checkpointer::settle_last_step() {
     return;
   }
   auto cached = std::make_shared<CachedPlan>();
-  cached->position_at = positions(graph, records_);
+  cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);
+  cached->graph = std::move(graph);
+  ++plans_made_;
+  cache_[cached->plan.signature] = cached;
+  active_ = cached;
+}
+
+void Checkpointer::plan_from(GraphProfile graph) {
+  REMAT_CHECK(!t_recording, "checkpointing: plan_from while a step is recording");
+  auto cached = std::make_shared<CachedPlan>();
+  cached->position_at = positions(graph);
+  cached->plan = make_plan(graph, options_);  // a budget below the minimum fails here, before any step
   cached->graph = std::move(graph);
   ++plans_made_;
   cache_[cached->plan.signature] = cached;

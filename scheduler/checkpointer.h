@@ -12,8 +12,9 @@
 //   }
 //
 // The first step of a graph it has no plan for is the profiling step: it
-// runs under `blocks` (keep-all when the policy is none) and records what
-// the planner reads (scheduler/profile.h). From the next record() on, the
+// runs under `blocks` (keep-all when the policy is none), not under the
+// budget, and records what the planner reads (scheduler/profile.h); a
+// graph planned from a saved profile (plan_from) has none. From the next record() on, the
 // plan is applied: the tag policy maps each recorded node, by its position
 // in recording order (on the recording thread: other threads' nodes do not
 // shift it), to the plan's tag, after checking that op and output shape are
@@ -51,6 +52,8 @@ struct StepReport {
   // profile it was made from (training_step_ms; `cost` without a budget
   // weighs the replays against it, other policies ignore it).
   std::optional<double> predicted_recompute_ms, planned_step_ms;
+  // The graph's minimum feasible budget (Plan::minimum_budget_bytes).
+  std::optional<int64_t> minimum_budget_bytes;
   int64_t measured_peak_bytes = 0;  // allocator: transient rise from record() until now
   int64_t replayed_nodes = 0;
   double recompute_ms = 0;
@@ -96,6 +99,12 @@ class Checkpointer {
     double first_touch_at_start_ = first_touch_ms();
   };
   [[nodiscard]] std::unique_ptr<Recording> record();
+  // Plans the graph of a saved profile (scheduler/profile_json.h) now, so
+  // that its first step runs under the plan, not as a profiling step: the
+  // budget holds from the first step, and a budget below the graph's
+  // minimum is an error here, before any step. A step whose graph is not
+  // the profile's is kept and profiled as usual.
+  void plan_from(GraphProfile graph);
   static bool recording_on_this_thread();
 
   // The latest step's report, its measured peak counted up to now.

@@ -218,7 +218,8 @@ std::vector<Candidate> chain_front_plans(const Context& c, const std::vector<Can
   return plans;
 }
 
-std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
+std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, const std::vector<Candidate>& extra,
+                              std::string& why) {
   const std::vector<Candidate> greedy = greedy_path(c);
   const Chain chain = chain_of(c, greedy);
   const int64_t unbounded = std::numeric_limits<int64_t>::max();
@@ -228,6 +229,7 @@ std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, s
   // `cost`'s whole pool among them, so that optimal never replays longer
   // than cost within a budget.
   std::vector<Candidate> offered = descent(c, greedy);
+  offered.insert(offered.end(), extra.begin(), extra.end());
   for (const std::vector<Tag>& plan : chain.mode_plans) offered.push_back({plan, c.simulate(plan), "a single mode"});
   // The model is additive where the engine is nearly so; where the
   // simulator finds the chosen plan over the budget, ask the model again
@@ -246,13 +248,11 @@ std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, s
     }
     target -= std::max<int64_t>(sim.peak_bytes - fits, *budget / 50);
   }
-  if (const Candidate* best = fastest_fitting(offered, fits)) {
-    why = best->origin;
-    return best->tags;
-  }
-  int64_t minimum = unbounded;
-  for (const Candidate& candidate : offered) minimum = std::min(minimum, candidate.sim.peak_bytes);
-  fail_budget("optimal", *budget, minimum);
+  const Candidate* best = fastest_fitting(offered, fits);
+  REMAT_CHECK(best, "plan: optimal found no plan within {} bytes among {} (make_plan checked that one fits)", fits,
+              offered.size());
+  why = best->origin;
+  return best->tags;
 }
 
 }  // namespace search

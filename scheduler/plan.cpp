@@ -30,7 +30,8 @@ bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std::string& why) {
+std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, const std::vector<Candidate>& extra,
+                           std::string& why) {
   const std::vector<Candidate> greedy = greedy_path(c);
   if (!budget) {
     // No budget: the lowest memory among the plans tried whose replays cost
@@ -50,13 +51,11 @@ std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, std:
                       allowance);
     return chosen->tags;
   }
-  const std::vector<Candidate> pool = descent(c, greedy);
+  std::vector<Candidate> pool = descent(c, greedy);
+  pool.insert(pool.end(), extra.begin(), extra.end());
   const Candidate* best = fastest_fitting(pool, planning_target(*budget));
-  if (!best) {
-    int64_t minimum = std::numeric_limits<int64_t>::max();
-    for (const Candidate& candidate : pool) minimum = std::min(minimum, candidate.sim.peak_bytes);
-    fail_budget("cost", *budget, minimum);
-  }
+  REMAT_CHECK(best, "plan: cost found no plan within {} bytes among {} (make_plan checked that one fits)", *budget,
+              pool.size());
   why = best->origin;
   return best->tags;
 }
@@ -158,7 +157,7 @@ Plan finish_plan(const GraphProfile& graph, Plan plan) {
   return plan;
 }
 
-Plan make_plan(const GraphProfile& graph, const PlanOptions& options) {
+Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std::vector<Tag>* current) {
   check_policy(options.policy);
   REMAT_CHECK(!options.budget || *options.budget > 0, "plan: the budget must be positive, got {} bytes",
               *options.budget);
@@ -172,8 +171,26 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options) {
   if (options.policy == "none") plan.tags = c.with_forced(std::vector<Tag>(graph.size(), Tag::Keep));
   if (options.policy == "blocks") plan.tags = blocks_tags(c);
   if (options.policy == "sqrt") plan.tags = sqrt_tags(c);
-  if (options.policy == "cost") plan.tags = cost_tags(c, options.budget, detail);
-  if (options.policy == "optimal") plan.tags = optimal_tags(c, options.budget, detail);
+  // Note [Budgets from bytes alone] (search.h): the minimum comes from plans
+  // searched on nominal times; a budget it fits, or that the plan a re-plan
+  // replaces fits, is planned, any other is refused, whatever the clock says.
+  std::vector<Candidate> extra = least_memory_plans(c, options.overrides);
+  for (const Candidate& candidate : extra) {
+    plan.minimum_peak_bytes = std::min(plan.minimum_peak_bytes, candidate.sim.peak_bytes);
+  }
+  plan.minimum_budget_bytes = budget_for_peak(plan.minimum_peak_bytes);
+  if (current) {
+    REMAT_CHECK(static_cast<int64_t>(current->size()) == graph.size(), "plan: the current plan has {} tags for a "
+                "graph of {} nodes", current->size(), graph.size());
+    extra.push_back({*current, c.simulate(*current), "the plan applied so far"});
+  }
+  if (options.budget) {
+    int64_t reachable = plan.minimum_peak_bytes;
+    if (current) reachable = std::min(reachable, extra.back().sim.peak_bytes);
+    if (planning_target(*options.budget) < reachable) fail_budget(options.policy, *options.budget, reachable);
+  }
+  if (options.policy == "cost") plan.tags = cost_tags(c, options.budget, extra, detail);
+  if (options.policy == "optimal") plan.tags = optimal_tags(c, options.budget, extra, detail);
   for (int64_t v = 0; v < graph.size(); ++v) plan.reasons.push_back(reason(c, options.policy, plan.tags, v, detail));
   plan = finish_plan(graph, std::move(plan));
   plan.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -181,9 +198,12 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options) {
 }
 
 int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides) {
+  check_overrides(graph, overrides);
   const Context c(graph, overrides);
   int64_t minimum = std::numeric_limits<int64_t>::max();
-  for (const Candidate& candidate : descent(c, greedy_path(c))) minimum = std::min(minimum, candidate.sim.peak_bytes);
+  for (const Candidate& candidate : least_memory_plans(c, overrides)) {
+    minimum = std::min(minimum, candidate.sim.peak_bytes);
+  }
   return minimum;
 }
 

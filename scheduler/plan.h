@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,19 +58,28 @@ struct Plan {
   Simulation predicted;
   // Bytes of the outputs backward reads that the plan keeps, and drops.
   int64_t kept_bytes = 0, dropped_bytes = 0;
+  // The smallest simulated peak a plan reaches on this graph, and the
+  // smallest budget cost and optimal accept for it (the margin added):
+  // functions of the graph's bytes alone, the same on every run and
+  // machine (search.h, Note [Budgets from bytes alone]).
+  int64_t minimum_peak_bytes = std::numeric_limits<int64_t>::max();
+  int64_t minimum_budget_bytes = 0;
   double planning_ms = 0;  // wall time make_plan took
 };
 
 std::vector<std::string> policy_names();
 void check_policy(const std::string& name);  // an unknown name is an error listing the known ones
 
-// The plan of options.policy for `graph`. A budget below what the planner
-// can reach is an error naming the smallest peak it can reach.
-Plan make_plan(const GraphProfile& graph, const PlanOptions& options);
+// The plan of options.policy for `graph`. Whether a budget is feasible
+// depends on the graph's bytes alone (Plan::minimum_budget_bytes); measured
+// times only choose among the plans that fit. A budget below the minimum is
+// an error naming it. `current`: the tags of the plan a re-plan replaces
+// (same graph), a candidate too: a budget it meets is never refused, and it
+// stays unless a plan that fits is faster.
+Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std::vector<Tag>* current = nullptr);
 
-// The smallest simulated peak `cost` reaches on `graph` (optimal may reach
-// a little lower or higher: its error names its own), and the smallest
-// budget that lets cost plan it (the 1% margin added).
+// Plan::minimum_peak_bytes and minimum_budget_bytes of `graph`, for cost and
+// optimal alike.
 int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides = {});
 int64_t minimum_budget(const GraphProfile& graph, const Overrides& overrides = {});
 // The smallest budget whose plans may peak at `peak` bytes.

@@ -97,7 +97,6 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) 
   GraphProfile profile;
   std::unordered_map<uint64_t, int64_t> position_of;
   std::unordered_map<const void*, int64_t> leaf_index;
-  uint64_t hash = 14695981039346656037ull;
   const int64_t n = static_cast<int64_t>(kept.size());
   // Where an event stamped next_sequence_nr() = s falls, as a position:
   // before the first node recorded at or after s; n if there is none
@@ -131,6 +130,9 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) 
     position_of[r.sequence_nr] = p;
     NodeProfile row;
     row.position = p;
+    row.recorded_index = std::lower_bound(records.begin(), records.end(), &r, [](const NodeRecord* a, const NodeRecord* b) {
+                           return a->sequence_nr < b->sequence_nr;
+                         }) - records.begin();
     row.sequence_nr = r.sequence_nr;
     row.op = r.op;
     row.input_shapes = r.input_shapes;
@@ -169,33 +171,40 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) 
       }
       row.outside.push_back(source.outside ? outside_row(*source.outside) : -1);
     }
-    // Sizes before contents, so that (2, 3), (4) and (2), (3, 4) differ.
-    auto mix_shape = [&](const Shape& s) {
-      const size_t rank = s.size();
-      mix(hash, &rank, sizeof rank);
-      mix(hash, s.data(), rank * sizeof(int64_t));
-    };
-    mix(hash, row.op.data(), row.op.size() + 1);  // with its terminating zero
-    const size_t inputs = row.input_shapes.size();
-    mix(hash, &inputs, sizeof inputs);
-    for (const Shape& s : row.input_shapes) mix_shape(s);
-    for (DType d : r.input_dtypes) mix(hash, &d, sizeof d);
-    mix_shape(row.output_shape);
-    mix(hash, &row.output_dtype, sizeof row.output_dtype);
-    for (int64_t input : row.inputs) mix(hash, &input, sizeof input);
-    const bool in_region = row.region != 0;  // region ids differ per call; being in one does not
-    mix(hash, &in_region, sizeof in_region);
     profile.nodes.push_back(std::move(row));
   }
   // When the caller let go of each output.
   for (int64_t p = 0; p < n; ++p) profile.nodes[p].released_at = position_from(kept[p]->output_released_before);
   profile.leaves = static_cast<int64_t>(leaf_index.size());
-  profile.signature = hash;
+  profile.signature = signature_of(profile);
   steady_repeated_times(profile);
   return profile;
 }
 
 }  // namespace
+
+uint64_t signature_of(const GraphProfile& graph) {
+  uint64_t hash = 14695981039346656037ull;
+  // Sizes before contents, so that (2, 3), (4) and (2), (3, 4) differ.
+  auto mix_shape = [&](const Shape& s) {
+    const size_t rank = s.size();
+    mix(hash, &rank, sizeof rank);
+    mix(hash, s.data(), rank * sizeof(int64_t));
+  };
+  for (const NodeProfile& row : graph.nodes) {
+    mix(hash, row.op.data(), row.op.size() + 1);  // with its terminating zero
+    const size_t inputs = row.input_shapes.size();
+    mix(hash, &inputs, sizeof inputs);
+    for (const Shape& s : row.input_shapes) mix_shape(s);
+    for (DType d : row.input_dtypes) mix(hash, &d, sizeof d);
+    mix_shape(row.output_shape);
+    mix(hash, &row.output_dtype, sizeof row.output_dtype);
+    for (int64_t input : row.inputs) mix(hash, &input, sizeof input);
+    const bool in_region = row.region != 0;  // region ids differ per call; being in one does not
+    mix(hash, &in_region, sizeof in_region);
+  }
+  return hash;
+}
 
 double median(std::vector<double> values) {
   REMAT_CHECK(!values.empty(), "median: no values");

@@ -17,6 +17,10 @@ namespace remat::scheduler {
 
 struct NodeProfile {
   int64_t position = 0;  // 0, 1, ... in recording order
+  // Where it was recorded in its step (the Checkpointer's recording on one
+  // thread; nodes the root does not depend on count too): plans are applied
+  // by this index.
+  int64_t recorded_index = 0;
   uint64_t sequence_nr = 0;
   std::string op;
   std::vector<Shape> input_shapes;
@@ -111,6 +115,10 @@ struct GraphProfile {
   // times the latter (whatever else a forward does is not the graph's).
   double training_step_ms() const;
 };
+
+// The signature of a graph of these rows: its ops, shapes, dtypes, edges
+// and which nodes are in checkpoint regions (GraphProfile::signature).
+uint64_t signature_of(const GraphProfile& graph);
 
 // The median of `values` (the mean of the middle two for an even count):
 // how repeated timings are summarised here and in train/. Error: no values.

@@ -79,6 +79,20 @@ std::vector<Candidate> descent(const Context& c, std::vector<Candidate> greedy);
 // The fastest plan in `pool` whose peak is at most `target`, or null.
 const Candidate* fastest_fitting(const std::vector<Candidate>& pool, int64_t target);
 
+// Note [Budgets from bytes alone]
+// Whether a budget can be met must not follow the clock: measured times
+// move from run to run, and a minimum found by searches that order their
+// candidates by them moved with them (up to 1.32x on small GPTs, so that a
+// budget met by one step was refused at the next re-plan). The least-memory
+// plans are therefore searched on a copy of the profile whose times are
+// nominal: a fixed roofline of each node's FLOPs and bytes, the same on
+// every run and machine, and the lowest of them is improved by flipping
+// single tags while the peak falls. The smallest simulated peak among them
+// is the graph's minimum (peaks depend on bytes alone); these plans join
+// the measured-time pool, where the real times choose among those that fit.
+// `overrides`: c's. The plans come simulated on c.graph (real times).
+std::vector<Candidate> least_memory_plans(const Context& c, const Overrides& overrides);
+
 // What a budget leaves to plan with, and the smallest budget for a peak.
 int64_t planning_target(int64_t budget);
 int64_t budget_for_peak(int64_t peak);
@@ -89,6 +103,9 @@ int64_t budget_for_peak(int64_t peak);
 std::vector<Candidate> chain_front_plans(const Context& c, const std::vector<Candidate>& greedy);
 
 // The `optimal` policy (optimal.cpp).
-std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, std::string& why);
+// `extra`: plans that compete besides its own (the least-memory plans, the
+// plan a re-plan replaces); with a budget one of them fits (make_plan checks).
+std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, const std::vector<Candidate>& extra,
+                              std::string& why);
 
 }  // namespace remat::scheduler::search

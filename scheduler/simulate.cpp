@@ -29,6 +29,7 @@ class Simulator {
     result_.level_before_forward.assign(n_, 0);
     result_.forward_peak_at.assign(n_, 0);
     result_.backward_peak_at.assign(n_, 0);
+    result_.replayed.assign(n_, false);
     result_.replay_ms.assign(n_, 0.0);
     result_.replayed_in_place.assign(n_, false);
     forward();
@@ -218,6 +219,7 @@ class Simulator {
     const bool in_place = over != kNoStorage;
     const double ms = node.replay_cost_ms(in_place);
     result_.recompute_ms += ms;
+    result_.replayed[v] = true;
     result_.replay_ms[v] = ms;
     result_.replayed_in_place[v] = in_place;
     result_.recompute_flops += node.replay_flops;
@@ -359,6 +361,17 @@ std::vector<Tag> effective_tags(const GraphProfile& graph, std::vector<Tag> tags
     }
   }
   return tags;
+}
+
+void reprice(const GraphProfile& graph, Simulation& sim) {
+  if (graph.nodes.empty()) return;
+  REMAT_CHECK(sim.replayed.size() == graph.nodes.size(), "simulate: repricing a simulation of {} nodes on a graph of {}",
+              sim.replayed.size(), graph.nodes.size());
+  sim.recompute_ms = 0;
+  for (size_t v = 0; v < graph.nodes.size(); ++v) {
+    sim.replay_ms[v] = sim.replayed[v] ? graph.nodes[v].replay_cost_ms(sim.replayed_in_place[v]) : 0.0;
+    sim.recompute_ms += sim.replay_ms[v];
+  }
 }
 
 Simulation simulate(const GraphProfile& graph, const std::vector<Tag>& tags) {

@@ -39,12 +39,13 @@ struct Simulation {
   int64_t recompute_flops = 0;
   // Per node: live bytes just before its forward, the peak during its
   // forward, the peak while backward processes it (the replays it asks for
-  // included), the time of its own replay (0 if not replayed), and whether
-  // that replay writes over an input (engine/autograd.h, Note [Replays in
-  // place]).
+  // included), whether it is replayed, the time of its replay (0 if not),
+  // and whether that replay writes over an input (engine/autograd.h, Note
+  // [Replays in place]).
   std::vector<int64_t> level_before_forward;
   std::vector<int64_t> forward_peak_at;
   std::vector<int64_t> backward_peak_at;
+  std::vector<bool> replayed;
   std::vector<double> replay_ms;
   std::vector<bool> replayed_in_place;
 };
@@ -52,6 +53,11 @@ struct Simulation {
 // `tags` has one tag per node of `graph`; views of a dropped value are
 // dropped whatever their tag says, as the engine does.
 Simulation simulate(const GraphProfile& graph, const std::vector<Tag>& tags);
+
+// `sim` (of some tags on a profile with the same bytes as `graph`, times
+// aside) with its replays priced at `graph`'s times, as simulate(graph,
+// tags) would give it: what it replays and when does not depend on times.
+void reprice(const GraphProfile& graph, Simulation& sim);
 
 // The tags the engine will really apply: a view of a dropped value is dropped.
 std::vector<Tag> effective_tags(const GraphProfile& graph, std::vector<Tag> tags);

@@ -3,7 +3,7 @@
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
 //   remat bench --workload W1|W2 --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--json]
-//   remat explain --workload W1|W2 --policy P [--budget B] [--format table|csv|json]
+//   remat explain --workload W1|W2 --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
 //   remat tradeoff --workload W1|W2 [--fractions 0.25,0.5,...] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
@@ -30,6 +30,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
 #include "scheduler/dot.h"
+#include "scheduler/profile_json.h"
 #include "train/fashion_mnist_task.h"
 #include "train/kjv_gpt_task.h"
 #include "train/parse.h"
@@ -164,20 +165,21 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
                options.block_size, options.batch_size, options.lr, options.max_steps, options.time_limit_seconds,
                options.threads, distribution(options));
     print_gemm(options.threads);
-    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>13} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
-               "seconds", "tokens/s/rank", "peak_activation", "allreduce");
+    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>13} {:>16} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
+               "seconds", "tokens/s/rank", "peak_activation", "first_step_peak", "allreduce");
     std::fflush(stdout);
   }
   auto on_eval = [&](const KjvEval& e) {
     if (json) {
       fmt::print("{{\"step\": {}, \"train_loss\": {:.6f}, \"val_loss\": {:.6f}, \"lr\": {:.6g}, \"seconds\": {:.3f}, "
-                 "\"tokens_per_second\": {:.1f}, \"peak_activation_bytes\": {}, \"allreduce_calls\": {}, "
-                 "\"allreduce_bytes\": {}}}\n",
+                 "\"tokens_per_second\": {:.1f}, \"peak_activation_bytes\": {}, "
+                 "\"first_step_peak_activation_bytes\": {}, \"allreduce_calls\": {}, \"allreduce_bytes\": {}}}\n",
                  e.step, e.train_loss, e.val_loss, e.lr, e.seconds, e.tokens_per_second, e.peak_activation_bytes,
-                 e.allreduce_calls, e.allreduce_bytes);
+                 e.first_step_peak_activation_bytes, e.allreduce_calls, e.allreduce_bytes);
     } else {
-      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.2e} {:>8.1f} {:>13.0f} {:>16} {:>10}\n", e.step, e.train_loss,
-                 e.val_loss, e.lr, e.seconds, e.tokens_per_second, mib(e.peak_activation_bytes), e.allreduce_calls);
+      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.2e} {:>8.1f} {:>13.0f} {:>16} {:>16} {:>10}\n", e.step, e.train_loss,
+                 e.val_loss, e.lr, e.seconds, e.tokens_per_second, mib(e.peak_activation_bytes),
+                 mib(e.first_step_peak_activation_bytes), e.allreduce_calls);
     }
     std::fflush(stdout);
   };
@@ -214,8 +216,27 @@ void run_bench(const remat::train::WorkloadOptions& options, const std::string& 
 
 // One row per node of the workload's graph: what it costs and what the
 // policy decided, and why.
-void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
-  const auto [graph, plan] = remat::train::plan_workload(options);
+// `profile`: plan a saved profile instead of running the workload;
+// `save_profile`: write the profile planned from.
+void run_explain(const remat::train::WorkloadOptions& options, const std::string& format, const std::string& profile,
+                 const std::string& save_profile) {
+  const auto [graph, plan] = [&] {
+    if (profile.empty()) return remat::train::plan_workload(options);
+    remat::scheduler::GraphProfile saved = remat::scheduler::load_profile(profile);
+    remat::scheduler::Plan made = remat::scheduler::make_plan(
+        saved, {.policy = options.policy, .budget = options.budget, .overrides = options.overrides});
+    return remat::train::WorkloadPlan{std::move(saved), std::move(made)};
+  }();
+  if (!save_profile.empty()) remat::scheduler::save_profile(graph, save_profile);
+  if (format == "json") {  // the plan first, then one line per node
+    fmt::print("{}\n", nlohmann::json{{"policy", plan.policy}, {"budget", plan.budget ? nlohmann::json(*plan.budget)
+                                                                                        : nlohmann::json(nullptr)},
+                                       {"signature", fmt::format("{:016x}", graph.signature)},
+                                       {"predicted_peak_bytes", plan.predicted.peak_bytes},
+                                       {"minimum_peak_bytes", plan.minimum_peak_bytes},
+                                       {"minimum_budget_bytes", plan.minimum_budget_bytes},
+                                       {"planning_ms", plan.planning_ms}}.dump());
+  }
   if (format == "csv") {
     fmt::print("position,op,block,output_shape,output_bytes,flops,replay_flops,forward_ms,replay_ms,"
                "replay_in_place_ms,ms_per_mib,decision,reason\n");
@@ -226,6 +247,8 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
                "{:.0f} ms\n", plan.policy, mib(plan.kept_bytes), mib(plan.dropped_bytes),
                mib(plan.predicted.peak_bytes), plan.predicted.replayed_nodes, plan.predicted.recompute_ms,
                plan.planning_ms);
+    fmt::print("minimum feasible budget {} bytes ({}; smallest peak {}), from the graph's bytes alone\n",
+               plan.minimum_budget_bytes, mib(plan.minimum_budget_bytes), mib(plan.minimum_peak_bytes));
     fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block",
                "output", "MiB", "MFLOP", "ms", "replay", "ms/MiB", "decision", "reason");
   }
@@ -445,6 +468,9 @@ int main(int argc, char** argv) {
   explain->add_option("--threads", explain_options.threads, "CPU threads")->capture_default_str();
   explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
+  std::string explain_profile, explain_save_profile;
+  explain->add_option("--profile", explain_profile, "plan this saved profile (JSON) instead of running the workload");
+  explain->add_option("--save-profile", explain_save_profile, "write the profile planned from (JSON)");
 
   remat::train::TradeoffOptions tradeoff_options;
   std::string fractions, out_dir;
@@ -490,7 +516,7 @@ int main(int argc, char** argv) {
     if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
     if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
     if (*bench) run_bench(bench_options, against, json);
-    if (*explain) run_explain(explain_options, format);
+    if (*explain) run_explain(explain_options, format, explain_profile, explain_save_profile);
     if (!fractions.empty()) tradeoff_options.budget_fractions = parse_fractions(fractions);
     if (*tradeoff) run_tradeoff(tradeoff_options, out_dir);
   } catch (const std::exception& e) {  // remat::Error, and e.g. std::bad_alloc

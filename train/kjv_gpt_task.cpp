@@ -268,7 +268,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   const int64_t k = options.gradient_accumulation_steps;
   const int64_t ranks = accelerator.num_processes();
   double loss_sum = 0;
-  int64_t losses = 0, peak = 0;
+  int64_t losses = 0, peak = 0, first_peak = 0;
   std::optional<int64_t> saved_step;  // of the checkpoint on disk
   if (resuming) saved_step = result.first_step;
   // A NaN or infinity stops the run before it reaches the weights, and so
@@ -302,7 +302,8 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
       local_sgd.step();
       loss_sum += loss_value / static_cast<double>(k);
     }
-    peak = std::max(peak, scope.stats().peak_transient - transient_before);
+    int64_t& into = step == result.first_step ? first_peak : peak;
+    into = std::max(into, scope.stats().peak_transient - transient_before);
     ++losses;
 
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -317,6 +318,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
                    .tokens_per_second = static_cast<double>((step + 1 - result.first_step) * k * options.batch_size *
                                                             options.block_size) / seconds,
                    .peak_activation_bytes = peak,
+                   .first_step_peak_activation_bytes = first_peak,
                    .allreduce_calls = traffic.allreduce_calls,
                    .allreduce_bytes = traffic.allreduce_bytes};
       result.curve.push_back(eval);

@@ -74,7 +74,12 @@ struct KjvEval {
   double lr = 0;
   double seconds = 0;     // since training started
   double tokens_per_second = 0;  // trained by this rank
-  int64_t peak_activation_bytes = 0;  // largest rise over a step so far
+  // Largest rise of activation bytes over a step so far, the run's first
+  // step apart: under checkpointing it profiles the graph (run under
+  // blocks, not the budget; docs/checkpointing.md), so the steady state is
+  // the steps after it (0 until there is one).
+  int64_t peak_activation_bytes = 0;
+  int64_t first_step_peak_activation_bytes = 0;
   int64_t allreduce_calls = 0;        // this rank's, so far
   int64_t allreduce_bytes = 0;
 };

@@ -1,12 +1,15 @@
-// Test support: naming a plan in a failure message.
+// Test support: naming a plan in a failure message; a profile as a noisy
+// clock would give it.
 #pragma once
 
+#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "engine/autograd.h"
+#include "scheduler/profile.h"
 
 namespace remat::testing {
 
@@ -18,6 +21,23 @@ inline std::string replayed_positions(const std::vector<Tag>& tags) {
     if (tags[v] == Tag::Recompute) positions += fmt::format(" {}", v);
   }
   return positions.empty() ? " none" : positions;
+}
+
+// `profile` as a noisy clock would give it: each node's forward, backward
+// and replay times scaled by its own factor in [0.5, 2), as if measured on
+// another run; the step's time scaled too. Bytes stay as they are.
+inline scheduler::GraphProfile with_noisy_times(const scheduler::GraphProfile& profile, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> factor(0.5, 2.0);
+  scheduler::GraphProfile noisy = profile;
+  for (scheduler::NodeProfile& node : noisy.nodes) {
+    node.forward_ms *= factor(rng);
+    node.backward_ms *= factor(rng);
+    node.replay_ms *= factor(rng);
+    node.replay_in_place_ms *= factor(rng);
+  }
+  noisy.step_ms *= factor(rng);
+  return noisy;
 }
 
 }  // namespace remat::testing

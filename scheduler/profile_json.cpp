@@ -1,0 +1,225 @@
+// profile_to_json and profile_from_json; see profile_json.h. nlohmann's
+// json is header-only (Debian's nlohmann-json3-dev, in the system include
+// path); scheduler/ uses it in this file only, behind string interfaces.
+#include "scheduler/profile_json.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace remat::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kFormat = "remat-profile";
+constexpr int kVersion = 1;
+
+const char* tag_name(Tag tag) { return tag == Tag::Keep ? "keep" : "recompute"; }
+
+Json dtypes_json(const std::vector<DType>& dtypes) {
+  Json out = Json::array();
+  for (DType d : dtypes) out.push_back(std::string(dtype_name(d)));
+  return out;
+}
+
+Json node_json(const NodeProfile& n) {
+  return Json{{"position", n.position}, {"recorded_index", n.recorded_index}, {"sequence_nr", n.sequence_nr},
+              {"op", n.op}, {"input_shapes", n.input_shapes}, {"input_dtypes", dtypes_json(n.input_dtypes)},
+              {"inputs", n.inputs}, {"leaves", n.leaves}, {"outside", n.outside}, {"output_shape", n.output_shape},
+              {"output_dtype", std::string(dtype_name(n.output_dtype))}, {"output_bytes", n.output_bytes},
+              {"view_of", n.view_of}, {"output_dense", n.output_dense}, {"overwritable_input", n.overwritable_input},
+              {"replay_reuses_side_results", n.replay_reuses_side_results}, {"flops", n.flops},
+              {"replay_flops", n.replay_flops}, {"forward_ms", n.forward_ms}, {"replay_ms", n.replay_ms},
+              {"replay_in_place_ms", n.replay_in_place_ms}, {"forward_peak_bytes", n.forward_peak_bytes},
+              {"saved", n.saved}, {"side_bytes", n.side_bytes}, {"released_at", n.released_at},
+              {"backward_ran", n.backward_ran}, {"backward_ms", n.backward_ms},
+              {"backward_peak_bytes", n.backward_peak_bytes}, {"released_early", n.released_early},
+              {"backward_late_peak_bytes", n.backward_late_peak_bytes}, {"grad_bytes", n.grad_bytes},
+              {"block", n.block}, {"region", n.region}, {"tag", tag_name(n.tag)}};
+}
+
+// Reads fields of one object, naming it (and the field) in every error.
+class Reader {
+ public:
+  Reader(const Json& object, std::string where) : object_(object), where_(std::move(where)) {
+    REMAT_CHECK(object_.is_object(), "profile JSON: {} is not an object", where_);
+  }
+  template <class T>
+  T get(const char* key) const {
+    const auto it = object_.find(key);
+    REMAT_CHECK(it != object_.end(), "profile JSON: {} has no field '{}'", where_, key);
+    try {
+      return it->template get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      REMAT_FAIL("profile JSON: field '{}' of {} is {}, not what it should hold ({})", key, where_, it->dump(),
+                 e.what());
+    }
+  }
+  double time(const char* key) const {
+    const double ms = get<double>(key);
+    REMAT_CHECK(std::isfinite(ms) && ms >= 0, "profile JSON: field '{}' of {} is {}: a time is finite and >= 0", key,
+                where_, ms);
+    return ms;
+  }
+  DType dtype(const std::string& name) const {
+    for (DType d : {DType::Float32, DType::Float64, DType::Int64, DType::BFloat16, DType::Float16}) {
+      if (dtype_name(d) == name) return d;
+    }
+    REMAT_FAIL("profile JSON: {} names dtype '{}' (known: float32, float64, int64, bfloat16, float16)", where_, name);
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  const Json& object_;
+  std::string where_;
+};
+
+void check_index(int64_t value, int64_t low, int64_t high, const std::string& what, const std::string& where) {
+  REMAT_CHECK(value >= low && value < high, "profile JSON: {} of {} is {}, outside [{}, {})", what, where, value, low,
+              high);
+}
+
+NodeProfile node_from(const Json& object, int64_t index, int64_t nodes, int64_t leaves, int64_t outside_inputs) {
+  const Reader r(object, fmt::format("node {}", index));
+  NodeProfile n;
+  n.position = r.get<int64_t>("position");
+  REMAT_CHECK(n.position == index, "profile JSON: node {} says it is at position {}", index, n.position);
+  n.recorded_index = r.get<int64_t>("recorded_index");
+  n.sequence_nr = r.get<uint64_t>("sequence_nr");
+  n.op = r.get<std::string>("op");
+  n.input_shapes = r.get<std::vector<Shape>>("input_shapes");
+  for (const std::string& name : r.get<std::vector<std::string>>("input_dtypes")) n.input_dtypes.push_back(r.dtype(name));
+  n.inputs = r.get<std::vector<int64_t>>("inputs");
+  n.leaves = r.get<std::vector<int64_t>>("leaves");
+  n.outside = r.get<std::vector<int64_t>>("outside");
+  const size_t arity = n.inputs.size();
+  REMAT_CHECK(n.input_shapes.size() == arity && n.input_dtypes.size() == arity && n.leaves.size() == arity &&
+              n.outside.size() == arity, "profile JSON: {} has {} inputs but {} input shapes, {} input dtypes, {} "
+              "leaves and {} outside entries", r.where(), arity, n.input_shapes.size(), n.input_dtypes.size(),
+              n.leaves.size(), n.outside.size());
+  for (size_t i = 0; i < arity; ++i) {
+    check_index(n.inputs[i], -1, index, fmt::format("input {}", i), r.where());  // producers come first
+    check_index(n.leaves[i], -1, leaves, fmt::format("leaf {}", i), r.where());
+    check_index(n.outside[i], -1, outside_inputs, fmt::format("outside entry {}", i), r.where());
+  }
+  const auto inputs = static_cast<int64_t>(arity);
+  n.output_shape = r.get<Shape>("output_shape");
+  n.output_dtype = r.dtype(r.get<std::string>("output_dtype"));
+  n.output_bytes = r.get<int64_t>("output_bytes");
+  n.view_of = r.get<int>("view_of");
+  check_index(n.view_of, -1, inputs, "view_of", r.where());
+  n.output_dense = r.get<bool>("output_dense");
+  n.overwritable_input = r.get<int>("overwritable_input");
+  check_index(n.overwritable_input, -1, inputs, "overwritable_input", r.where());
+  n.replay_reuses_side_results = r.get<bool>("replay_reuses_side_results");
+  n.flops = r.get<int64_t>("flops");
+  n.replay_flops = r.get<int64_t>("replay_flops");
+  n.forward_ms = r.time("forward_ms");
+  n.replay_ms = r.time("replay_ms");
+  n.replay_in_place_ms = r.time("replay_in_place_ms");
+  n.forward_peak_bytes = r.get<int64_t>("forward_peak_bytes");
+  n.saved = r.get<std::vector<int>>("saved");
+  for (int slot : n.saved) check_index(slot, kSavedSideResult, inputs, "a saved slot", r.where());
+  n.side_bytes = r.get<int64_t>("side_bytes");
+  n.released_at = r.get<int64_t>("released_at");
+  check_index(n.released_at, 0, nodes + 1, "released_at", r.where());
+  n.backward_ran = r.get<bool>("backward_ran");
+  n.backward_ms = r.time("backward_ms");
+  n.backward_peak_bytes = r.get<int64_t>("backward_peak_bytes");
+  n.released_early = r.get<int>("released_early");
+  check_index(n.released_early, -1, static_cast<int64_t>(n.saved.size()), "released_early", r.where());
+  n.backward_late_peak_bytes = r.get<int64_t>("backward_late_peak_bytes");
+  n.grad_bytes = r.get<std::vector<int64_t>>("grad_bytes");
+  REMAT_CHECK(n.grad_bytes.size() <= arity, "profile JSON: {} has {} gradient sizes for {} inputs", r.where(),
+              n.grad_bytes.size(), arity);
+  for (int64_t bytes : n.grad_bytes) {
+    REMAT_CHECK(bytes >= kGradientAliasesOutput, "profile JSON: {} has a gradient of {} bytes", r.where(), bytes);
+  }
+  for (const auto& [key, bytes] : {std::pair{"output_bytes", n.output_bytes}, {"side_bytes", n.side_bytes},
+                                   {"forward_peak_bytes", n.forward_peak_bytes}, {"flops", n.flops},
+                                   {"replay_flops", n.replay_flops}}) {
+    REMAT_CHECK(bytes >= 0, "profile JSON: field '{}' of {} is {}, below 0", key, r.where(), bytes);
+  }
+  n.block = r.get<std::string>("block");
+  n.region = r.get<uint64_t>("region");
+  const std::string tag = r.get<std::string>("tag");
+  REMAT_CHECK(tag == "keep" || tag == "recompute", "profile JSON: {} has tag '{}' (keep or recompute)", r.where(), tag);
+  n.tag = tag == "keep" ? Tag::Keep : Tag::Recompute;
+  return n;
+}
+
+}  // namespace
+
+std::string profile_to_json(const GraphProfile& graph) {
+  Json nodes = Json::array();
+  for (const NodeProfile& node : graph.nodes) nodes.push_back(node_json(node));
+  Json outside = Json::array();
+  for (const OutsideInputProfile& input : graph.outside_inputs) {
+    outside.push_back({{"bytes", input.bytes}, {"made_at", input.made_at}, {"released_at", input.released_at}});
+  }
+  const Json out{{"format", kFormat}, {"version", kVersion}, {"signature", graph.signature},
+                 {"leaves", graph.leaves}, {"step_ms", graph.step_ms}, {"outside_inputs", outside}, {"nodes", nodes}};
+  return out.dump(1) + "\n";
+}
+
+GraphProfile profile_from_json(std::string_view text) {
+  Json json;
+  try {
+    json = Json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    REMAT_FAIL("profile JSON: not JSON ({})", e.what());
+  }
+  const Reader top(json, "the profile");
+  const std::string format = top.get<std::string>("format");
+  REMAT_CHECK(format == kFormat, "profile JSON: format '{}', expected '{}'", format, kFormat);
+  const int version = top.get<int>("version");
+  REMAT_CHECK(version == kVersion, "profile JSON: version {}, this build reads version {}", version, kVersion);
+  GraphProfile graph;
+  graph.signature = top.get<uint64_t>("signature");
+  graph.leaves = top.get<int64_t>("leaves");
+  REMAT_CHECK(graph.leaves >= 0, "profile JSON: {} leaves", graph.leaves);
+  graph.step_ms = top.time("step_ms");
+  const auto nodes = top.get<std::vector<Json>>("nodes");
+  REMAT_CHECK(!nodes.empty(), "profile JSON: no nodes (a profile holds at least its root)");
+  const auto n = static_cast<int64_t>(nodes.size());
+  for (const Json& object : top.get<std::vector<Json>>("outside_inputs")) {
+    const Reader r(object, fmt::format("outside input {}", graph.outside_inputs.size()));
+    OutsideInputProfile input{.bytes = r.get<int64_t>("bytes"), .made_at = r.get<int64_t>("made_at"),
+                              .released_at = r.get<int64_t>("released_at")};
+    REMAT_CHECK(input.bytes >= 0 && input.made_at >= 0 && input.made_at < n && input.released_at >= input.made_at &&
+                input.released_at <= n, "profile JSON: {} of {} bytes made at {} and released at {} in a graph of {} "
+                "nodes", r.where(), input.bytes, input.made_at, input.released_at, n);
+    graph.outside_inputs.push_back(input);
+  }
+  const auto outside = static_cast<int64_t>(graph.outside_inputs.size());
+  for (int64_t v = 0; v < n; ++v) graph.nodes.push_back(node_from(nodes[v], v, n, graph.leaves, outside));
+  const uint64_t signature = signature_of(graph);
+  REMAT_CHECK(signature == graph.signature, "profile JSON: signature {:016x} does not match its nodes' ({:016x}): "
+              "edited, or written by another version", graph.signature, signature);
+  return graph;
+}
+
+void save_profile(const GraphProfile& graph, const std::string& path) {
+  std::ofstream file(path);
+  file << profile_to_json(graph);
+  file.close();
+  REMAT_CHECK(file.good(), "profile: cannot write '{}'", path);
+}
+
+GraphProfile load_profile(const std::string& path) {
+  std::ifstream file(path);
+  REMAT_CHECK(file.good(), "profile: cannot read '{}'", path);
+  std::stringstream text;
+  text << file.rdbuf();
+  try {
+    return profile_from_json(text.str());
+  } catch (const Error& e) {
+    REMAT_FAIL("profile '{}': {}", path, e.what());
+  }
+}
+
+}  // namespace remat::scheduler
