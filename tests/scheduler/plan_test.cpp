@@ -251,8 +251,10 @@ TEST(Plan, TheReportedMinimumBudgetHoldsThroughTheRePlans) {
         }
         loss.backward();
         const StepReport report = checkpointer.report();
-        if (i > 0) EXPECT_LE(report.measured_peak_bytes, minimum) << report.str();
-        if (i > 0) EXPECT_EQ(report.minimum_budget_bytes, minimum) << report.str();
+        if (i > 0) {
+          EXPECT_LE(report.measured_peak_bytes, minimum) << report.str();
+          EXPECT_EQ(report.minimum_budget_bytes, minimum) << report.str();
+        }
       }
     } catch (const Error& e) {
       ADD_FAILURE() << e.what();
@@ -264,7 +266,7 @@ TEST(Plan, TheReportedMinimumBudgetHoldsThroughTheRePlans) {
 // channels): keep-all profiles.
 std::vector<GraphProfile> small_gpt_profiles() {
   std::vector<GraphProfile> profiles;
-  for (const auto [layers, channels] : {std::pair{1, 16}, {1, 32}, {2, 16}, {2, 48}, {3, 32}}) {
+  for (const auto& [layers, channels] : {std::pair{1, 16}, {1, 32}, {2, 16}, {2, 48}, {3, 32}}) {
     auto model = std::make_shared<nn::GPT>(nn::GPTConfig{.vocab_size = 23, .block_size = 16, .n_layer = layers,
                                                          .n_head = 2, .n_embd = channels, .dropout = 0.1, .seed = 9});
     Generator g(3);
