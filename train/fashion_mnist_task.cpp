@@ -83,16 +83,7 @@ void check_options(const FashionMnistOptions& o) {
   for (const int64_t width : o.hidden) REMAT_CHECK(width >= 1, "train: hidden widths must be at least 1, got {}", width);
   REMAT_CHECK(o.max_batches >= 0, "train: --max-batches must be >= 0 (0: all), got {}", o.max_batches);
   check_threads(o.threads, "train");
-  REMAT_CHECK(o.gradient_accumulation_steps >= 1, "train: --gradient-accumulation-steps must be at least 1, got {}",
-              o.gradient_accumulation_steps);
-  REMAT_CHECK(o.local_sgd_steps >= 0, "train: --local-sgd-steps must be >= 0, got {}", o.local_sgd_steps);
-  REMAT_CHECK(!o.diloco || o.local_sgd_steps > 0, "train: DiLoCo needs --local-sgd-steps H > 0");
-  if (o.diloco) {
-    REMAT_CHECK(std::isfinite(o.diloco->outer_lr) && o.diloco->outer_lr > 0, "train: --outer-lr must be > 0, got {}",
-                o.diloco->outer_lr);
-    REMAT_CHECK(o.diloco->momentum >= 0 && o.diloco->momentum < 1, "train: --outer-momentum must be in [0, 1), "
-                "got {}", o.diloco->momentum);
-  }
+  check_distribution(o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
 }
 
 std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,

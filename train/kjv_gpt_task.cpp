@@ -159,16 +159,7 @@ void check_options(const KjvGptOptions& o) {
               "logits when sampling), got {}", o.temperature);
   REMAT_CHECK(!o.prompt.empty(), "train: --prompt must not be empty (the sample continues it)");
   check_threads(o.threads, "train");
-  REMAT_CHECK(o.gradient_accumulation_steps >= 1, "train: --gradient-accumulation-steps must be at least 1, got {}",
-              o.gradient_accumulation_steps);
-  REMAT_CHECK(o.local_sgd_steps >= 0, "train: --local-sgd-steps must be >= 0, got {}", o.local_sgd_steps);
-  REMAT_CHECK(!o.diloco || o.local_sgd_steps > 0, "train: DiLoCo needs --local-sgd-steps H > 0");
-  if (o.diloco) {
-    REMAT_CHECK(std::isfinite(o.diloco->outer_lr) && o.diloco->outer_lr > 0, "train: --outer-lr must be > 0, got {}",
-                o.diloco->outer_lr);
-    REMAT_CHECK(o.diloco->momentum >= 0 && o.diloco->momentum < 1, "train: --outer-momentum must be in [0, 1), "
-                "got {}", o.diloco->momentum);
-  }
+  check_distribution(o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
 }
 
 KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval) {

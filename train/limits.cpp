@@ -2,6 +2,7 @@
 #include "train/limits.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "engine/error.h"
@@ -19,6 +20,19 @@ void check_threads(int threads, std::string_view what) {
   REMAT_CHECK(threads >= 1 && threads <= most, "{}: --threads must be between 1 and {} (4 x the {} hardware threads "
               "of this machine, at least 16; more only compete for the same cores), got {}", what, most,
               std::thread::hardware_concurrency(), threads);
+}
+
+void check_distribution(int64_t gradient_accumulation_steps, int64_t local_sgd_steps,
+                        const std::optional<comm::DiLoCoOptions>& diloco) {
+  REMAT_CHECK(gradient_accumulation_steps >= 1, "train: --gradient-accumulation-steps must be at least 1, got {}",
+              gradient_accumulation_steps);
+  REMAT_CHECK(local_sgd_steps >= 0, "train: --local-sgd-steps must be >= 0, got {}", local_sgd_steps);
+  if (!diloco) return;
+  REMAT_CHECK(local_sgd_steps > 0, "train: DiLoCo needs --local-sgd-steps H > 0");
+  REMAT_CHECK(std::isfinite(diloco->outer_lr) && diloco->outer_lr > 0, "train: --outer-lr must be > 0, got {}",
+              diloco->outer_lr);
+  REMAT_CHECK(diloco->momentum >= 0 && diloco->momentum < 1, "train: --outer-momentum must be in [0, 1), got {}",
+              diloco->momentum);
 }
 
 }  // namespace remat::train

@@ -4,7 +4,11 @@
 // threads segfaulted in libgomp, 40000 failed to create threads).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string_view>
+
+#include "comm/averaging.h"
 
 namespace remat::train {
 
@@ -15,5 +19,11 @@ int max_threads();
 // Errors unless 1 <= threads <= max_threads(); `what` names the command
 // ("train", "bench") for the message.
 void check_threads(int threads, std::string_view what);
+
+// The distribution flags both tasks take: micro-batches per step >= 1,
+// LocalSGD's H >= 0, and DiLoCo (which needs H > 0) with an outer lr > 0
+// and momentum in [0, 1).
+void check_distribution(int64_t gradient_accumulation_steps, int64_t local_sgd_steps,
+                        const std::optional<comm::DiLoCoOptions>& diloco);
 
 }  // namespace remat::train
