@@ -50,7 +50,7 @@ def blas_of(result):
     """The BLAS a run's JSON line names: remat's gemm field, or torch's BLAS_INFO."""
     if "gemm" in result:
         gemm = result["gemm"]
-        return f"{gemm['library'].split()[0]} {gemm['library'].split()[1]}, core {gemm['core']} ({gemm['core_choice']})"
+        return f"{' '.join(gemm['library'].split()[:2])}, core {gemm['core']} ({gemm['core_choice']})"
     return f"torch {result['torch_version']}, {result['blas_config']}"
 
 

@@ -50,7 +50,7 @@ def remat_gemm(binary, threads):
 
 
 def torch_gemm(python, threads, reps):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
     out = subprocess.run([python, "-c", TORCH_GEMM, str(threads), str(SIZE), str(reps)],
                          check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.splitlines()[-1])

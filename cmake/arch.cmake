@@ -22,22 +22,27 @@ set(_probe_source ${CMAKE_CURRENT_LIST_DIR}/probes/vector_init.cpp)
 set(_probe_expected "0.5 0.5 0 0")
 
 # _remat_probe(<flags> <result var>): "right", "wrong: <output>" or
-# "cannot run: <why>".
+# "cannot run: <why>", at -O2 (where the reproduction was found) and -O3
+# (the Release build's level).
 function(_remat_probe flags result)
-  string(MAKE_C_IDENTIFIER "${flags}" tag)
-  try_run(run_code compiled ${CMAKE_BINARY_DIR}/arch_probe/${tag} ${_probe_source}
-          COMPILE_DEFINITIONS -O2 ${flags}
-          COMPILE_OUTPUT_VARIABLE compile_output RUN_OUTPUT_VARIABLE run_output)
-  string(STRIP "${run_output}" run_output)
-  if(NOT compiled)
-    set(${result} "cannot run: the compiler rejects ${flags}" PARENT_SCOPE)
-  elseif(NOT "${run_code}" STREQUAL "0")
-    set(${result} "cannot run: the probe exited with '${run_code}' (instructions this CPU lacks?)" PARENT_SCOPE)
-  elseif(run_output STREQUAL _probe_expected)
-    set(${result} "right" PARENT_SCOPE)
-  else()
-    set(${result} "wrong: printed '${run_output}' instead of '${_probe_expected}'" PARENT_SCOPE)
-  endif()
+  foreach(level -O2 -O3)
+    string(MAKE_C_IDENTIFIER "${flags}${level}" tag)
+    try_run(run_code compiled ${CMAKE_BINARY_DIR}/arch_probe/${tag} ${_probe_source}
+            COMPILE_DEFINITIONS ${level} ${flags}
+            COMPILE_OUTPUT_VARIABLE compile_output RUN_OUTPUT_VARIABLE run_output)
+    string(STRIP "${run_output}" run_output)
+    if(NOT compiled)
+      set(${result} "cannot run: the compiler rejects ${flags}" PARENT_SCOPE)
+      return()
+    elseif(NOT "${run_code}" STREQUAL "0")
+      set(${result} "cannot run: the probe exited with '${run_code}' (instructions this CPU lacks?)" PARENT_SCOPE)
+      return()
+    elseif(NOT run_output STREQUAL _probe_expected)
+      set(${result} "wrong: printed '${run_output}' at ${level} instead of '${_probe_expected}'" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${result} "right" PARENT_SCOPE)
 endfunction()
 
 # Whether <flags> enable AVX-512 (the compiler's own predefined macro).
@@ -90,8 +95,9 @@ if(_verdict MATCHES "^wrong")
   endif()
 elseif(_verdict MATCHES "^cannot run" AND _avx512 AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   list(APPEND REMAT_ARCH_FLAGS -mno-avx512f)
-  message(STATUS "remat: ${_wanted_text}: ${_verdict}; g++ 12.2 is known to generate wrong AVX-512 code and this "
-                 "cannot be checked here, so AVX-512 is turned off: -mno-avx512f")
+  message(WARNING "remat: ${_wanted_text}: ${_verdict}; g++ 12.2 is known to generate wrong AVX-512 code and this "
+                  "cannot be checked here, so AVX-512 is turned off: -mno-avx512f. Build on an AVX-512 machine, "
+                  "or with clang, to keep it.")
 else()
   if(_avx512)
     set(_avx512_text "AVX-512 on")

@@ -4,6 +4,9 @@
 #include "scheduler/profile_json.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <fstream>
 #include <sstream>
 
@@ -52,12 +55,51 @@ class Reader {
   T get(const char* key) const {
     const auto it = object_.find(key);
     REMAT_CHECK(it != object_.end(), "profile JSON: {} has no field '{}'", where_, key);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // nlohmann would convert 1.5 to 1, and a large value to a narrower T.
+      REMAT_CHECK(it->is_number_integer(), "profile JSON: field '{}' of {} is {}, not an integer", key, where_,
+                  it->dump());
+      if constexpr (std::is_signed_v<T>) {
+        const auto wide = it->template get<int64_t>();
+        REMAT_CHECK(it->is_number_unsigned() ? it->template get<uint64_t>() <= uint64_t{INT64_MAX} : true,
+                    "profile JSON: field '{}' of {} is {}, too large", key, where_, it->dump());
+        REMAT_CHECK(wide >= std::numeric_limits<T>::min() && wide <= std::numeric_limits<T>::max(),
+                    "profile JSON: field '{}' of {} is {}, outside [{}, {}]", key, where_, wide,
+                    std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+        return static_cast<T>(wide);
+      } else {
+        REMAT_CHECK(it->is_number_unsigned(), "profile JSON: field '{}' of {} is {}, not an unsigned integer", key,
+                    where_, it->dump());
+      }
+    }
     try {
       return it->template get<T>();
     } catch (const nlohmann::json::exception& e) {
       REMAT_FAIL("profile JSON: field '{}' of {} is {}, not what it should hold ({})", key, where_, it->dump(),
                  e.what());
     }
+  }
+  // A count of bytes or FLOPs: an integer >= 0.
+  int64_t count(const char* key) const {
+    const auto value = get<int64_t>(key);
+    REMAT_CHECK(value >= 0, "profile JSON: field '{}' of {} is {}: a count is >= 0", key, where_, value);
+    return value;
+  }
+  // A tensor shape: dimensions >= 0 whose product, in bytes of the widest
+  // dtype, fits in int64 (the simulator multiplies them).
+  Shape shape(const Json& value, const std::string& what) const {
+    Shape out;
+    try {
+      out = value.get<Shape>();
+    } catch (const nlohmann::json::exception& e) {
+      REMAT_FAIL("profile JSON: {} of {} is {}, not a shape ({})", what, where_, value.dump(), e.what());
+    }
+    int64_t elements = 8;
+    for (int64_t d : out) {
+      REMAT_CHECK(d >= 0 && !__builtin_mul_overflow(elements, d, &elements), "profile JSON: {} of {} is {}: "
+                  "dimensions are >= 0 and their product fits in 64 bits", what, where_, value.dump());
+    }
+    return out;
   }
   double time(const char* key) const {
     const double ms = get<double>(key);
@@ -91,7 +133,9 @@ NodeProfile node_from(const Json& object, int64_t index, int64_t nodes, int64_t 
   n.recorded_index = r.get<int64_t>("recorded_index");
   n.sequence_nr = r.get<uint64_t>("sequence_nr");
   n.op = r.get<std::string>("op");
-  n.input_shapes = r.get<std::vector<Shape>>("input_shapes");
+  const Json shapes = r.get<Json>("input_shapes");
+  REMAT_CHECK(shapes.is_array(), "profile JSON: input_shapes of {} is not a list", r.where());
+  for (size_t i = 0; i < shapes.size(); ++i) n.input_shapes.push_back(r.shape(shapes[i], fmt::format("input shape {}", i)));
   for (const std::string& name : r.get<std::vector<std::string>>("input_dtypes")) n.input_dtypes.push_back(r.dtype(name));
   n.inputs = r.get<std::vector<int64_t>>("inputs");
   n.leaves = r.get<std::vector<int64_t>>("leaves");
@@ -107,32 +151,32 @@ NodeProfile node_from(const Json& object, int64_t index, int64_t nodes, int64_t 
     check_index(n.outside[i], -1, outside_inputs, fmt::format("outside entry {}", i), r.where());
   }
   const auto inputs = static_cast<int64_t>(arity);
-  n.output_shape = r.get<Shape>("output_shape");
+  n.output_shape = r.shape(r.get<Json>("output_shape"), "output_shape");
   n.output_dtype = r.dtype(r.get<std::string>("output_dtype"));
-  n.output_bytes = r.get<int64_t>("output_bytes");
+  n.output_bytes = r.count("output_bytes");
   n.view_of = r.get<int>("view_of");
   check_index(n.view_of, -1, inputs, "view_of", r.where());
   n.output_dense = r.get<bool>("output_dense");
   n.overwritable_input = r.get<int>("overwritable_input");
   check_index(n.overwritable_input, -1, inputs, "overwritable_input", r.where());
   n.replay_reuses_side_results = r.get<bool>("replay_reuses_side_results");
-  n.flops = r.get<int64_t>("flops");
-  n.replay_flops = r.get<int64_t>("replay_flops");
+  n.flops = r.count("flops");
+  n.replay_flops = r.count("replay_flops");
   n.forward_ms = r.time("forward_ms");
   n.replay_ms = r.time("replay_ms");
   n.replay_in_place_ms = r.time("replay_in_place_ms");
-  n.forward_peak_bytes = r.get<int64_t>("forward_peak_bytes");
+  n.forward_peak_bytes = r.count("forward_peak_bytes");
   n.saved = r.get<std::vector<int>>("saved");
   for (int slot : n.saved) check_index(slot, kSavedSideResult, inputs, "a saved slot", r.where());
-  n.side_bytes = r.get<int64_t>("side_bytes");
+  n.side_bytes = r.count("side_bytes");
   n.released_at = r.get<int64_t>("released_at");
   check_index(n.released_at, 0, nodes + 1, "released_at", r.where());
   n.backward_ran = r.get<bool>("backward_ran");
   n.backward_ms = r.time("backward_ms");
-  n.backward_peak_bytes = r.get<int64_t>("backward_peak_bytes");
+  n.backward_peak_bytes = r.count("backward_peak_bytes");
   n.released_early = r.get<int>("released_early");
   check_index(n.released_early, -1, static_cast<int64_t>(n.saved.size()), "released_early", r.where());
-  n.backward_late_peak_bytes = r.get<int64_t>("backward_late_peak_bytes");
+  n.backward_late_peak_bytes = r.count("backward_late_peak_bytes");
   n.grad_bytes = r.get<std::vector<int64_t>>("grad_bytes");
   REMAT_CHECK(n.grad_bytes.size() <= arity, "profile JSON: {} has {} gradient sizes for {} inputs", r.where(),
               n.grad_bytes.size(), arity);
@@ -196,7 +240,15 @@ GraphProfile profile_from_json(std::string_view text) {
     graph.outside_inputs.push_back(input);
   }
   const auto outside = static_cast<int64_t>(graph.outside_inputs.size());
-  for (int64_t v = 0; v < n; ++v) graph.nodes.push_back(node_from(nodes[v], v, n, graph.leaves, outside));
+  for (int64_t v = 0; v < n; ++v) {
+    graph.nodes.push_back(node_from(nodes[v], v, n, graph.leaves, outside));
+    // Plans are applied by recorded index: one per recorded node, in order,
+    // counting recorded nodes the profile leaves out.
+    const int64_t recorded = graph.nodes.back().recorded_index;
+    const int64_t previous = v == 0 ? -1 : graph.nodes[v - 1].recorded_index;
+    REMAT_CHECK(recorded > previous && recorded >= v, "profile JSON: node {} has recorded_index {} after {}: they "
+                "increase and are at least the position", v, recorded, previous);
+  }
   const uint64_t signature = signature_of(graph);
   REMAT_CHECK(signature == graph.signature, "profile JSON: signature {:016x} does not match its nodes' ({:016x}): "
               "edited, or written by another version", graph.signature, signature);

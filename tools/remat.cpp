@@ -120,8 +120,9 @@ std::string distribution(const Options& options) {
   return out;
 }
 
-// "gemm: OpenBLAS 0.3.21, core Zen (detected), 2 threads" (kernels/cpu/blas.h).
-void print_gemm(int threads) {
+// Sets the threads the task will run (an invalid count is its error) and
+// prints "gemm: OpenBLAS 0.3.21, core Zen (detected), 2 threads".
+void set_threads_and_print_gemm(int threads) {
   remat::kernels::cpu::set_num_threads(threads);  // as the task will; an invalid count is its error
   fmt::print("gemm: {}\n", remat::kernels::cpu::blas_summary());
 }
@@ -132,7 +133,7 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
     fmt::print("task fashion-mnist: MLP 784-{}-10, AdamW lr {}, batch {} per rank, {} epochs, {} threads; {}\n",
                fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads,
                distribution(options));
-    print_gemm(options.threads);
+    set_threads_and_print_gemm(options.threads);
     fmt::print("{:>5} {:>11} {:>10} {:>9} {:>8} {:>16} {:>10} {:>12} {:>7}\n", "epoch", "train_loss", "test_loss",
                "test_acc", "seconds", "peak_activation", "allreduce", "payload", "comm_s");
     std::fflush(stdout);
@@ -164,7 +165,7 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
                "{} steps or {} s, {} threads; {}\n", options.n_layer, options.n_embd, options.n_head,
                options.block_size, options.batch_size, options.lr, options.max_steps, options.time_limit_seconds,
                options.threads, distribution(options));
-    print_gemm(options.threads);
+    set_threads_and_print_gemm(options.threads);
     fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>13} {:>16} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
                "seconds", "tokens/s/rank", "peak_activation", "first_step_peak", "allreduce");
     std::fflush(stdout);
@@ -493,6 +494,9 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    // OpenBLAS is loaded with its core chosen while this process has one
+    // thread (Note [OpenBLAS core choice] in kernels/cpu/blas.h).
+    remat::kernels::cpu::blas_info();
     // A flag of the other task would be silently ignored: say so instead.
     for (const auto& [owner, flags] : {std::pair{"kjv-gpt", &kjv_only}, std::pair{"fashion-mnist", &mnist_only}}) {
       if (!*train || task == owner) continue;

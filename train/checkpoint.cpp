@@ -42,11 +42,13 @@ void check_optimizer_state(const std::string& path, const std::vector<std::pair<
                            int64_t step) {
   int64_t most = -1;
   for (const auto& [name, t] : state) {
-    if (name.ends_with(".exp_avg_sq") && t.dtype() == DType::Float32) {
-      const std::vector<float> v = t.to_vector<float>();
-      const auto it = std::find_if(v.begin(), v.end(), [](float x) { return x < 0; });
-      REMAT_CHECK(it == v.end(), "load_checkpoint '{}': optimizer.{} holds a negative value {} at {} (a second "
-                  "moment is never negative: the file is corrupt)", path, name, *it, it - v.begin());
+    if (name.ends_with(".exp_avg_sq") && (t.dtype() == DType::Float32 || t.dtype() == DType::Float64)) {
+      dispatch_floating(t.dtype(), "load_checkpoint", [&]<class T>() {
+        const std::vector<T> v = t.to_vector<T>();
+        const auto it = std::find_if(v.begin(), v.end(), [](T x) { return x < 0; });
+        REMAT_CHECK(it == v.end(), "load_checkpoint '{}': optimizer.{} holds a negative value {} at {} (a second "
+                    "moment is never negative: the file is corrupt)", path, name, *it, it - v.begin());
+      });
     }
     if (name.ends_with(".step") && t.dtype() == DType::Int64 && t.numel() == 1) {
       const int64_t count = t.item<int64_t>();

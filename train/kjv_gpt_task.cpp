@@ -282,11 +282,16 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
       auto window = accelerator.accumulate(model);
       Tensor loss = model.forward(batch.inputs, batch.targets).loss;
       const double loss_value = loss.item<double>();
-      check_finite(step + 1, "loss", loss_value);
       accelerator.backward(loss);
       if (accelerator.sync_gradients()) {
+        // Checked before the loss: with data parallelism every rank holds the
+        // averaged gradients here, so a NaN from one rank's batch stops every
+        // rank at this same check instead of leaving the others waiting in a
+        // collective. (Under LocalSGD each rank checks its own, and the job
+        // ends through the CLI's MPI_Abort or the collective timeout.)
         check_finite(step + 1, "gradient norm", optim::clip_grad_norm(model.parameters(), options.grad_clip));
       }
+      check_finite(step + 1, "loss", loss_value);
       optimizer.step();
       scheduler.step();
       optimizer.zero_grad();

@@ -37,9 +37,9 @@ bool still_named(int fd, const std::string& path) {
 }
 
 bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  const fs::path ca = fs::weakly_canonical(fs::absolute(a), ec), cb = fs::weakly_canonical(fs::absolute(b), ec);
-  if (!ec && ca == cb) return true;
+  std::error_code ea, eb, ec;
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a), ea), cb = fs::weakly_canonical(fs::absolute(b), eb);
+  if (!ea && !eb && ca == cb) return true;
   return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -39,30 +40,54 @@ F symbol(void* handle, const char* name, const char* path) {
 }
 
 // dlopen one library file and resolve its entry points; nullptr handle when
-// the file cannot be opened.
-Loaded open_library(const char* path) {
+// the file cannot be opened (why: in `why`) or is not OpenBLAS.
+Loaded open_library(const char* path, std::string& why) {
   Loaded loaded;
   loaded.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (loaded.handle == nullptr) return loaded;
-  BlasSymbols& s = loaded.symbols;
-  s.sgemm = symbol<decltype(s.sgemm)>(loaded.handle, "cblas_sgemm", path);
-  s.dgemm = symbol<decltype(s.dgemm)>(loaded.handle, "cblas_dgemm", path);
-  s.set_num_threads = symbol<decltype(s.set_num_threads)>(loaded.handle, "openblas_set_num_threads", path);
-  s.get_num_threads = symbol<decltype(s.get_num_threads)>(loaded.handle, "openblas_get_num_threads", path);
-  s.get_corename = symbol<decltype(s.get_corename)>(loaded.handle, "openblas_get_corename", path);
-  s.get_config = symbol<decltype(s.get_config)>(loaded.handle, "openblas_get_config", path);
+  if (loaded.handle == nullptr) {
+    why = dlerror();
+    return loaded;
+  }
+  try {
+    BlasSymbols& s = loaded.symbols;
+    s.sgemm = symbol<decltype(s.sgemm)>(loaded.handle, "cblas_sgemm", path);
+    s.dgemm = symbol<decltype(s.dgemm)>(loaded.handle, "cblas_dgemm", path);
+    s.set_num_threads = symbol<decltype(s.set_num_threads)>(loaded.handle, "openblas_set_num_threads", path);
+    s.get_num_threads = symbol<decltype(s.get_num_threads)>(loaded.handle, "openblas_get_num_threads", path);
+    s.get_corename = symbol<decltype(s.get_corename)>(loaded.handle, "openblas_get_corename", path);
+    s.get_config = symbol<decltype(s.get_config)>(loaded.handle, "openblas_get_config", path);
+  } catch (const std::runtime_error& e) {
+    dlclose(loaded.handle);
+    why = e.what();
+    return {};
+  }
   loaded.info.path = path;
-  loaded.info.library = s.get_config();
-  loaded.info.core = s.get_corename();
+  loaded.info.library = loaded.symbols.get_config();
+  loaded.info.core = loaded.symbols.get_corename();
   return loaded;
 }
 
-Loaded open_first() {
+// Whether some other library of the process has loaded `path` already (then
+// a dlclose cannot unload it, and its core stays what it chose).
+bool already_loaded(const char* path) {
+  void* handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (handle != nullptr) dlclose(handle);  // the reference NOLOAD took
+  return handle != nullptr;
+}
+
+struct Opened {
+  Loaded loaded;
+  bool preloaded = false;
+};
+
+Opened open_first() {
   std::string tried;
   for (const char* path : kCandidates) {
-    Loaded loaded = open_library(path);
-    if (loaded.handle != nullptr) return loaded;
-    tried += std::string(tried.empty() ? "" : "; ") + path + ": " + dlerror();
+    const bool preloaded = already_loaded(path);
+    std::string why;
+    Loaded loaded = open_library(path, why);
+    if (loaded.handle != nullptr) return {std::move(loaded), preloaded};
+    tried += std::string(tried.empty() ? "" : "; ") + path + ": " + why;
   }
   throw std::runtime_error("blas: cannot load OpenBLAS (" + tried + "); install libopenblas0-pthread");
 }
@@ -77,29 +102,48 @@ int max_threads_of(const std::string& config) {
   return most > 0 ? most : 0;
 }
 
+// REMAT_BLAS_TEST_FIRST_CORETYPE (defined only for the test program
+// blas_reload_probe) makes the first load pick that core, as a mis-detecting
+// OpenBLAS would, so that a CPU OpenBLAS knows can run the reload.
 Loaded load() {
   const IsaLevel cpu = cpu_isa_level();
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  Loaded loaded = open_first();
-  loaded.info.detected = loaded.info.core;
-  loaded.info.choice = forced != nullptr ? "OPENBLAS_CORETYPE" : "detected";
-  if (forced == nullptr) {
-    if (const std::optional<std::string> core = openblas_core_to_force(cpu, loaded.info.core)) {
-      // Unloaded for good only when no other handle holds it (nothing links
-      // it); the environment variable is the library's documented way in,
-      // and is taken back so that child processes choose for themselves.
-      const std::string path = loaded.info.path, detected = loaded.info.detected;
-      dlclose(loaded.handle);
-      setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
-      loaded = open_library(path.c_str());
-      unsetenv("OPENBLAS_CORETYPE");
-      if (loaded.handle == nullptr) throw std::runtime_error("blas: cannot load " + path + " again: " + dlerror());
-      loaded.info.detected = detected;
-      loaded.info.choice = "cpu-features";
-    }
+#ifdef REMAT_BLAS_TEST_FIRST_CORETYPE
+  if (forced == nullptr) setenv("OPENBLAS_CORETYPE", REMAT_BLAS_TEST_FIRST_CORETYPE, 1);
+#endif
+  Opened opened = open_first();
+#ifdef REMAT_BLAS_TEST_FIRST_CORETYPE
+  if (forced == nullptr) unsetenv("OPENBLAS_CORETYPE");
+#endif
+  Loaded loaded = std::move(opened.loaded);
+  BlasInfo& info = loaded.info;
+  info.detected = info.core;
+  info.choice = forced != nullptr ? "OPENBLAS_CORETYPE" : "detected";
+  const std::optional<std::string> core = forced ? std::nullopt : openblas_core_to_force(cpu, info.core);
+  if (core && opened.preloaded) {
+    info.choice = "preloaded";  // loaded by another library before remat could choose
+  } else if (core) {
+    // The environment variable is the library's documented way in; it is
+    // taken back so that child processes choose for themselves. (Hence the
+    // rule of blas.h: the first call comes while the process has one thread.)
+    const std::string path = info.path, detected = info.detected;
+    dlclose(loaded.handle);
+    setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
+    std::string why;
+    loaded = open_library(path.c_str(), why);
+    unsetenv("OPENBLAS_CORETYPE");
+    if (loaded.handle == nullptr) throw std::runtime_error("blas: cannot load " + path + " again: " + why);
+    info.detected = detected;
+    info.choice = openblas_core_level(info.core) >= cpu ? "cpu-features" : "reload-failed";
   }
-  loaded.info.cpu_level = cpu;
-  loaded.info.max_threads = max_threads_of(loaded.info.library);
+  info.cpu_level = cpu;
+  info.max_threads = max_threads_of(info.library);
+  if (info.choice == "preloaded" || info.choice == "reload-failed") {
+    std::fprintf(stderr, "remat: warning: OpenBLAS runs its %s kernels on this %s CPU (%s); set OPENBLAS_CORETYPE=%s "
+                 "before the program starts\n", info.core.c_str(), std::string(isa_name(cpu)).c_str(),
+                 info.choice == "preloaded" ? "another library loaded it first" : "it kept them when loaded again",
+                 core->c_str());
+  }
   return loaded;
 }
 
@@ -174,9 +218,13 @@ BlasInfo blas_info() {
 
 std::string blas_summary() {
   const BlasInfo info = blas_info();
-  std::string how = info.choice == "cpu-features"
-                        ? "chosen for " + std::string(isa_name(info.cpu_level)) + "; OpenBLAS detected " + info.detected
-                        : info.choice == "OPENBLAS_CORETYPE" ? "forced by OPENBLAS_CORETYPE" : "detected";
+  const std::string cpu(isa_name(info.cpu_level));
+  const std::string how =
+      info.choice == "cpu-features"      ? "chosen for " + cpu + "; OpenBLAS detected " + info.detected
+      : info.choice == "OPENBLAS_CORETYPE" ? "forced by OPENBLAS_CORETYPE"
+      : info.choice == "preloaded"         ? "too narrow for " + cpu + ": loaded by another library first"
+      : info.choice == "reload-failed"     ? "too narrow for " + cpu + ": kept when loaded again"
+                                           : "detected";
   // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21"
   std::string name = info.library;
   if (size_t second = name.find(' ', name.find(' ') + 1); second != std::string::npos) name.resize(second);

@@ -10,8 +10,13 @@
 // the core it chose, and where that core uses a narrower instruction set
 // than the CPU's features (CPUID, never model numbers) offer, loads it again
 // with the core for those features. A core the user forced through
-// OPENBLAS_CORETYPE is left alone. The program is never linked to OpenBLAS,
-// so nothing loads it before this choice.
+// OPENBLAS_CORETYPE is left alone. remat is never linked to OpenBLAS, so
+// that nothing loads it before this choice; where another library of the
+// process (Debian's libblas.so.3 links it) has loaded it first, its core
+// stays, and remat says so (choice "preloaded") and warns on stderr. The
+// first call (any GEMM, set_num_threads or blas_info) sets an environment
+// variable for a moment, so it belongs before other threads start: the
+// `remat` program calls blas_info() first thing.
 #pragma once
 
 #include <optional>
@@ -41,7 +46,11 @@ struct BlasInfo {
   std::string path;       // the file loaded
   std::string core;       // the kernels in use, e.g. "SkylakeX", "Zen"
   std::string detected;   // the core OpenBLAS chose by itself
-  std::string choice;     // how core was chosen: "detected", "cpu-features", "OPENBLAS_CORETYPE"
+  // How core was chosen: "detected" (OpenBLAS's choice, wide enough),
+  // "cpu-features" (loaded again with the core the CPU calls for),
+  // "OPENBLAS_CORETYPE" (the user's), or, with the narrower core left in
+  // place and a warning: "preloaded", "reload-failed".
+  std::string choice;
   IsaLevel cpu_level = IsaLevel::Baseline;
   int threads = 1;        // BLAS's thread count now
   int max_threads = 0;    // the most threads this build of the library runs (0: it does not say)
@@ -51,7 +60,7 @@ struct BlasInfo {
 // that says which files were tried.
 BlasInfo blas_info();
 
-// "OpenBLAS 0.3.21, core SkylakeX (cpu-features; OpenBLAS detected Prescott), 2 threads"
+// "OpenBLAS 0.3.21, core SkylakeX (chosen for AVX-512; OpenBLAS detected Prescott), 2 threads"
 std::string blas_summary();
 
 }  // namespace remat::kernels::cpu
