@@ -33,6 +33,10 @@ std::optional<scheduler::StepReport> Module::checkpointing_report() const {
   return checkpointer_->report();
 }
 
+const scheduler::GraphProfile* Module::checkpointing_profile() const {
+  return checkpointer_ ? checkpointer_->profile() : nullptr;
+}
+
 std::unique_ptr<scheduler::Checkpointer::Recording> Module::record_forward() {
   if (!checkpointer_ || scheduler::Checkpointer::recording_on_this_thread()) return nullptr;
   return checkpointer_->record();

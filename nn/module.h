@@ -82,6 +82,10 @@ class Module {
   // The latest step's figures: kept and dropped bytes, predicted and
   // measured peak, replays (nothing when checkpointing is off).
   std::optional<scheduler::StepReport> checkpointing_report() const;
+  // The profile of the latest planned graph, to save (profile_json.h) and
+  // give back to gradient_checkpointing_enable in a later run; null before
+  // a graph has been planned or when checkpointing is off.
+  const scheduler::GraphProfile* checkpointing_profile() const;
 
  protected:
   // Opened first by forward(): records it under this module's checkpointer,

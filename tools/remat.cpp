@@ -429,6 +429,11 @@ int main(int argc, char** argv) {
   std::string kjv_budget;
   kjv_only.push_back(train->add_option("--checkpointing-budget", kjv_budget,
                                        "kjv-gpt: peak activation bytes for cost/optimal, e.g. 32MiB"));
+  kjv_only.push_back(train->add_option("--checkpointing-profile", kjv.checkpointing_profile,
+                                       "kjv-gpt: plan the first step from this saved profile (the budget holds from "
+                                       "it)"));
+  kjv_only.push_back(train->add_option("--save-checkpointing-profile", kjv.save_checkpointing_profile,
+                                       "kjv-gpt: write the graph's profile here at the end, for --checkpointing-profile"));
   kjv_only.push_back(train->add_option("--warmup-steps", kjv.warmup_steps, "kjv-gpt: linear warm-up steps")->capture_default_str());
   kjv_only.push_back(train->add_option("--eval-interval", kjv.eval_interval, "kjv-gpt: steps between validation losses")
       ->capture_default_str());

@@ -18,9 +18,10 @@
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/lr_schedule.h"
+#include "scheduler/plan.h"
+#include "scheduler/profile_json.h"
 #include "train/accelerator.h"
 #include "train/checkpoint.h"
-#include "scheduler/plan.h"
 #include "train/limits.h"
 #include "train/local_sgd.h"
 #include "train/parse.h"
@@ -139,6 +140,8 @@ void check_options(const KjvGptOptions& o) {
               "ignored)");
   REMAT_CHECK(!o.checkpointing_budget || o.checkpointing == "cost" || o.checkpointing == "optimal",
               "train: --checkpointing {} takes no --checkpointing-budget (cost and optimal do)", o.checkpointing);
+  REMAT_CHECK((o.checkpointing_profile.empty() && o.save_checkpointing_profile.empty()) || !o.checkpointing.empty(),
+              "train: --checkpointing-profile and --save-checkpointing-profile need --checkpointing");
   REMAT_CHECK(!o.checkpointing_budget || *o.checkpointing_budget > 0, "train: --checkpointing-budget must be more "
               "than 0 bytes, got {}", o.checkpointing_budget.value_or(0));
   REMAT_CHECK(o.batch_size >= 1, "train: --batch-size must be at least 1, got {}", o.batch_size);
@@ -173,7 +176,10 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   const std::string weights_path = accelerator.is_main_process() ? options.weights_path : "";
   check_output_path(checkpoint_path, "--checkpoint");
   check_output_path(weights_path, "--save-weights");
+  const std::string profile_out = accelerator.is_main_process() ? options.save_checkpointing_profile : "";
+  check_output_path(profile_out, "--save-checkpointing-profile");
   check_distinct_paths({{"--checkpoint", checkpoint_path}, {"--save-weights", weights_path},
+                        {"--save-checkpointing-profile", profile_out},
                         {"--text", options.text_path}});
   std::optional<RunLock> lock;
   if (!checkpoint_path.empty()) lock.emplace(checkpoint_path, "--checkpoint");
@@ -217,7 +223,13 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   nn::GPT model({.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size, .n_layer = options.n_layer,
                  .n_head = options.n_head, .n_embd = options.n_embd, .dropout = options.dropout, .seed = options.seed});
   if (!options.checkpointing.empty()) {
-    model.gradient_checkpointing_enable({.policy = options.checkpointing, .budget = options.checkpointing_budget});
+    const scheduler::PlanOptions plan{.policy = options.checkpointing, .budget = options.checkpointing_budget};
+    if (options.checkpointing_profile.empty()) {
+      model.gradient_checkpointing_enable(plan);
+    } else {
+      const scheduler::GraphProfile saved = scheduler::load_profile(options.checkpointing_profile);
+      model.gradient_checkpointing_enable(plan, &saved);
+    }
   }
   accelerator.prepare(model);
   optim::AdamW adamw(model.parameters(), {.lr = options.lr, .beta1 = 0.9, .beta2 = 0.95,
@@ -274,15 +286,22 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
                step, what, value, checkpoint, options.lr);
   };
   for (int64_t step = result.first_step; step < options.max_steps; ++step) {
-    const int64_t transient_before = allocator.stats().live_transient;
-    ScopedPeak scope;
+    int64_t step_peak = 0;
     for (int64_t micro = 0; micro < k; ++micro) {
       // Each rank its own windows; one rank without accumulation draws batch(step).
       const data::Batch batch = train_windows.batch((step * k + micro) * ranks + accelerator.rank());
       auto window = accelerator.accumulate(model);
-      Tensor loss = model.forward(batch.inputs, batch.targets).loss;
-      const double loss_value = loss.item<double>();
-      accelerator.backward(loss);
+      double loss_value = 0;
+      {
+        // The peak of forward and backward, the span a checkpointing budget
+        // bounds (clipping's and AdamW's temporaries come after it).
+        const int64_t transient_before = allocator.stats().live_transient;
+        ScopedPeak scope;
+        Tensor loss = model.forward(batch.inputs, batch.targets).loss;
+        loss_value = loss.item<double>();
+        accelerator.backward(loss);
+        step_peak = std::max(step_peak, scope.stats().peak_transient - transient_before);
+      }
       if (accelerator.sync_gradients()) {
         // Checked before the loss: with data parallelism every rank holds the
         // averaged gradients here, so a NaN from one rank's batch stops every
@@ -299,7 +318,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
       loss_sum += loss_value / static_cast<double>(k);
     }
     int64_t& into = step == result.first_step ? first_peak : peak;
-    into = std::max(into, scope.stats().peak_transient - transient_before);
+    into = std::max(into, step_peak);
     ++losses;
 
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -332,6 +351,12 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
       losses = 0;
     }
     if (stop) break;
+  }
+  if (!profile_out.empty()) {
+    const scheduler::GraphProfile* profile = model.checkpointing_profile();
+    REMAT_CHECK(profile != nullptr, "train: --save-checkpointing-profile: no graph was planned (a run of one step "
+                "only profiles it; run two or more)");
+    scheduler::save_profile(*profile, profile_out);
   }
   if (!weights_path.empty()) {
     nn::save_safetensors(model, weights_path,

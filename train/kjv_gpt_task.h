@@ -25,6 +25,13 @@ struct KjvGptOptions {
   // scheduler/plan.h, "" for none, and for cost and optimal a byte budget.
   std::string checkpointing;
   std::optional<int64_t> checkpointing_budget;
+  // A profile of this model's graph saved by an earlier run
+  // (save_checkpointing_profile): the first step runs under its plan, so the
+  // budget holds from it, and a budget below the graph's minimum is an error
+  // before it. Empty: the first step profiles the graph (under blocks).
+  std::string checkpointing_profile;
+  // Written at the end: the profile the run planned from (scheduler/profile_json.h).
+  std::string save_checkpointing_profile;
   // Optimisation.
   int64_t batch_size = 32;
   int64_t max_steps = 1000;          // the cosine schedule ends here
@@ -74,8 +81,10 @@ struct KjvEval {
   double lr = 0;
   double seconds = 0;     // since training started
   double tokens_per_second = 0;  // trained by this rank
-  // Largest rise of activation bytes over a step so far, the run's first
-  // step apart: under checkpointing it profiles the graph (run under
+  // Largest rise of activation + temporary bytes over a step's forward and
+  // backward so far (the span a checkpointing budget bounds; clipping and
+  // the optimizer come after it), the run's first step apart: under
+  // checkpointing without a saved profile it profiles the graph (under
   // blocks, not the budget; docs/checkpointing.md), so the steady state is
   // the steps after it (0 until there is one).
   int64_t peak_activation_bytes = 0;

@@ -17,6 +17,8 @@
 
 #include "engine/error.h"
 #include "nn/safetensors.h"
+#include "scheduler/plan.h"
+#include "scheduler/profile_json.h"
 
 namespace remat::train {
 namespace {
@@ -90,6 +92,44 @@ TEST(KjvGptTask, TheLogReportsTheFirstStepsPeakApart) {
     EXPECT_EQ(eval.first_step_peak_activation_bytes, checkpointed.curve[0].first_step_peak_activation_bytes);
   }
   EXPECT_GT(checkpointed.curve[0].first_step_peak_activation_bytes, 0);
+}
+
+// Without a saved profile the first step profiles the graph under blocks
+// and may pass the budget (above); with the profile an earlier run saved,
+// the first step runs under the plan, and every step stays within a budget
+// as tight as the graph allows.
+TEST(KjvGptTask, ASavedProfileKeepsTheFirstStepWithinTheBudget) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "abcd efg\n";
+  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_profile.txt", text));
+  const std::string profile = (std::filesystem::temp_directory_path() / "remat_kjv_profile.json").string();
+  std::filesystem::remove(profile);
+  options.max_steps = 3;
+  options.eval_interval = 3;
+  options.checkpointing = "cost";
+  options.save_checkpointing_profile = profile;
+  train_kjv_gpt(options);
+  const int64_t budget = scheduler::minimum_budget(scheduler::load_profile(profile));
+
+  options.save_checkpointing_profile.clear();
+  options.checkpointing_profile = profile;
+  options.checkpointing_budget = budget;
+  options.eval_interval = 1;
+  const KjvResult result = train_kjv_gpt(options);
+  ASSERT_EQ(result.curve.size(), 3u);
+  EXPECT_GT(result.curve[0].first_step_peak_activation_bytes, 0);
+  EXPECT_LE(result.curve[0].first_step_peak_activation_bytes, budget);
+  for (const KjvEval& eval : result.curve) EXPECT_LE(eval.peak_activation_bytes, budget) << "step " << eval.step;
+
+  options.checkpointing_budget = budget - 1;  // below the graph's minimum: refused before the first step
+  int evals = 0;
+  try {
+    train_kjv_gpt(options, [&](const KjvEval&) { ++evals; });
+    ADD_FAILURE() << "a budget below the minimum trained";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("budget"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(evals, 0);
 }
 
 TEST(KjvGptTask, SavesWeightsWithGpt2NamesAndTheVocabulary) {
