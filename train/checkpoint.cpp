@@ -41,7 +41,9 @@ std::optional<std::pair<int64_t, double>> first_non_finite(const Tensor& t) {
 void check_optimizer_state(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& state,
                            int64_t step) {
   int64_t most = -1;
-  for (const auto& [name, t] : state) {
+  for (const auto& entry : state) {
+    const std::string& name = entry.first;  // named, not bound: clang 14 lambdas cannot capture a binding
+    const Tensor& t = entry.second;
     if (name.ends_with(".exp_avg_sq") && (t.dtype() == DType::Float32 || t.dtype() == DType::Float64)) {
       dispatch_floating(t.dtype(), "load_checkpoint", [&]<class T>() {
         const std::vector<T> v = t.to_vector<T>();
