@@ -13,18 +13,13 @@
 #include <fmt/format.h>
 
 #include "engine/backward.h"
+#include "engine/hash.h"
 
 namespace remat::scheduler {
 namespace {
 
-// FNV-1a over the bytes of a value.
-void mix(uint64_t& hash, const void* data, size_t size) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= bytes[i];
-    hash *= 1099511628211ull;
-  }
-}
+// FNV-1a over the bytes of a value (engine/hash.h).
+void mix(uint64_t& hash, const void* data, size_t size) { fnv1a(hash, data, size); }
 
 // Nodes of the same op on the same shapes and dtypes, with the same
 // gradients and saved values (one layer repeated, as in a transformer's
@@ -184,7 +179,7 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) 
 }  // namespace
 
 uint64_t signature_of(const GraphProfile& graph) {
-  uint64_t hash = 14695981039346656037ull;
+  uint64_t hash = kFnv1aOffsetBasis;
   // Sizes before contents, so that (2, 3), (4) and (2), (3, 4) differ.
   auto mix_shape = [&](const Shape& s) {
     const size_t rank = s.size();

@@ -4,7 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/error.h"
-#include "train/text_data.h"
+#include "engine/hash.h"
 
 namespace remat::train {
 namespace {
@@ -23,7 +23,7 @@ void check_ranks_agree(comm::Communicator& communicator, const std::vector<Setti
   if (world == 1 || n == 0) return;
   std::vector<int64_t> hashes;
   for (const Setting& s : settings) {
-    hashes.push_back(static_cast<int64_t>(data::fingerprint(s.name + '\0' + s.value)));
+    hashes.push_back(static_cast<int64_t>(fnv1a(s.name + '\0' + s.value)));
   }
   const std::vector<int64_t> all = gather(communicator, hashes);
   std::vector<size_t> differing;

@@ -21,6 +21,7 @@
 #include "engine/allocator.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "engine/hash.h"
 #include "engine/rng.h"
 
 namespace remat::data {
@@ -111,11 +112,7 @@ std::string load_text_file(const std::string& path) {
   return std::move(contents).str();
 }
 
-uint64_t fingerprint(std::string_view bytes) {
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a's offset basis and prime
-  for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return hash;
-}
+uint64_t fingerprint(std::string_view bytes) { return fnv1a(bytes); }
 
 CharTokenizer::CharTokenizer(std::string_view text) {
   REMAT_CHECK(!text.empty(), "CharTokenizer: the text is empty, so there is no vocabulary");
