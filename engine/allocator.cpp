@@ -60,6 +60,12 @@ void Allocator::add(int64_t nbytes, MemoryCategory category) {
 }
 
 void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
+  if (device_.is_meta()) {  // counted, never backed
+    std::lock_guard lock(mutex_);
+    add(static_cast<int64_t>(nbytes), category);
+    ++stats_.allocations;
+    return nullptr;
+  }
   REMAT_CHECK(device_.is_cpu(), "allocate: no allocator for device {} in this build", device_.str());
   if (nbytes == 0) return nullptr;
   void* ptr = nullptr;
@@ -99,6 +105,11 @@ void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
 }
 
 void Allocator::deallocate(void* ptr, size_t nbytes, MemoryCategory category) {
+  if (device_.is_meta()) {
+    std::lock_guard lock(mutex_);
+    add(-static_cast<int64_t>(nbytes), category);
+    return;
+  }
   if (ptr == nullptr) return;
   std::lock_guard lock(mutex_);
   if (nbytes < kCacheMinBytes) {
@@ -181,6 +192,8 @@ void Allocator::merge_peaks(const MemoryStats& floor) {
 Allocator& allocator_for(Device device) {
   // Never destroyed: a tensor freed during static destruction still finds it.
   static Allocator* cpu = new Allocator(Device::cpu());
+  static Allocator* meta = new Allocator(Device::meta());
+  if (device.is_meta()) return *meta;
   REMAT_CHECK(device.is_cpu(), "allocator_for: device {} is not available in this build", device.str());
   return *cpu;
 }

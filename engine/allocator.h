@@ -8,6 +8,8 @@
 //    workloads report as peak activation bytes;
 //  - a category can be changed after allocation (a tensor that becomes a
 //    parameter or a leaf gradient), moving its bytes between counters;
+//  - the meta device's allocator counts the same way and backs nothing
+//    (its data pointers are null; engine/device.h);
 //  - CPU memory is 64-byte aligned. Blocks of 64 KiB and more are cached:
 //    a freed block waits in a free list for the next request of its size
 //    (rounded up to 4 KiB, taking a block at most 1/8 larger), because a

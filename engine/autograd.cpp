@@ -276,8 +276,9 @@ std::shared_ptr<OutsideInput> outside_input_of(const Tensor& t) {
 Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   for (const Tensor& input : inputs) {
     REMAT_CHECK(input.defined(), "{}: an input tensor is undefined", node->name());
-    REMAT_CHECK(input.device() == inputs.front().device(), "{}: inputs on different devices ({} and {})",
-                node->name(), inputs.front().device().str(), input.device().str());
+    // A rehearsal reads real inputs (parameters, the batch) and makes meta ones.
+    REMAT_CHECK(MetaScope::active() || input.device() == inputs.front().device(), "{}: inputs on different devices "
+                "({} and {})", node->name(), inputs.front().str(), input.str());
   }
   bool needs_grad = false;
   for (const Tensor& input : inputs) needs_grad = needs_grad || input.requires_grad();
@@ -285,12 +286,14 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
 
   const auto start = std::chrono::steady_clock::now();
   const double first_touch_before = first_touch_ms();
-  const int64_t transient_before = cpu_allocator().stats().live_transient;
+  // The allocator its outputs come from (the meta one in a rehearsal).
+  const Device device = placement(inputs.empty() ? Device::cpu() : inputs.front().device());
+  const int64_t transient_before = allocator_for(device).stats().live_transient;
   Tensor output;
   int64_t forward_peak = 0;
   {
     TraceSpan span("forward", node->name());
-    ScopedPeak peak;
+    ScopedPeak peak(device);
     output = node->forward(inputs);
     forward_peak = peak.stats().peak_transient - transient_before;
   }

@@ -340,10 +340,11 @@ class RetainGraphScope {
 
 // Measures a node's first backward (engine/backward.cpp): the rise of live
 // activation + temporary bytes, in two phases when backward() calls
-// Node::release_saved_now (NodeRecord).
+// Node::release_saved_now (NodeRecord), on the allocator of `device` (the
+// gradient's).
 class BackwardMeter {
  public:
-  explicit BackwardMeter(NodeRecord& record);
+  BackwardMeter(NodeRecord& record, Device device);
   ~BackwardMeter();
   BackwardMeter(const BackwardMeter&) = delete;
   BackwardMeter& operator=(const BackwardMeter&) = delete;
@@ -369,11 +370,13 @@ class BackwardMeter {
  private:
   NodeRecord& record_;
   BackwardMeter* previous_;
+  Allocator& allocator_;
   int64_t start_level_ = 0;
   int64_t early_rise_ = 0, live_before_release_ = 0, live_after_release_ = 0;
   int released_ = -1;
   TransientPeakWatch whole_;                 // from construction
   std::optional<TransientPeakWatch> late_;  // from the early release, if any
+  Device device_;
 };
 
 // Chooses the tag of each node as it is recorded (a policy of scheduler/

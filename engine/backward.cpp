@@ -12,7 +12,9 @@
 
 #include "engine/allocator.h"
 #include "engine/trace.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/binary.h"
+#include "kernels/cpu/unary.h"
 
 namespace remat {
 namespace {
@@ -21,8 +23,10 @@ namespace {
 Tensor add_gradients(const Tensor& a, const Tensor& b) {
   Tensor out(a.shape(), a.dtype(), a.device());
   dispatch_floating(a.dtype(), "accumulate gradients", [&]<class T>() {
-    kernels::cpu::binary_forward<T>(kernels::cpu::BinaryOp::Add, out.data<T>(), a.data<T>(), a.strides(),
-                                    b.data<T>(), b.strides(), a.shape());
+    run_kernel(out, "accumulate gradients", [&](auto stream) {
+      binary_forward<T>(kernels::BinaryOp::Add, out.data<T>(), a.data<T>(), a.strides(), b.data<T>(), b.strides(),
+                        a.shape(), stream);
+    });
   });
   return out;
 }
@@ -51,7 +55,7 @@ Tensors run_node_backward(Node& node, const Tensor& grad_output) {
   const double first_touch_before = first_touch_ms();
   Tensors grads;
   {
-    BackwardMeter meter(record);
+    BackwardMeter meter(record, placement(grad_output.device()));
     grads = node.backward(grad_output);
     meter.finish();
   }
@@ -72,8 +76,9 @@ thread_local BackwardMeter* t_meter = nullptr;
 
 }  // namespace
 
-BackwardMeter::BackwardMeter(NodeRecord& record)
-    : record_(record), previous_(t_meter), start_level_(cpu_allocator().stats().live_transient) {
+BackwardMeter::BackwardMeter(NodeRecord& record, Device device)
+    : record_(record), previous_(t_meter), allocator_(allocator_for(device)),
+      start_level_(allocator_.stats().live_transient), whole_(device), device_(device) {
   t_meter = this;
 }
 
@@ -87,15 +92,15 @@ BackwardMeter::Unmetered::~Unmetered() { t_meter = previous_; }
 
 void BackwardMeter::before_release() {
   early_rise_ = whole_.rise();
-  live_before_release_ = cpu_allocator().stats().live_transient;
+  live_before_release_ = allocator_.stats().live_transient;
 }
 
 void BackwardMeter::after_release(int record_index) {
   REMAT_CHECK(released_ < 0, "{}: backward released a second saved value early; the profile has room for one",
               record_.op);
   released_ = record_index;
-  live_after_release_ = cpu_allocator().stats().live_transient;
-  late_.emplace();
+  live_after_release_ = allocator_.stats().live_transient;
+  late_.emplace(device_);
 }
 
 void BackwardMeter::finish() {
@@ -116,6 +121,9 @@ Tensors AccumulateGrad::backward(const Tensor& grad_output) {
   Tensor leaf(leaf_);
   REMAT_CHECK(grad_output.shape() == leaf.shape(), "accumulate_grad: gradient of shape {} for a leaf of shape {}",
               str(grad_output.shape()), str(leaf.shape()));
+  // A rehearsal (MetaScope) changes no real tensor: its gradient goes
+  // nowhere, as a meta leaf's would be meta too.
+  if (MetaScope::active() && !leaf.device().is_meta()) return {};
   Tensor grad = leaf.grad();
   if (!grad.defined()) {
     Tensor owned = owns_storage_alone(grad_output) ? grad_output : contiguous_copy(grad_output);
@@ -123,8 +131,10 @@ Tensors AccumulateGrad::backward(const Tensor& grad_output) {
     leaf.set_grad(owned);
   } else {
     dispatch_floating(grad.dtype(), "accumulate_grad", [&]<class T>() {
-      kernels::cpu::binary_forward<T>(kernels::cpu::BinaryOp::Add, grad.data<T>(), grad.data<T>(), grad.strides(),
-                                      grad_output.data<T>(), grad_output.strides(), grad.shape());
+      run_kernel(grad, "accumulate_grad", [&](auto stream) {
+        binary_forward<T>(kernels::BinaryOp::Add, grad.data<T>(), grad.data<T>(), grad.strides(),
+                          grad_output.data<T>(), grad_output.strides(), grad.shape(), stream);
+      });
     });
     grad.storage()->bump_version();
   }
@@ -148,7 +158,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
                 "has {} elements, so pass backward(grad) with a grad of shape {}", root.str(), root.numel(),
                 str(root.shape()));
     root_grad = Tensor(root.shape(), root.dtype(), root.device());
-    dispatch_floating(root.dtype(), "backward", [&]<class T>() { *root_grad.data<T>() = T(1); });
+    dispatch_floating(root.dtype(), "backward", [&]<class T>() {
+      run_kernel(root_grad, "backward", [&](auto stream) { fill(root_grad.data<T>(), T(1), int64_t{1}, stream); });
+    });
   }
   REMAT_CHECK(root_grad.shape() == root.shape() && root_grad.dtype() == root.dtype(),
               "backward: grad {} does not match output {}", root_grad.str(), root.str());

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numbers>
 
+#include "engine/kernel_call.h"
 #include "kernels/cpu/unary.h"
 
 namespace remat {
@@ -44,12 +45,15 @@ Tensor empty(const Shape& shape, DType dtype, Device device) { return Tensor(sha
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor out(shape, dtype, device);
-  switch (dtype) {
-    case DType::Float32: kernels::cpu::fill(out.data<float>(), static_cast<float>(value), out.numel()); break;
-    case DType::Float64: kernels::cpu::fill(out.data<double>(), value, out.numel()); break;
-    case DType::Int64: kernels::cpu::fill(out.data<int64_t>(), static_cast<int64_t>(value), out.numel()); break;
-    default: REMAT_FAIL("full: no CPU kernel for dtype {}", dtype_name(dtype));
-  }
+  REMAT_CHECK(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Int64, "full: no kernel for "
+              "dtype {} (float32, float64 and int64)", dtype_name(dtype));
+  run_kernel(out, "full", [&](auto stream) {
+    switch (dtype) {
+      case DType::Float32: fill(out.data<float>(), static_cast<float>(value), out.numel(), stream); break;
+      case DType::Float64: fill(out.data<double>(), value, out.numel(), stream); break;
+      default: fill(out.data<int64_t>(), static_cast<int64_t>(value), out.numel(), stream); break;
+    }
+  });
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdint>
 
+#include "engine/meta.h"
+
 namespace remat {
 
 // Four 32-bit random words for (seed, counter).
@@ -26,8 +28,14 @@ class Generator {
   void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
   // Continues a stream from a saved offset (resuming a training run).
   void set_offset(uint64_t offset) { offset_ = offset; }
-  // Reserves `counters` consecutive counters and returns the first.
-  uint64_t reserve(uint64_t counters) { const uint64_t first = offset_; offset_ += counters; return first; }
+  // Reserves `counters` consecutive counters and returns the first. In a
+  // rehearsal (engine/meta.h) nothing is taken: the real step after it
+  // draws the numbers it would have drawn without one.
+  uint64_t reserve(uint64_t counters) {
+    const uint64_t first = offset_;
+    if (!MetaScope::active()) offset_ += counters;
+    return first;
+  }
 
  private:
   uint64_t seed_;

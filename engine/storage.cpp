@@ -6,8 +6,8 @@
 namespace remat {
 
 Storage::Storage(size_t nbytes, Device device, MemoryCategory category)
-    : nbytes_(nbytes), device_(device), category_(category), made_before_(next_sequence_nr()) {
-  data_ = allocator_for(device).allocate(nbytes, category);
+    : nbytes_(nbytes), device_(placement(device)), category_(category), made_before_(next_sequence_nr()) {
+  data_ = allocator_for(device_).allocate(nbytes, category);
 }
 
 Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_, category_); }

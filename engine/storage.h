@@ -9,12 +9,14 @@
 
 #include "engine/allocator.h"
 #include "engine/device.h"
+#include "engine/meta.h"
 
 namespace remat {
 
 class Storage {
  public:
-  // Takes `nbytes` from the device's allocator under the current category.
+  // Takes `nbytes` from the device's allocator under the current category;
+  // on the meta device inside a MetaScope, whatever device was asked for.
   Storage(size_t nbytes, Device device, MemoryCategory category = current_category());
   ~Storage();
   Storage(const Storage&) = delete;

@@ -2,6 +2,7 @@
 #include "engine/tensor.h"
 
 #include "engine/backward.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/copy.h"
 
 namespace remat {
@@ -39,9 +40,12 @@ bool Tensor::is_contiguous() const {
 void Tensor::check_dtype(DType expected, const char* what) const {
   REMAT_CHECK(dtype() == expected, "{}: tensor {} holds {}, not {}", what, str(), dtype_name(dtype()),
               dtype_name(expected));
+  REMAT_CHECK(!device().is_meta(), "{}: tensor {} is on the meta device, which holds shapes and byte counts, no "
+              "values", what, str());
 }
 
 template <class T> T Tensor::item() const {
+  REMAT_CHECK(!device().is_meta(), "item: tensor {} is on the meta device, which holds no values", str());
   REMAT_CHECK(numel() == 1, "item: tensor {} has {} elements, not 1", str(), numel());
   switch (dtype()) {
     case DType::Float32: return static_cast<T>(*static_cast<const float*>(raw_data()));
@@ -103,9 +107,10 @@ std::string Tensor::str() const {
 }
 
 Tensor contiguous_copy(const Tensor& t) {
-  REMAT_CHECK(t.device().is_cpu(), "contiguous: no kernel for device {}", t.device().str());
   Tensor out(t.shape(), t.dtype(), t.device());
-  kernels::cpu::strided_copy(out.raw_data(), t.raw_data(), dtype_size(t.dtype()), t.shape(), t.strides());
+  run_kernel(out, "contiguous", [&](auto stream) {
+    strided_copy(out.raw_data(), t.raw_data(), dtype_size(t.dtype()), t.shape(), t.strides(), stream);
+  });
   return out;
 }
 

@@ -43,10 +43,11 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& ini
   resid_dropout_ = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout, dropout));
 }
 
-const Tensor& CausalSelfAttention::mask_for(int64_t t) {
-  if (!mask_.defined() || mask_.size(0) != t) {
+const Tensor& CausalSelfAttention::mask_for(int64_t t, Device device) {
+  // Made again for another device: a rehearsal's (MetaScope) is meta.
+  if (!mask_.defined() || mask_.size(0) != t || mask_.device() != device) {
     CategoryGuard constant(MemoryCategory::Data);
-    mask_ = causal_mask(t);
+    mask_ = causal_mask(t, device);
   }
   return mask_;
 }
@@ -68,7 +69,7 @@ Tensor CausalSelfAttention::forward(Tensor&& x) {
     // compiler evaluates function arguments in: plans apply by position.
     const Tensor q = heads(0), k = heads(1), v = heads(2);
     Tensor att = matmul(q, transpose(k, -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
-    att = masked_fill(att, mask_for(T), -std::numeric_limits<double>::infinity());
+    att = masked_fill(att, mask_for(T, att.device()), -std::numeric_limits<double>::infinity());
     att = attn_dropout_->forward(softmax(att, -1));
     y = matmul(att, v);
   }

@@ -60,7 +60,7 @@ class CausalSelfAttention : public Module {
 
  private:
   // int64 (T, T) causal mask, made once per T and kept (category Data).
-  const Tensor& mask_for(int64_t t);
+  const Tensor& mask_for(int64_t t, Device device);
 
   int64_t n_head_;
   std::shared_ptr<Conv1D> c_attn_, c_proj_;

@@ -28,6 +28,10 @@ void Module::gradient_checkpointing_disable() {
   checkpointer_.reset();
 }
 
+void Module::rehearse_checkpointing(const std::function<void()>& step) {
+  if (checkpointer_) checkpointer_->rehearse(step);
+}
+
 std::optional<scheduler::StepReport> Module::checkpointing_report() const {
   if (!checkpointer_) return std::nullopt;
   return checkpointer_->report();

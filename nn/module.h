@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <optional>
@@ -79,6 +80,14 @@ class Module {
                                      const scheduler::GraphProfile* saved_profile = nullptr);
   void gradient_checkpointing_disable();
   bool is_gradient_checkpointing() const { return checkpointer_ != nullptr; }
+  // Without a saved profile: plans the first step before it runs, from a
+  // rehearsal of it on the meta device (Checkpointer::rehearse), so that a
+  // budget holds from the first step too and one below the graph's minimum
+  // is an error here. `step` runs this module's forward and the backward
+  // from its loss, as a training step does:
+  //   model.rehearse_checkpointing([&] { model.forward(ids, targets).loss.backward(); });
+  // Nothing happens when checkpointing is off.
+  void rehearse_checkpointing(const std::function<void()>& step);
   // The latest step's figures: kept and dropped bytes, predicted and
   // measured peak, replays (nothing when checkpointing is off).
   std::optional<scheduler::StepReport> checkpointing_report() const;

@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "engine/factory.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/binary.h"
 #include "ops/shape.h"
 #include "ops/unary.h"
@@ -11,7 +12,7 @@
 namespace remat {
 namespace {
 
-using kernels::cpu::BinaryOp;
+using kernels::BinaryOp;
 
 std::string_view op_name(BinaryOp op) {
   switch (op) {
@@ -46,8 +47,10 @@ class BinaryNode final : public Node {
     const Shape shape = broadcast_shapes(a.shape(), b.shape(), name());
     Tensor out = new_output(in, shape, a.dtype());
     dispatch_floating(a.dtype(), name(), [&]<class T>() {
-      kernels::cpu::binary_forward<T>(op_, out.data<T>(), a.data<T>(), broadcast_strides(a, shape), b.data<T>(),
-                                      broadcast_strides(b, shape), shape);
+      run_kernel(out, name(), [&](auto stream) {
+        binary_forward<T>(op_, out.data<T>(), a.data<T>(), broadcast_strides(a, shape), b.data<T>(),
+                          broadcast_strides(b, shape), shape, stream);
+      });
     });
     return out;
   }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/dropout.h"
 
 namespace remat {
@@ -21,7 +22,9 @@ class DropoutNode final : public Node {
     Tensor out = new_output(in, in[0].shape(), in[0].dtype());  // before dense(): that is a second reference
     const Tensor x = dense(in[0]);
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      kernels::cpu::dropout_forward<T>(out.data<T>(), x.data<T>(), x.numel(), mask(), scale<T>());
+      run_kernel(out, name(), [&](auto stream) {
+        dropout_forward<T>(out.data<T>(), x.data<T>(), x.numel(), mask(), scale<T>(), stream);
+      });
     });
     return out;
   }
@@ -33,7 +36,9 @@ class DropoutNode final : public Node {
     const Tensor dout = dense(dout_any);
     Tensor dx(dout.shape(), dout.dtype(), dout.device());
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
-      kernels::cpu::dropout_backward<T>(dx.data<T>(), dout.data<T>(), dout.numel(), mask(), scale<T>());
+      run_kernel(dx, name(), [&](auto stream) {
+        dropout_backward<T>(dx.data<T>(), dout.data<T>(), dout.numel(), mask(), scale<T>(), stream);
+      });
     });
     return {dx};
   }
@@ -44,7 +49,7 @@ class DropoutNode final : public Node {
  private:
   // uniform_float(word) = (word >> 8) / 2^24 >= p  <=>  (word >> 8) >= ceil(p * 2^24),
   // exactly: p * 2^24 is exact in double and (word >> 8) is an integer.
-  kernels::cpu::DropoutMask mask() const {
+  kernels::DropoutMask mask() const {
     return {&philox4x32, seed_, offset_, static_cast<uint32_t>(std::ceil(p_ * 16777216.0))};
   }
   template <class T> T scale() const { return static_cast<T>(1.0 / (1.0 - p_)); }

@@ -3,6 +3,7 @@
 #include "ops/embedding.h"
 
 #include "engine/autograd.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/embedding.h"
 
 namespace remat {
@@ -32,11 +33,13 @@ class EmbeddingNode final : public Node {
     out_shape.push_back(channels);
     Tensor out(out_shape, weight.dtype(), weight.device());
     dispatch_floating(weight.dtype(), name(), [&]<class T>() {
-      const int64_t bad = kernels::cpu::embedding_forward<T>(out.data<T>(), weight.data<T>(), ids.data<int64_t>(),
-                                                             ids.numel(), channels, vocab);
-      REMAT_CHECK(bad < 0, "embedding: id {} at position {} of ids {} is outside [0, V) with V = {} (weight {})",
-                  ids.data<int64_t>()[bad], str(unravel(bad, ids.shape())), str(ids.shape()), vocab,
-                  str(weight.shape()));
+      run_kernel(out, name(), [&](auto stream) {
+        const int64_t bad = embedding_forward<T>(out.data<T>(), weight.data<T>(), ids.data<int64_t>(), ids.numel(),
+                                                 channels, vocab, stream);
+        REMAT_CHECK(bad < 0, "embedding: id {} at position {} of ids {} is outside [0, V) with V = {} (weight {})",
+                    ids.data<int64_t>()[bad], str(unravel(bad, ids.shape())), str(ids.shape()), vocab,
+                    str(weight.shape()));
+      });
     });
     return out;
   }
@@ -50,8 +53,10 @@ class EmbeddingNode final : public Node {
     const Shape& weight_shape = record().input_shapes[0];
     Tensor dweight(weight_shape, dout.dtype(), dout.device());
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
-      kernels::cpu::embedding_backward<T>(dweight.data<T>(), dout.data<T>(), ids.data<int64_t>(), ids.numel(),
-                                          weight_shape[1], weight_shape[0]);
+      run_kernel(dweight, name(), [&](auto stream) {
+        embedding_backward<T>(dweight.data<T>(), dout.data<T>(), ids.data<int64_t>(), ids.numel(), weight_shape[1],
+                              weight_shape[0], stream);
+      });
     });
     return {dweight, Tensor()};
   }

@@ -8,6 +8,7 @@
 #include "ops/layer_norm.h"
 
 #include "engine/autograd.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/layer_norm.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
@@ -17,7 +18,6 @@
 namespace remat {
 namespace {
 
-namespace k = kernels::cpu;
 
 class LayerNormNode final : public Node {
  public:
@@ -46,18 +46,22 @@ class LayerNormNode final : public Node {
                   "layer_norm: replaying on input {} with saved statistics {} that are not its rows'", x.str(),
                   mean.str());
       dispatch_floating(x.dtype(), name(), [&]<class T>() {
-        k::layer_norm_apply<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(),
-                               has_weight_ ? weight.data<T>() : nullptr, has_bias_ ? bias.data<T>() : nullptr, rows,
-                               channels);
+        run_kernel(out, name(), [&](auto stream) {
+          layer_norm_apply<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(),
+                              has_weight_ ? weight.data<T>() : nullptr, has_bias_ ? bias.data<T>() : nullptr, rows,
+                              channels, stream);
+        });
       });
       return out;
     }
     mean_ = Tensor({rows}, x.dtype(), x.device());
     rstd_ = Tensor({rows}, x.dtype(), x.device());
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      k::layer_norm_forward<T>(out.data<T>(), mean_.data<T>(), rstd_.data<T>(), x.data<T>(),
-                               has_weight_ ? weight.data<T>() : nullptr, has_bias_ ? bias.data<T>() : nullptr, rows,
-                               channels, eps_);
+      run_kernel(out, name(), [&](auto stream) {
+        layer_norm_forward<T>(out.data<T>(), mean_.data<T>(), rstd_.data<T>(), x.data<T>(),
+                              has_weight_ ? weight.data<T>() : nullptr, has_bias_ ? bias.data<T>() : nullptr, rows,
+                              channels, eps_, stream);
+      });
     });
     return out;
   }
@@ -84,14 +88,19 @@ class LayerNormNode final : public Node {
     if (needs_input_grad(0)) dx = Tensor(x.shape(), x.dtype(), x.device());
     if (has_weight_ && needs_input_grad(1)) dweight = Tensor({channels}, x.dtype(), x.device());
     if (has_bias_ && needs_input_grad(bias_index)) dbias = Tensor({channels}, x.dtype(), x.device());
-    const int64_t workers = k::layer_norm_backward_workers(rows, channels);
+    // The CPU kernel's split over threads sizes its scratch (partial sums),
+    // which the op allocates so that it is counted; a rehearsal on the meta
+    // device counts the same bytes.
+    const int64_t workers = kernels::cpu::layer_norm_backward_workers(rows, channels);
     const bool sums = dweight.defined() || dbias.defined();
-    const int64_t scratch_size = sums ? k::layer_norm_backward_scratch(workers, channels) : 0;
+    const int64_t scratch_size = sums ? kernels::cpu::layer_norm_backward_scratch(workers, channels) : 0;
     const Tensor scratch = scratch_size > 0 ? Tensor({scratch_size}, x.dtype(), x.device()) : Tensor();
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      const auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
-      k::layer_norm_backward<T>(ptr(dx), ptr(dweight), ptr(dbias), ptr(scratch), dout.data<T>(), x.data<T>(),
-                                ptr(weight), mean.data<T>(), rstd.data<T>(), rows, channels, workers);
+      run_kernel(dout, name(), [&](auto stream) {
+        const auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+        layer_norm_backward<T>(ptr(dx), ptr(dweight), ptr(dbias), ptr(scratch), dout.data<T>(), x.data<T>(),
+                               ptr(weight), mean.data<T>(), rstd.data<T>(), rows, channels, workers, stream);
+      });
     });
     Tensors grads{dx};
     if (has_weight_) grads.push_back(dweight);

@@ -4,6 +4,7 @@
 #include "ops/mask.h"
 
 #include "engine/autograd.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/mask.h"
 
 namespace remat {
@@ -28,17 +29,19 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
   return true;
 }
 
-// out (shape) = mask != 0 ? value : x, for either mask dtype.
+// out (shape, dense) = mask != 0 ? value : x, for either mask dtype.
 template <class T>
-void fill_where(T* out, const Tensor& x, const Tensor& mask, const Shape& shape, T value) {
+void fill_where(const Tensor& out, const Tensor& x, const Tensor& mask, const Shape& shape, T value) {
   const Strides mask_strides = broadcast_strides(mask, shape);
-  if (mask.dtype() == DType::Int64) {
-    kernels::cpu::masked_fill_forward<T, int64_t>(out, x.data<T>(), x.strides(), mask.data<int64_t>(), mask_strides,
-                                                  shape, value);
-  } else {
-    kernels::cpu::masked_fill_forward<T, T>(out, x.data<T>(), x.strides(), mask.data<T>(), mask_strides, shape,
-                                            value);
-  }
+  run_kernel(out, "masked_fill", [&](auto stream) {
+    if (mask.dtype() == DType::Int64) {
+      masked_fill_forward<T, int64_t>(out.data<T>(), x.data<T>(), x.strides(), mask.data<int64_t>(), mask_strides,
+                                      shape, value, stream);
+    } else {
+      masked_fill_forward<T, T>(out.data<T>(), x.data<T>(), x.strides(), mask.data<T>(), mask_strides, shape, value,
+                                stream);
+    }
+  });
 }
 
 class MaskedFillNode final : public Node {
@@ -55,7 +58,7 @@ class MaskedFillNode final : public Node {
                 str(mask.shape()), str(x.shape()));
     Tensor out = new_output(in, x.shape(), x.dtype());
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      fill_where<T>(out.data<T>(), x, mask, x.shape(), static_cast<T>(value_));
+      fill_where<T>(out, x, mask, x.shape(), static_cast<T>(value_));
     });
     return out;
   }
@@ -68,7 +71,7 @@ class MaskedFillNode final : public Node {
     const Tensor mask = saved(0);
     Tensor dx = owns_storage_alone(dout) ? dout : Tensor(dout.shape(), dout.dtype(), dout.device());
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
-      fill_where<T>(dx.data<T>(), dout, mask, dout.shape(), T(0));
+      fill_where<T>(dx, dout, mask, dout.shape(), T(0));
     });
     return {dx, Tensor()};
   }
@@ -86,13 +89,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return apply_op(std::make_shared<MaskedFillNode>(value), {x, mask});
 }
 
-Tensor causal_mask(int64_t t) {
+Tensor causal_mask(int64_t t, Device device) {
   REMAT_CHECK(t >= 0, "causal_mask: size {} is negative", t);
-  Tensor mask({t, t}, DType::Int64);
-  int64_t* m = mask.data<int64_t>();  // (t, t)
-  for (int64_t i = 0; i < t; ++i) {
-    for (int64_t j = 0; j < t; ++j) m[i * t + j] = j > i ? 1 : 0;
-  }
+  Tensor mask({t, t}, DType::Int64, device);
+  run_kernel(mask, "causal_mask", [&](auto stream) { causal_mask_forward(mask.data<int64_t>(), t, stream); });
   return mask;
 }
 

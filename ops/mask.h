@@ -11,7 +11,7 @@ namespace remat {
 // broadcast to x's shape. d/dx is 1 where kept, 0 where filled.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
-// int64 (t, t): 1 above the diagonal (j > i, the future), 0 elsewhere.
-Tensor causal_mask(int64_t t);
+// int64 (t, t) on `device`: 1 above the diagonal (j > i, the future), 0 elsewhere.
+Tensor causal_mask(int64_t t, Device device = Device::cpu());
 
 }  // namespace remat

@@ -8,12 +8,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/parallel.h"
 #include "ops/shape.h"
 
 namespace remat {
@@ -35,20 +34,18 @@ GemmOperand gemm_operand(const Tensor& m) {
   return {false, std::max<int64_t>(cols, 1), dense};
 }
 
-// c (dense (n, m)) = alpha * a (n, k) @ b (k, m) + beta * c
+// c (dense, n * m elements) = alpha * a (n, k) @ b (k, m) + beta * c
 template <class T>
-void gemm_into(T* c, const Tensor& a, const Tensor& b, T alpha, T beta) {
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, T alpha, T beta) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
   REMAT_CHECK(n <= INT32_MAX && m <= INT32_MAX && k <= INT32_MAX, "matmul: ({}, {}) @ ({}, {}) exceeds BLAS's 32-bit "
               "sizes", n, k, k, m);
-  if (k == 0) {  // an empty sum: C = beta * C
-    for (int64_t i = 0; i < n * m; ++i) c[i] = beta * c[i];
-    return;
-  }
   const GemmOperand ga = gemm_operand(a), gb = gemm_operand(b);
-  kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, alpha, ga.dense.template data<T>(), ga.ld,
-                        gb.dense.template data<T>(), gb.ld, beta, c, std::max<int64_t>(m, 1));
+  run_kernel(c, "matmul", [&](auto stream) {
+    gemm<T>(ga.trans, gb.trans, n, m, k, alpha, ga.dense.template data<T>(), ga.ld, gb.dense.template data<T>(), gb.ld,
+            beta, c.data<T>(), std::max<int64_t>(m, 1), stream);
+  });
 }
 
 Tensor matrix_t(const Tensor& m) { return m.alias({m.shape()[1], m.shape()[0]}, {m.strides()[1], m.strides()[0]}, m.offset()); }
@@ -81,7 +78,7 @@ class MatmulNode final : public Node {
       // (..., n, k) @ (k, m): one GEMM over all rows.
       const int64_t k = a.shape().back();
       const Tensor rows = a.alias({numel(batch) * n, k}, {k, 1}, a.offset());
-      dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out.data<T>(), rows, b, T(scale_), T(0)); });
+      dispatch_floating(a.dtype(), name(), [&]<class T>() { gemm_into<T>(out, rows, b, T(scale_), T(0)); });
       return out;
     }
     // One GEMM per batch element, reading both operands through broadcast
@@ -102,39 +99,13 @@ class MatmulNode final : public Node {
     GemmOperand ga = gemm_operand(first_matrix(ea)), gb = gemm_operand(first_matrix(eb));
     if (ga.dense.storage() != ea.storage()) ga = gemm_operand(first_matrix(ea = contiguous_copy(ea)));
     if (gb.dense.storage() != eb.storage()) gb = gemm_operand(first_matrix(eb = contiguous_copy(eb)));
-    const int64_t count = numel(batch);
-    std::vector<int64_t> a_offsets(static_cast<size_t>(count)), b_offsets(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t rest = i, a_off = ea.offset(), b_off = eb.offset();
-      for (size_t d = nb; d-- > 0;) {
-        const int64_t idx = rest % batch[d];
-        rest /= batch[d];
-        a_off += idx * ea.strides()[d];
-        b_off += idx * eb.strides()[d];
-      }
-      a_offsets[static_cast<size_t>(i)] = a_off;
-      b_offsets[static_cast<size_t>(i)] = b_off;
-    }
+    const Strides a_strides(ea.strides().begin(), ea.strides().begin() + static_cast<int64_t>(nb));
+    const Strides b_strides(eb.strides().begin(), eb.strides().begin() + static_cast<int64_t>(nb));
     dispatch_floating(a.dtype(), name(), [&]<class T>() {
-      T* c = out.data<T>();
-      if (k == 0) return std::fill(c, c + out.numel(), T(0));
-      const T* a_base = static_cast<const T*>(ea.storage()->data());
-      const T* b_base = static_cast<const T*>(eb.storage()->data());
-      auto one = [&](int64_t i) {
-        kernels::cpu::gemm<T>(ga.trans, gb.trans, n, m, k, T(scale_), a_base + a_offsets[static_cast<size_t>(i)], ga.ld,
-                              b_base + b_offsets[static_cast<size_t>(i)], gb.ld, T(0), c + i * n * m, m);
-      };
-      // Small matrices (attention's per-head products) are too small for
-      // BLAS to use threads well; split the batch over the threads instead,
-      // each running single-threaded GEMMs.
-      const int threads = kernels::cpu::num_threads();
-      if (threads > 1 && count >= threads && n * m * k <= (int64_t{1} << 21)) {
-        kernels::cpu::BlasThreadsGuard single(1);
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < count; ++i) one(i);
-      } else {
-        for (int64_t i = 0; i < count; ++i) one(i);
-      }
+      run_kernel(out, name(), [&](auto stream) {
+        gemm_batched<T>(ga.trans, gb.trans, n, m, k, T(scale_), ea.data<T>(), a_strides, ga.ld, eb.data<T>(), b_strides,
+                        gb.ld, out.data<T>(), batch, stream);
+      });
     });
     return out;
   }
@@ -203,13 +174,14 @@ class LinearNode final : public Node {
     Tensor out(out_shape, x.dtype(), x.device());
     // (in, out) as GEMM's right operand: W^T for linear, W for affine.
     const Tensor w_in_out = layout_ == WeightLayout::OutIn ? matrix_t(weight) : weight;
+    const Tensor bias = has_bias ? dense(in[2]) : Tensor();
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      T* y = out.data<T>();
       if (has_bias) {
-        const Tensor bias = dense(in[2]);
-        for (int64_t r = 0; r < rows.shape()[0]; ++r) std::memcpy(y + r * out_features, bias.data<T>(), out_features * sizeof(T));
+        run_kernel(out, name(), [&](auto stream) {
+          repeat_rows<T>(out.data<T>(), bias.data<T>(), rows.shape()[0], out_features, stream);
+        });
       }
-      gemm_into<T>(y, rows, w_in_out, T(1), has_bias ? T(1) : T(0));
+      gemm_into<T>(out, rows, w_in_out, T(1), has_bias ? T(1) : T(0));
     });
     return out;
   }
@@ -234,25 +206,21 @@ class LinearNode final : public Node {
         {
           const Tensor x = as_rows(saved(0));
           dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
-          if (out_in) gemm_into<T>(dweight.data<T>(), matrix_t(dout), x, T(1), T(0));
-          else gemm_into<T>(dweight.data<T>(), matrix_t(x), dout, T(1), T(0));
+          if (out_in) gemm_into<T>(dweight, matrix_t(dout), x, T(1), T(0));
+          else gemm_into<T>(dweight, matrix_t(x), dout, T(1), T(0));
         }
         release_saved_now(0);
       }
       if (needs_input_grad(0)) {
         const Tensor weight = saved(1);
         dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
-        gemm_into<T>(dx.data<T>(), dout, out_in ? weight : matrix_t(weight), T(1), T(0));
+        gemm_into<T>(dx, dout, out_in ? weight : matrix_t(weight), T(1), T(0));
       }
       if (needs_input_grad(2)) {
         dbias = Tensor({out_features}, dout.dtype(), dout.device());
-        T* db = dbias.data<T>();
-        const T* dy = dout.data<T>();
-        std::fill(db, db + out_features, T(0));
-        for (int64_t r = 0; r < rows; ++r) {
-#pragma omp simd
-          for (int64_t j = 0; j < out_features; ++j) db[j] += dy[r * out_features + j];
-        }
+        run_kernel(dbias, name(), [&](auto stream) {
+          sum_rows<T>(dbias.data<T>(), dout.data<T>(), rows, out_features, stream);
+        });
       }
     });
     if (record().input_shapes.size() == 3) return {dx, dweight, dbias};

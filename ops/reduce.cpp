@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "engine/autograd.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/reduce.h"
 #include "ops/binary.h"
 #include "ops/shape.h"
@@ -48,7 +49,9 @@ class SumNode final : public Node {
     Strides out_strides = contiguous_strides(kept);
     for (int64_t a : axes_) out_strides[static_cast<size_t>(a)] = 0;
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      kernels::cpu::sum_to<T>(out.data<T>(), out.numel(), x.data<T>(), x.strides(), out_strides, x.shape());
+      run_kernel(out, name(), [&](auto stream) {
+        sum_to<T>(out.data<T>(), out.numel(), x.data<T>(), x.strides(), out_strides, x.shape(), stream);
+      });
     });
     return out;
   }
@@ -92,13 +95,9 @@ class MaxNode final : public Node {
     int64_t outer = 0, n = 0, inner = 0;
     std::tie(outer, n, inner) = split(in_shape);
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
-      T* d = dx.data<T>();
-      std::fill(d, d + dx.numel(), T(0));
-      const int64_t* idx = indices.data<int64_t>();
-      const T* g = dout.data<T>();
-      for (int64_t o = 0; o < outer; ++o) {
-        for (int64_t j = 0; j < inner; ++j) d[(o * n + idx[o * inner + j]) * inner + j] = g[o * inner + j];
-      }
+      run_kernel(dx, name(), [&](auto stream) {
+        max_along_backward<T>(dx.data<T>(), indices.data<int64_t>(), dout.data<T>(), outer, n, inner, stream);
+      });
     });
     return {dx};
   }
@@ -113,7 +112,9 @@ class MaxNode final : public Node {
     int64_t outer = 0, n = 0, inner = 0;  // std::tie: see backward()
     std::tie(outer, n, inner) = split(x.shape());
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      kernels::cpu::max_along<T>(values.data<T>(), indices.data<int64_t>(), x.data<T>(), outer, n, inner);
+      run_kernel(values, name(), [&](auto stream) {
+        max_along<T>(values.data<T>(), indices.data<int64_t>(), x.data<T>(), outer, n, inner, stream);
+      });
     });
     return {values, indices};
   }

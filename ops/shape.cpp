@@ -8,6 +8,7 @@
 
 #include "engine/autograd.h"
 #include "engine/factory.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/copy.h"
 #include "ops/reduce.h"
 
@@ -126,10 +127,12 @@ class SliceNode final : public Node {
   }
   // d slice(x)/dx: the gradient placed in the sliced positions, zero elsewhere
   Tensors backward(const Tensor& dout) override {
-    Tensor dx = zeros(record().input_shapes[0], dout.dtype());
+    Tensor dx = zeros(record().input_shapes[0], dout.dtype(), dout.device());
     Tensor window = forward({dx});
-    kernels::cpu::strided_copy(window.raw_data(), window.strides(), dout.raw_data(), dout.strides(),
-                               dtype_size(dout.dtype()), dout.shape());
+    run_kernel(window, name(), [&](auto stream) {
+      strided_copy(window.raw_data(), window.strides(), dout.raw_data(), dout.strides(), dtype_size(dout.dtype()),
+                   dout.shape(), stream);
+    });
     return {dx};
   }
 
@@ -192,8 +195,10 @@ class ConcatNode final : public Node {
     int64_t start = 0;
     for (const Tensor& x : in) {
       Tensor window = SliceNode(axis_, start, start + x.shape()[a], 1).forward({out});
-      kernels::cpu::strided_copy(window.raw_data(), window.strides(), x.raw_data(), x.strides(),
-                                 dtype_size(x.dtype()), x.shape());
+      run_kernel(window, name(), [&](auto stream) {
+        strided_copy(window.raw_data(), window.strides(), x.raw_data(), x.strides(), dtype_size(x.dtype()), x.shape(),
+                     stream);
+      });
       start += x.shape()[a];
     }
     return out;

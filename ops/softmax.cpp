@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engine/autograd.h"
+#include "engine/kernel_call.h"
 #include "engine/factory.h"
 #include "kernels/cpu/softmax.h"
 #include "ops/binary.h"
@@ -42,8 +43,10 @@ class SoftmaxNode final : public Node {
     const Tensor x = dense(in[0]);
     const Split s = split_at(x.shape(), axis_);
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      if constexpr (kLog) kernels::cpu::log_softmax_forward<T>(out.data<T>(), x.data<T>(), s.outer, s.n, s.inner);
-      else kernels::cpu::softmax_forward<T>(out.data<T>(), x.data<T>(), s.outer, s.n, s.inner);
+      run_kernel(out, name(), [&](auto stream) {
+        if constexpr (kLog) log_softmax_forward<T>(out.data<T>(), x.data<T>(), s.outer, s.n, s.inner, stream);
+        else softmax_forward<T>(out.data<T>(), x.data<T>(), s.outer, s.n, s.inner, stream);
+      });
     });
     return out;
   }
@@ -61,11 +64,13 @@ class SoftmaxNode final : public Node {
     Tensor dx = overwrite ? dout : Tensor(dout.shape(), dout.dtype(), dout.device());
     const Split s = split_at(dout.shape(), axis_);
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
-      if constexpr (kLog) {
-        kernels::cpu::log_softmax_backward<T>(dx.data<T>(), dout.data<T>(), out.data<T>(), s.outer, s.n, s.inner);
-      } else {
-        kernels::cpu::softmax_backward<T>(dx.data<T>(), dout.data<T>(), out.data<T>(), s.outer, s.n, s.inner);
-      }
+      run_kernel(dx, name(), [&](auto stream) {
+        if constexpr (kLog) {
+          log_softmax_backward<T>(dx.data<T>(), dout.data<T>(), out.data<T>(), s.outer, s.n, s.inner, stream);
+        } else {
+          softmax_backward<T>(dx.data<T>(), dout.data<T>(), out.data<T>(), s.outer, s.n, s.inner, stream);
+        }
+      });
     });
     return {dx};
   }
@@ -95,15 +100,16 @@ class CrossEntropyNode final : public Node {
     log_probs_ = Tensor({rows, classes}, logits.dtype(), logits.device());
     Tensor out({}, logits.dtype(), logits.device());
     dispatch_floating(logits.dtype(), name(), [&]<class T>() {
-      double total = 0;
-      int64_t bad_row = -1;
-      const bool ok = kernels::cpu::cross_entropy_forward<T>(&total, &count_, log_probs_.data<T>(), &bad_row,
-                                                             logits.data<T>(), targets.data<int64_t>(), rows, classes,
-                                                             ignore_index_);
-      REMAT_CHECK(ok, "cross_entropy: target {} at row {} is outside [0, {}) and is not ignore_index {}",
-                  targets.data<int64_t>()[bad_row], bad_row, classes, ignore_index_);
-      *out.data<T>() = count_ > 0 ? static_cast<T>(total / static_cast<double>(count_))
-                                  : std::numeric_limits<T>::quiet_NaN();
+      run_kernel(out, name(), [&](auto stream) {
+        double total = 0;
+        int64_t bad_row = -1;
+        const bool ok = cross_entropy_forward<T>(&total, &count_, log_probs_.data<T>(), &bad_row, logits.data<T>(),
+                                                 targets.data<int64_t>(), rows, classes, ignore_index_, stream);
+        REMAT_CHECK(ok, "cross_entropy: target {} at row {} is outside [0, {}) and is not ignore_index {}",
+                    targets.data<int64_t>()[bad_row], bad_row, classes, ignore_index_);
+        *out.data<T>() = count_ > 0 ? static_cast<T>(total / static_cast<double>(count_))
+                                    : std::numeric_limits<T>::quiet_NaN();
+      });
     });
     return out;
   }
@@ -121,9 +127,11 @@ class CrossEntropyNode final : public Node {
     const Tensor log_probs = saved(0), targets = saved(1);
     Tensor dlogits(log_probs.shape(), log_probs.dtype(), log_probs.device());
     dispatch_floating(log_probs.dtype(), name(), [&]<class T>() {
-      const T scale = count_ > 0 ? dout.item<T>() / static_cast<T>(count_) : T(0);
-      kernels::cpu::cross_entropy_backward<T>(dlogits.data<T>(), log_probs.data<T>(), targets.data<int64_t>(),
-                                              log_probs.shape()[0], log_probs.shape()[1], ignore_index_, scale);
+      run_kernel(dlogits, name(), [&](auto stream) {
+        const T scale = count_ > 0 ? dout.item<T>() / static_cast<T>(count_) : T(0);
+        cross_entropy_backward<T>(dlogits.data<T>(), log_probs.data<T>(), targets.data<int64_t>(), log_probs.shape()[0],
+                                  log_probs.shape()[1], ignore_index_, scale, stream);
+      });
     });
     return {dlogits, Tensor()};
   }

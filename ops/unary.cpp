@@ -4,13 +4,12 @@
 #include "ops/unary.h"
 
 #include "engine/autograd.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/unary.h"
 #include "ops/shape.h"
 
 namespace remat {
 namespace {
-
-namespace k = kernels::cpu;
 
 // Backward reads the output (relu, tanh, sigmoid, exp) or the input (log, gelu).
 enum class Reads { Nothing, Input, Output };
@@ -18,38 +17,38 @@ enum class Reads { Nothing, Input, Output };
 struct Neg {  // d(-x)/dx = -1
   static constexpr std::string_view kName = "neg";
   static constexpr Reads kReads = Reads::Nothing;
-  template <class T> static void forward(T* out, const T* x, int64_t n) { k::neg_forward(out, x, n); }
-  template <class T> static void backward(T* dx, const T* dout, const T*, int64_t n) { k::neg_forward(dx, dout, n); }
+  template <class T, class S> static void forward(T* out, const T* x, int64_t n, S s) { neg_forward(out, x, n, s); }
+  template <class T, class S> static void backward(T* dx, const T* dout, const T*, int64_t n, S s) { neg_forward(dx, dout, n, s); }
 };
 struct Relu {  // d relu(x)/dx = [x > 0] = [relu(x) > 0]
   static constexpr std::string_view kName = "relu";
   static constexpr Reads kReads = Reads::Output;
-  template <class T> static void forward(T* out, const T* x, int64_t n) { k::relu_forward(out, x, n); }
-  template <class T> static void backward(T* dx, const T* dout, const T* out, int64_t n) { k::relu_backward(dx, dout, out, n); }
+  template <class T, class S> static void forward(T* out, const T* x, int64_t n, S s) { relu_forward(out, x, n, s); }
+  template <class T, class S> static void backward(T* dx, const T* dout, const T* out, int64_t n, S s) { relu_backward(dx, dout, out, n, s); }
 };
 struct Tanh {  // d tanh(x)/dx = 1 - tanh(x)^2
   static constexpr std::string_view kName = "tanh";
   static constexpr Reads kReads = Reads::Output;
-  template <class T> static void forward(T* out, const T* x, int64_t n) { k::tanh_forward(out, x, n); }
-  template <class T> static void backward(T* dx, const T* dout, const T* out, int64_t n) { k::tanh_backward(dx, dout, out, n); }
+  template <class T, class S> static void forward(T* out, const T* x, int64_t n, S s) { tanh_forward(out, x, n, s); }
+  template <class T, class S> static void backward(T* dx, const T* dout, const T* out, int64_t n, S s) { tanh_backward(dx, dout, out, n, s); }
 };
 struct Sigmoid {  // d s(x)/dx = s(x) (1 - s(x))
   static constexpr std::string_view kName = "sigmoid";
   static constexpr Reads kReads = Reads::Output;
-  template <class T> static void forward(T* out, const T* x, int64_t n) { k::sigmoid_forward(out, x, n); }
-  template <class T> static void backward(T* dx, const T* dout, const T* out, int64_t n) { k::sigmoid_backward(dx, dout, out, n); }
+  template <class T, class S> static void forward(T* out, const T* x, int64_t n, S s) { sigmoid_forward(out, x, n, s); }
+  template <class T, class S> static void backward(T* dx, const T* dout, const T* out, int64_t n, S s) { sigmoid_backward(dx, dout, out, n, s); }
 };
 struct Exp {  // d exp(x)/dx = exp(x)
   static constexpr std::string_view kName = "exp";
   static constexpr Reads kReads = Reads::Output;
-  template <class T> static void forward(T* out, const T* x, int64_t n) { k::exp_forward(out, x, n); }
-  template <class T> static void backward(T* dx, const T* dout, const T* out, int64_t n) { k::exp_backward(dx, dout, out, n); }
+  template <class T, class S> static void forward(T* out, const T* x, int64_t n, S s) { exp_forward(out, x, n, s); }
+  template <class T, class S> static void backward(T* dx, const T* dout, const T* out, int64_t n, S s) { exp_backward(dx, dout, out, n, s); }
 };
 struct Log {  // d log(x)/dx = 1/x
   static constexpr std::string_view kName = "log";
   static constexpr Reads kReads = Reads::Input;
-  template <class T> static void forward(T* out, const T* x, int64_t n) { k::log_forward(out, x, n); }
-  template <class T> static void backward(T* dx, const T* dout, const T* x, int64_t n) { k::log_backward(dx, dout, x, n); }
+  template <class T, class S> static void forward(T* out, const T* x, int64_t n, S s) { log_forward(out, x, n, s); }
+  template <class T, class S> static void backward(T* dx, const T* dout, const T* x, int64_t n, S s) { log_backward(dx, dout, x, n, s); }
 };
 
 // u = sqrt(2/pi) (x + 0.044715 x^3):
@@ -58,8 +57,8 @@ struct Gelu {
   static constexpr std::string_view kName = "gelu";
   static constexpr Reads kReads = Reads::Input;
   static constexpr int64_t kFlops = 10;  // the cubic, the tanh, the products: about ten per element
-  template <class T> static void forward(T* out, const T* x, int64_t n) { k::gelu_forward(out, x, n); }
-  template <class T> static void backward(T* dx, const T* dout, const T* x, int64_t n) { k::gelu_backward(dx, dout, x, n); }
+  template <class T, class S> static void forward(T* out, const T* x, int64_t n, S s) { gelu_forward(out, x, n, s); }
+  template <class T, class S> static void backward(T* dx, const T* dout, const T* x, int64_t n, S s) { gelu_backward(dx, dout, x, n, s); }
 };
 
 // FLOPs per element of a forward: Op::kFlops where given, else one.
@@ -78,7 +77,9 @@ class UnaryNode final : public Node {
     // contiguous_copy, not contiguous(): forward must record no node of its own.
     Tensor out = new_output(in, in[0].shape(), in[0].dtype());  // before dense(): that is a second reference
     const Tensor x = dense(in[0]);
-    dispatch_floating(x.dtype(), name(), [&]<class T>() { Op::forward(out.data<T>(), x.data<T>(), x.numel()); });
+    dispatch_floating(x.dtype(), name(), [&]<class T>() {
+      run_kernel(out, name(), [&](auto stream) { Op::forward(out.data<T>(), x.data<T>(), x.numel(), stream); });
+    });
     return out;
   }
 
@@ -95,7 +96,9 @@ class UnaryNode final : public Node {
     const Tensor read = Op::kReads == Reads::Nothing ? dout : contiguous(saved(0));
     Tensor dx = overwrite ? dout : Tensor(dout.shape(), dout.dtype(), dout.device());
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
-      Op::backward(dx.data<T>(), dout.data<T>(), read.data<T>(), dout.numel());
+      run_kernel(dx, name(), [&](auto stream) {
+        Op::backward(dx.data<T>(), dout.data<T>(), read.data<T>(), dout.numel(), stream);
+      });
     });
     return {dx};
   }

@@ -11,6 +11,7 @@
 #include "engine/allocator.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/optim.h"
 
 namespace remat::optim {
@@ -36,7 +37,7 @@ void AdamW::step() {
     }
     state.step += 1;
     const double t = static_cast<double>(state.step);
-    kernels::cpu::AdamwHyper hyper;
+    kernels::AdamwHyper hyper;
     hyper.lr = lr();
     hyper.beta1 = options_.beta1;
     hyper.beta2 = options_.beta2;
@@ -45,8 +46,10 @@ void AdamW::step() {
     hyper.step_size = lr() / (1.0 - std::pow(options_.beta1, t));
     hyper.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, t));
     dispatch_floating(p.dtype(), "AdamW", [&]<class T>() {
-      kernels::cpu::adamw_step<T>(p.data<T>(), state.exp_avg.data<T>(), state.exp_avg_sq.data<T>(), grad.data<T>(),
-                                  p.numel(), hyper);
+      run_kernel(p, "AdamW", [&](auto stream) {
+        adamw_step<T>(p.data<T>(), state.exp_avg.data<T>(), state.exp_avg_sq.data<T>(), grad.data<T>(), p.numel(),
+                      hyper, stream);
+      });
     });
     p.storage()->bump_version();
   }

@@ -1,10 +1,11 @@
 // clip_grad_norm; see clip.h. The squares are summed in double over every
-// gradient (kernels::cpu::squared_norm), then each gradient is scaled in place.
+// gradient (squared_norm, a kernel), then each gradient is scaled in place.
 #include "optim/clip.h"
 
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/unary.h"
 #include "optim/optimizer.h"
@@ -19,8 +20,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     REMAT_CHECK(p.defined(), "clip_grad_norm: a parameter is an undefined tensor");
     const Tensor grad = dense_grad_of(p, "clip_grad_norm");
     if (!grad.defined()) continue;
-    squares += dispatch_floating(grad.dtype(), "clip_grad_norm", [&]<class T>() {
-      return kernels::cpu::squared_norm<T>(grad.data<T>(), grad.numel());
+    dispatch_floating(grad.dtype(), "clip_grad_norm", [&]<class T>() {
+      run_kernel(grad, "clip_grad_norm", [&](auto stream) { squares += squared_norm<T>(grad.data<T>(), grad.numel(), stream); });
     });
     grads.push_back(grad);
   }
@@ -31,7 +32,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (coef < 1.0 || std::isnan(coef)) {
     for (const Tensor& grad : grads) {
       dispatch_floating(grad.dtype(), "clip_grad_norm", [&]<class T>() {
-        kernels::cpu::scale<T>(grad.data<T>(), grad.data<T>(), static_cast<T>(coef), grad.numel());
+        run_kernel(grad, "clip_grad_norm", [&](auto stream) {
+          scale<T>(grad.data<T>(), grad.data<T>(), static_cast<T>(coef), grad.numel(), stream);
+        });
       });
       grad.storage()->bump_version();
     }

@@ -3,6 +3,7 @@
 
 #include "engine/allocator.h"
 #include "engine/error.h"
+#include "engine/kernel_call.h"
 #include "kernels/cpu/optim.h"
 
 namespace remat::optim {
@@ -17,8 +18,8 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
 }
 
 void SGD::step() {
-  const kernels::cpu::SgdHyper hyper{lr(), options_.momentum, options_.dampening, options_.weight_decay,
-                                     options_.nesterov};
+  const kernels::SgdHyper hyper{lr(), options_.momentum, options_.dampening, options_.weight_decay,
+                                options_.nesterov};
   for (size_t i = 0; i < params().size(); ++i) {
     const Tensor grad = dense_grad_of(params()[i], "SGD");
     if (!grad.defined()) continue;
@@ -30,8 +31,10 @@ void SGD::step() {
       buf = Tensor(p.shape(), p.dtype(), p.device());  // written by the kernel before it is read
     }
     dispatch_floating(p.dtype(), "SGD", [&]<class T>() {
-      kernels::cpu::sgd_step<T>(p.data<T>(), buf.defined() ? buf.data<T>() : nullptr, grad.data<T>(), p.numel(),
-                                hyper, first);
+      run_kernel(p, "SGD", [&](auto stream) {
+        sgd_step<T>(p.data<T>(), buf.defined() ? buf.data<T>() : nullptr, grad.data<T>(), p.numel(), hyper, first,
+                    stream);
+      });
     });
     p.storage()->bump_version();
   }

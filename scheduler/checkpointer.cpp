@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "engine/meta.h"
+#include "scheduler/search.h"
+
 namespace remat::scheduler {
 namespace {
 
@@ -60,7 +63,8 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   if (active_) report_applying(*active_);
   replays_at_start_ = recompute_stats();
   watch_.reset();
-  watch_ = std::make_unique<TransientPeakWatch>();
+  // The allocator the step's bytes come from: the meta one in a rehearsal.
+  watch_ = std::make_unique<TransientPeakWatch>(placement(Device::cpu()));
   step_start_ = mark_sequence();  // what is allocated from here on is the step's
   return std::make_unique<Recording>(*this);
 }
@@ -231,6 +235,59 @@ void Checkpointer::plan_from(GraphProfile graph) {
   ++plans_made_;
   cache_[cached->plan.signature] = cached;
   active_ = cached;
+}
+
+namespace {
+
+// `graph` as a rehearsal saw it, its times dropped: they were the
+// bookkeeping of ops that computed nothing. Steps that ran replace them.
+GraphProfile without_times(GraphProfile graph) {
+  for (NodeProfile& node : graph.nodes) {
+    node.forward_ms = node.backward_ms = node.replay_ms = node.replay_in_place_ms = 0;
+  }
+  graph.step_ms = 0;
+  return graph;
+}
+
+}  // namespace
+
+void Checkpointer::rehearse(const std::function<void()>& step) {
+  REMAT_CHECK(!t_recording, "checkpointing: rehearse while a step is recording");
+  settle_last_step();  // a real step before it is planned first
+  records_.clear();
+  const StepReport before = report_;
+  auto restore = [&, active = active_] {
+    records_.clear();
+    watch_.reset();
+    mismatch_ = false;
+    report_ = before;
+    active_ = active;
+  };
+  try {
+    {
+      MetaScope meta;
+      step();
+    }
+    REMAT_CHECK(!records_.empty() && records_.back()->backward_ran, "checkpointing: the rehearsed step recorded no "
+                "forward under record(), or ran no backward from its loss");
+    GraphProfile graph = profile_records(records_, step_start_);
+    std::shared_ptr<CachedPlan> planned;
+    if (auto it = cache_.find(graph.signature); it != cache_.end()) {
+      planned = it->second;
+    } else {
+      planned = std::make_shared<CachedPlan>();
+      planned->position_at = positions(graph);
+      planned->plan = make_plan(search::roofline_times(graph), options_);  // may refuse the budget
+      planned->graph = without_times(std::move(graph));
+      ++plans_made_;
+      cache_[planned->plan.signature] = planned;
+    }
+    restore();
+    active_ = planned;
+  } catch (...) {
+    restore();
+    throw;
+  }
 }
 
 StepReport Checkpointer::report() const {

@@ -13,8 +13,10 @@
 //
 // The first step of a graph it has no plan for is the profiling step: it
 // runs under `blocks` (keep-all when the policy is none), not under the
-// budget, and records what the planner reads (scheduler/profile.h); a
-// graph planned from a saved profile (plan_from) has none. From the next record() on, the
+// budget, and records what the planner reads (scheduler/profile.h). A graph
+// planned before its first step has none: from a saved profile (plan_from),
+// or from a rehearsal of the step on the meta device (rehearse), which is
+// how a budget holds from the first step. From the next record() on, the
 // plan is applied: the tag policy maps each recorded node, by its position
 // in recording order (on the recording thread: other threads' nodes do not
 // shift it), to the plan's tag, after checking that op and output shape are
@@ -28,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -105,6 +108,23 @@ class Checkpointer {
   // minimum is an error here, before any step. A step whose graph is not
   // the profile's is kept and profiled as usual.
   void plan_from(GraphProfile graph);
+  // Plans the graph of `step` before it runs, from shapes and bytes alone:
+  // `step` (a forward under record() and the backward from its loss, as
+  // the training loop runs them) runs once inside a MetaScope
+  // (engine/meta.h: meta tensors, no arithmetic, no real tensor or random
+  // generator changed), and its graph is planned with nominal times
+  // (search::roofline_times) where none were measured. The next step runs
+  // under the plan, within the budget; a budget below the graph's minimum
+  // is an error here, before any step, and leaves the Checkpointer as it
+  // was. Measured times replace the nominal ones from that step on (the
+  // warm re-plans). Nothing to plan (policy none) is no error: the step
+  // still rehearses, and is kept whole.
+  //   checkpointer.rehearse([&] {
+  //     Tensor loss;
+  //     { auto recording = checkpointer.record(); loss = model.forward(ids, targets).loss; }
+  //     loss.backward();
+  //   });
+  void rehearse(const std::function<void()>& step);
   static bool recording_on_this_thread();
 
   // The latest step's report, its measured peak counted up to now.

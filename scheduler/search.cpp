@@ -275,6 +275,8 @@ GraphProfile nominal_times(const GraphProfile& graph, const NominalClock& clock)
   return nominal;
 }
 
+GraphProfile roofline_times(const GraphProfile& graph) { return nominal_times(graph, kNominalClocks[0]); }
+
 // From `start`, flip one decidable node at a time (in position order, the
 // unread values settled) while that lowers the peak (or, at the same peak,
 // the bytes after forward), until no flip does: a local minimum of the

@@ -93,6 +93,11 @@ const Candidate* fastest_fitting(const std::vector<Candidate>& pool, int64_t tar
 // `overrides`: c's. The plans come simulated on c.graph (real times).
 std::vector<Candidate> least_memory_plans(const Context& c, const Overrides& overrides);
 
+// `graph` with the roofline clock's nominal times in place of measured
+// ones (Note [Budgets from bytes alone]): how a rehearsed step, which
+// measured no time, is planned (Checkpointer::rehearse).
+GraphProfile roofline_times(const GraphProfile& graph);
+
 // What a budget leaves to plan with, and the smallest budget for a peak.
 int64_t planning_target(int64_t budget);
 int64_t budget_for_peak(int64_t peak);

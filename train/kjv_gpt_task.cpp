@@ -285,6 +285,12 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     REMAT_FAIL("train: step {}: the {} is {}, so training stopped ({}); a smaller --lr (this run's is {}) may help",
                step, what, value, checkpoint, options.lr);
   };
+  if (options.checkpointing_budget && options.checkpointing_profile.empty() && result.first_step < options.max_steps) {
+    // The first step within the budget too (or the run refused before it):
+    // planned from a rehearsal of it on the meta device.
+    const data::Batch batch = train_windows.batch(result.first_step * k * ranks + accelerator.rank());
+    model.rehearse_checkpointing([&] { model.forward(batch.inputs, batch.targets).loss.backward(); });
+  }
   for (int64_t step = result.first_step; step < options.max_steps; ++step) {
     int64_t step_peak = 0;
     for (int64_t micro = 0; micro < k; ++micro) {

@@ -88,6 +88,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["rest_ms_median"] = rest_ms_median;
   j["saved_bytes_after_forward"] = saved_bytes_after_forward;
   j["peak_activation_bytes"] = peak_activation_bytes;
+  j["first_step_peak_activation_bytes"] = first_step_peak_activation_bytes;
   j["predicted_peak_activation_bytes"] =
       predicted_peak_activation_bytes ? nlohmann::ordered_json(*predicted_peak_activation_bytes) : nullptr;
   j["peak_total_bytes"] = peak_total_bytes;
@@ -172,6 +173,18 @@ class Run {
     report_.gemm = kernels::cpu::blas_info();
     report_.steps = options.steps;
     report_.parameters = workload_.model->num_parameters();
+    if (budget) {
+      // The first step within the budget too: planned from a rehearsal of
+      // it on the meta device (scheduler::Checkpointer::rehearse).
+      checkpointer_.rehearse([&] {
+        Tensor loss;
+        {
+          const auto recording = checkpointer_.record();
+          loss = workload_.loss();
+        }
+        loss.backward();
+      });
+    }
   }
 
   // Step `index` (warm-ups first); returns its times.
@@ -201,7 +214,10 @@ class Run {
     if (traced) trace->save(options_.trace_path);
 
     const double value = loss.item<double>();
-    if (index == 0) report_.loss_first = value;
+    if (index == 0) {
+      report_.loss_first = value;
+      report_.first_step_peak_activation_bytes = peak.stats().peak_transient - transient_before;
+    }
     report_.loss_last = value;
     const auto ms = [](Clock::time_point from, Clock::time_point to) {
       return std::chrono::duration<double, std::milli>(to - from).count();

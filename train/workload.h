@@ -57,6 +57,8 @@ struct WorkloadReport {
   // before it (the input batch is alive before the step and not counted):
   // the allocator's counterpart of PyTorch's resident-memory rise.
   int64_t peak_activation_bytes = 0;
+  // The first step's (warm-ups included), which a budget bounds too.
+  int64_t first_step_peak_activation_bytes = 0;
   // Every live byte at the step's peak: parameters, gradients, optimizer
   // state, the batch, activations and temporaries.
   int64_t peak_total_bytes = 0;

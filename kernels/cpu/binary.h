@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/args.h"
+#include "kernels/cpu/host.h"
 #include "kernels/cpu/strided.h"
 
 namespace remat::kernels::cpu {
 
-enum class BinaryOp { Add, Sub, Mul, Div };
+using kernels::BinaryOp;
 
 template <BinaryOp kOp, class T>
 inline T binary_apply(T a, T b) {
@@ -50,7 +52,7 @@ void binary_forward_op(T* out, const T* a, const std::vector<int64_t>& a_strides
 // out may equal a (in-place accumulation) when a is dense with `shape`.
 template <class T>
 void binary_forward(BinaryOp op, T* out, const T* a, const std::vector<int64_t>& a_strides, const T* b,
-                    const std::vector<int64_t>& b_strides, const std::vector<int64_t>& shape) {
+                    const std::vector<int64_t>& b_strides, const std::vector<int64_t>& shape, Host = {}) {
   switch (op) {
     case BinaryOp::Add: return binary_forward_op<BinaryOp::Add>(out, a, a_strides, b, b_strides, shape);
     case BinaryOp::Sub: return binary_forward_op<BinaryOp::Sub>(out, a, a_strides, b, b_strides, shape);

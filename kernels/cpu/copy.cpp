@@ -27,7 +27,7 @@ void copy_typed(T* dst, const std::vector<int64_t>& dst_strides, const T* src, c
 }  // namespace
 
 void strided_copy(void* dst, const std::vector<int64_t>& dst_strides, const void* src,
-                  const std::vector<int64_t>& src_strides, size_t element_size, const std::vector<int64_t>& shape) {
+                  const std::vector<int64_t>& src_strides, size_t element_size, const std::vector<int64_t>& shape, Host) {
   switch (element_size) {
     case 2:
       copy_typed(static_cast<uint16_t*>(dst), dst_strides, static_cast<const uint16_t*>(src), src_strides, shape);
@@ -43,7 +43,7 @@ void strided_copy(void* dst, const std::vector<int64_t>& dst_strides, const void
 }
 
 void strided_copy(void* dst, const void* src, size_t element_size, const std::vector<int64_t>& shape,
-                  const std::vector<int64_t>& strides) {
+                  const std::vector<int64_t>& strides, Host) {
   strided_copy(dst, dense_strides(shape), src, strides, element_size, shape);
 }
 

@@ -33,16 +33,16 @@ void apply_mask(T* out, const T* x, int64_t n, const DropoutMask& mask, T scale)
 
 }  // namespace
 
-template <class T> void dropout_forward(T* out, const T* x, int64_t n, const DropoutMask& mask, T scale) {
+template <class T> void dropout_forward(T* out, const T* x, int64_t n, const DropoutMask& mask, T scale, Host) {
   apply_mask(out, x, n, mask, scale);
 }
-template <class T> void dropout_backward(T* dx, const T* dout, int64_t n, const DropoutMask& mask, T scale) {
+template <class T> void dropout_backward(T* dx, const T* dout, int64_t n, const DropoutMask& mask, T scale, Host) {
   apply_mask(dx, dout, n, mask, scale);
 }
 
-template void dropout_forward<float>(float*, const float*, int64_t, const DropoutMask&, float);
-template void dropout_forward<double>(double*, const double*, int64_t, const DropoutMask&, double);
-template void dropout_backward<float>(float*, const float*, int64_t, const DropoutMask&, float);
-template void dropout_backward<double>(double*, const double*, int64_t, const DropoutMask&, double);
+template void dropout_forward<float>(float*, const float*, int64_t, const DropoutMask&, float, Host);
+template void dropout_forward<double>(double*, const double*, int64_t, const DropoutMask&, double, Host);
+template void dropout_backward<float>(float*, const float*, int64_t, const DropoutMask&, float, Host);
+template void dropout_backward<double>(double*, const double*, int64_t, const DropoutMask&, double, Host);
 
 }  // namespace remat::kernels::cpu

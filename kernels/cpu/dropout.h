@@ -10,20 +10,17 @@
 #include <array>
 #include <cstdint>
 
+#include "kernels/args.h"
+#include "kernels/cpu/host.h"
+
 namespace remat::kernels::cpu {
 
-using RandomWords = std::array<uint32_t, 4> (*)(uint64_t seed, uint64_t counter);
-
-struct DropoutMask {
-  RandomWords words;
-  uint64_t seed;
-  uint64_t offset;     // counter of elements 0..3; ceil(n / 4) counters are read
-  uint32_t threshold;  // keep iff (word >> 8) >= threshold
-};
+using kernels::DropoutMask;
+using kernels::RandomWords;
 
 // out (n) = x * keep * scale, scale = 1 / (1 - p).
-template <class T> void dropout_forward(T* out, const T* x, int64_t n, const DropoutMask& mask, T scale);
+template <class T> void dropout_forward(T* out, const T* x, int64_t n, const DropoutMask& mask, T scale, Host = {});
 // dx (n) = dout * keep * scale, with the mask of forward drawn again.
-template <class T> void dropout_backward(T* dx, const T* dout, int64_t n, const DropoutMask& mask, T scale);
+template <class T> void dropout_backward(T* dx, const T* dout, int64_t n, const DropoutMask& mask, T scale, Host = {});
 
 }  // namespace remat::kernels::cpu

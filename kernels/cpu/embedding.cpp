@@ -13,7 +13,7 @@
 namespace remat::kernels::cpu {
 
 template <class T>
-int64_t embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab) {
+int64_t embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab, Host) {
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= vocab) return i;
   }
@@ -25,7 +25,7 @@ int64_t embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t n
 }
 
 template <class T>
-void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab) {
+void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab, Host) {
   // dweight (V, C), dout (n, C)
   std::fill(dweight, dweight + vocab * channels, T(0));
   constexpr int64_t kBlock = 64;  // channels per task
@@ -43,8 +43,8 @@ void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n
 }
 
 #define REMAT_INSTANTIATE_EMBEDDING(T)                                                              \
-  template int64_t embedding_forward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t); \
-  template void embedding_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t);
+  template int64_t embedding_forward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, Host); \
+  template void embedding_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, Host);
 
 REMAT_INSTANTIATE_EMBEDDING(float)
 REMAT_INSTANTIATE_EMBEDDING(double)

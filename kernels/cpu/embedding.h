@@ -5,17 +5,19 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/host.h"
+
 namespace remat::kernels::cpu {
 
 // out (n, C) = weight (V, C) [ids (n)]. Returns the position of the first id
 // outside [0, V), or -1 when every id is valid (out is then complete).
 template <class T>
-int64_t embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab);
+int64_t embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab, Host = {});
 
 // dweight (V, C) = 0, then dweight[ids[i]] += dout[i] for i in [0, n), in
 // order of i, so repeated ids accumulate and the sum is deterministic.
 // The ids are the ones forward accepted.
 template <class T>
-void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab);
+void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab, Host = {});
 
 }  // namespace remat::kernels::cpu

@@ -117,7 +117,7 @@ void backward_rows_dispatch(T* dx, T* dweight, T* dbias, const T* dout, const T*
 
 template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
-                        int64_t channels, double eps) {
+                        int64_t channels, double eps, Host) {
 #pragma omp parallel for schedule(static) if (rows * channels >= 2 * kParallelGrain && num_threads() > 1)
   for (int64_t r = 0; r < rows; ++r) {
     forward_row(out + r * channels, mean + r, rstd + r, x + r * channels, weight, bias, channels, eps);
@@ -126,7 +126,7 @@ void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, c
 
 template <class T>
 void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
-                      int64_t channels) {
+                      int64_t channels, Host) {
 #pragma omp parallel for schedule(static) if (rows * channels >= 2 * kParallelGrain && num_threads() > 1)
   for (int64_t r = 0; r < rows; ++r) {
     normalise_row(out + r * channels, x + r * channels, weight, bias, mean[r], rstd[r], channels);
@@ -140,7 +140,7 @@ int64_t layer_norm_backward_workers(int64_t rows, int64_t channels) {
 
 template <class T>
 void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout, const T* x, const T* weight,
-                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers) {
+                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers, Host) {
   if (dweight) std::fill(dweight, dweight + channels, T(0));
   if (dbias) std::fill(dbias, dbias + channels, T(0));
   if (workers <= 1) return backward_rows_dispatch(dx, dweight, dbias, dout, x, weight, mean, rstd, 0, rows, channels);
@@ -170,10 +170,10 @@ void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout,
 }
 
 #define REMAT_INSTANTIATE_LAYER_NORM(T)                                                                    \
-  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, double); \
-  template void layer_norm_apply<T>(T*, const T*, const T*, const T*, const T*, const T*, int64_t, int64_t); \
+  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, double, Host); \
+  template void layer_norm_apply<T>(T*, const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, Host); \
   template void layer_norm_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,   \
-                                       int64_t, int64_t, int64_t);
+                                       int64_t, int64_t, int64_t, Host);
 REMAT_INSTANTIATE_LAYER_NORM(float)
 REMAT_INSTANTIATE_LAYER_NORM(double)
 #undef REMAT_INSTANTIATE_LAYER_NORM

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/host.h"
+
 namespace remat::kernels::cpu {
 
 // out (rows, C) = (x - mean) * rstd * weight + bias, with mean (rows) and
@@ -15,7 +17,7 @@ namespace remat::kernels::cpu {
 // nothing to cancellation.
 template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
-                        int64_t channels, double eps);
+                        int64_t channels, double eps, Host = {});
 
 // out (rows, C) = (x - mean) * rstd * weight + bias with a mean and rstd
 // that layer_norm_forward wrote for this x: one pass instead of its three,
@@ -23,7 +25,7 @@ void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, c
 // saved the first time).
 template <class T>
 void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
-                      int64_t channels);
+                      int64_t channels, Host = {});
 
 // Workers layer_norm_backward splits rows over (1: serial), and the scratch
 // elements it then needs when dweight or dbias is wanted: per-worker partial
@@ -44,6 +46,6 @@ inline int64_t layer_norm_backward_scratch(int64_t workers, int64_t channels) {
 // how many threads OpenMP actually runs, only on `workers`.
 template <class T>
 void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout, const T* x, const T* weight,
-                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers);
+                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers, Host = {});
 
 }  // namespace remat::kernels::cpu

@@ -10,7 +10,7 @@ namespace remat::kernels::cpu {
 
 template <class T, class M>
 void masked_fill_forward(T* out, const T* x, const std::vector<int64_t>& x_strides, const M* mask,
-                         const std::vector<int64_t>& mask_strides, const std::vector<int64_t>& shape, T value) {
+                         const std::vector<int64_t>& mask_strides, const std::vector<int64_t>& shape, T value, Host) {
   const std::vector<int64_t> out_strides = dense_strides(shape);
   for_each_row<3>(shape, {&out_strides, &x_strides, &mask_strides}, true,
                   [&](const std::array<int64_t, 3>& at, int64_t n, const std::array<int64_t, 3>& inner) {
@@ -30,9 +30,15 @@ void masked_fill_forward(T* out, const T* x, const std::vector<int64_t>& x_strid
   });
 }
 
+void causal_mask_forward(int64_t* mask, int64_t t, Host) {
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t j = 0; j < t; ++j) mask[i * t + j] = j > i ? 1 : 0;
+  }
+}
+
 #define REMAT_INSTANTIATE_MASK(T, M)                                                                  \
   template void masked_fill_forward<T, M>(T*, const T*, const std::vector<int64_t>&, const M*,       \
-                                          const std::vector<int64_t>&, const std::vector<int64_t>&, T);
+                                          const std::vector<int64_t>&, const std::vector<int64_t>&, T, Host);
 
 REMAT_INSTANTIATE_MASK(float, int64_t)
 REMAT_INSTANTIATE_MASK(float, float)

@@ -23,7 +23,7 @@ inline void elementwise(int64_t n, Body body) {
 }  // namespace
 
 template <class T>
-void sgd_step(T* param, T* momentum_buf, const T* grad, int64_t n, const SgdHyper& hyper, bool first) {
+void sgd_step(T* param, T* momentum_buf, const T* grad, int64_t n, const SgdHyper& hyper, bool first, Host) {
   const T lr = static_cast<T>(hyper.lr);
   const T wd = static_cast<T>(hyper.weight_decay);
   const T momentum = static_cast<T>(hyper.momentum);
@@ -50,7 +50,7 @@ void sgd_step(T* param, T* momentum_buf, const T* grad, int64_t n, const SgdHype
 }
 
 template <class T>
-void adamw_step(T* param, T* exp_avg, T* exp_avg_sq, const T* grad, int64_t n, const AdamwHyper& hyper) {
+void adamw_step(T* param, T* exp_avg, T* exp_avg_sq, const T* grad, int64_t n, const AdamwHyper& hyper, Host) {
   const T decay = static_cast<T>(1.0 - hyper.lr * hyper.weight_decay);
   const T beta1 = static_cast<T>(hyper.beta1), beta2 = static_cast<T>(hyper.beta2);
   const T one_minus_beta1 = static_cast<T>(1.0 - hyper.beta1), one_minus_beta2 = static_cast<T>(1.0 - hyper.beta2);
@@ -70,8 +70,8 @@ void adamw_step(T* param, T* exp_avg, T* exp_avg_sq, const T* grad, int64_t n, c
 }
 
 #define REMAT_INSTANTIATE_OPTIM(T)                                                  \
-  template void sgd_step<T>(T*, T*, const T*, int64_t, const SgdHyper&, bool);      \
-  template void adamw_step<T>(T*, T*, T*, const T*, int64_t, const AdamwHyper&);
+  template void sgd_step<T>(T*, T*, const T*, int64_t, const SgdHyper&, bool, Host);      \
+  template void adamw_step<T>(T*, T*, T*, const T*, int64_t, const AdamwHyper&, Host);
 REMAT_INSTANTIATE_OPTIM(float)
 REMAT_INSTANTIATE_OPTIM(double)
 #undef REMAT_INSTANTIATE_OPTIM

@@ -7,15 +7,13 @@
 
 #include <cstdint>
 
+#include "kernels/args.h"
+#include "kernels/cpu/host.h"
+
 namespace remat::kernels::cpu {
 
-struct SgdHyper {
-  double lr = 0;
-  double momentum = 0;
-  double dampening = 0;
-  double weight_decay = 0;
-  bool nesterov = false;
-};
+using kernels::SgdHyper;
+using kernels::AdamwHyper;
 
 // One SGD step on param (n), reading grad (n):
 //   g = grad + weight_decay * param
@@ -25,17 +23,8 @@ struct SgdHyper {
 // momentum_buf (n) is null exactly when momentum == 0; `first` means it holds
 // no value yet (it is written, not read).
 template <class T>
-void sgd_step(T* param, T* momentum_buf, const T* grad, int64_t n, const SgdHyper& hyper, bool first);
+void sgd_step(T* param, T* momentum_buf, const T* grad, int64_t n, const SgdHyper& hyper, bool first, Host = {});
 
-struct AdamwHyper {
-  double lr = 0;
-  double beta1 = 0;
-  double beta2 = 0;
-  double eps = 0;
-  double weight_decay = 0;
-  double step_size = 0;              // lr / (1 - beta1^step)
-  double bias_correction2_sqrt = 1;  // sqrt(1 - beta2^step)
-};
 
 // One AdamW step on param (n), reading grad (n), with state exp_avg (n) and
 // exp_avg_sq (n):
@@ -43,6 +32,6 @@ struct AdamwHyper {
 //   m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g^2
 //   param -= step_size * m / (sqrt(v) / bias_correction2_sqrt + eps)
 template <class T>
-void adamw_step(T* param, T* exp_avg, T* exp_avg_sq, const T* grad, int64_t n, const AdamwHyper& hyper);
+void adamw_step(T* param, T* exp_avg, T* exp_avg_sq, const T* grad, int64_t n, const AdamwHyper& hyper, Host = {});
 
 }  // namespace remat::kernels::cpu

@@ -9,7 +9,7 @@ namespace remat::kernels::cpu {
 
 template <class T>
 void sum_to(T* out, int64_t out_numel, const T* in, const std::vector<int64_t>& in_strides,
-            const std::vector<int64_t>& out_strides, const std::vector<int64_t>& shape) {
+            const std::vector<int64_t>& out_strides, const std::vector<int64_t>& shape, Host) {
   for (int64_t i = 0; i < out_numel; ++i) out[i] = T(0);
   // Serial: several rows may add into the same output element.
   for_each_row<2>(shape, {&out_strides, &in_strides}, false,
@@ -35,7 +35,7 @@ void sum_to(T* out, int64_t out_numel, const T* in, const std::vector<int64_t>& 
 }
 
 template <class T>
-void max_along(T* values, int64_t* indices, const T* x, int64_t outer, int64_t n, int64_t inner) {
+void max_along(T* values, int64_t* indices, const T* x, int64_t outer, int64_t n, int64_t inner, Host) {
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j = 0; j < inner; ++j) {
       const T* row = x + o * n * inner + j;
@@ -55,7 +55,15 @@ void max_along(T* values, int64_t* indices, const T* x, int64_t outer, int64_t n
 }
 
 template <class T>
-double squared_norm(const T* x, int64_t n) {
+void max_along_backward(T* dx, const int64_t* indices, const T* dout, int64_t outer, int64_t n, int64_t inner, Host) {
+  std::fill(dx, dx + outer * n * inner, T(0));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) dx[(o * n + indices[o * inner + j]) * inner + j] = dout[o * inner + j];
+  }
+}
+
+template <class T>
+double squared_norm(const T* x, int64_t n, Host) {
   double acc = 0;
 #pragma omp simd reduction(+ : acc)
   for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
@@ -64,9 +72,10 @@ double squared_norm(const T* x, int64_t n) {
 
 #define REMAT_INSTANTIATE_REDUCE(T)                                                                              \
   template void sum_to<T>(T*, int64_t, const T*, const std::vector<int64_t>&, const std::vector<int64_t>&,       \
-                          const std::vector<int64_t>&);                                                          \
-  template void max_along<T>(T*, int64_t*, const T*, int64_t, int64_t, int64_t);                                 \
-  template double squared_norm<T>(const T*, int64_t);
+                          const std::vector<int64_t>&, Host);                                              \
+  template void max_along<T>(T*, int64_t*, const T*, int64_t, int64_t, int64_t, Host);                         \
+  template void max_along_backward<T>(T*, const int64_t*, const T*, int64_t, int64_t, int64_t, Host);          \
+  template double squared_norm<T>(const T*, int64_t, Host);
 REMAT_INSTANTIATE_REDUCE(float)
 REMAT_INSTANTIATE_REDUCE(double)
 #undef REMAT_INSTANTIATE_REDUCE

@@ -62,7 +62,7 @@ template <class T, class Stride> T row_max(const T* x, int64_t n, Stride s) {
 }
 }  // namespace
 
-template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
+template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, Host) {
   for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
     const T* xr = x + base;
     T* orow = out + base;
@@ -79,7 +79,7 @@ template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64
   });
 }
 
-template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner) {
+template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner, Host) {
   for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
     const T* g = dout + base;
     const T* y = out + base;
@@ -91,7 +91,7 @@ template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int
   });
 }
 
-template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
+template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, Host) {
   for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
     const T* xr = x + base;
     const T m = row_max(xr, n, s);
@@ -107,7 +107,7 @@ template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, i
 }
 
 template <class T>
-void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner) {
+void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner, Host) {
   for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
     const T* g = dout + base;
     T total = 0;
@@ -120,7 +120,7 @@ void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int
 
 template <class T>
 bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64_t* bad_row, const T* logits,
-                           const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index) {
+                           const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index, Host) {
   log_softmax_forward(log_probs, logits, rows, classes, 1);
   double total = 0;
   int64_t counted = 0;
@@ -141,7 +141,7 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
 
 template <class T>
 void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targets, int64_t rows, int64_t classes,
-                            int64_t ignore_index, T scale) {
+                            int64_t ignore_index, T scale, Host) {
 #pragma omp parallel for schedule(static) if (rows * classes >= 65536)
   for (int64_t r = 0; r < rows; ++r) {
     T* d = dlogits + r * classes;
@@ -156,13 +156,13 @@ void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targe
 }
 
 #define REMAT_INSTANTIATE_SOFTMAX(T)                                                                              \
-  template void softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t);                                       \
-  template void softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);                            \
-  template void log_softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t);                                   \
-  template void log_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);                        \
+  template void softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t, Host);                                       \
+  template void softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, Host);                            \
+  template void log_softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t, Host);                                   \
+  template void log_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, Host);                        \
   template bool cross_entropy_forward<T>(double*, int64_t*, T*, int64_t*, const T*, const int64_t*, int64_t,      \
-                                         int64_t, int64_t);                                                        \
-  template void cross_entropy_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T);
+                                         int64_t, int64_t, Host);                                                        \
+  template void cross_entropy_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T, Host);
 REMAT_INSTANTIATE_SOFTMAX(float)
 REMAT_INSTANTIATE_SOFTMAX(double)
 #undef REMAT_INSTANTIATE_SOFTMAX

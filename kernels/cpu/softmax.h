@@ -4,15 +4,17 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/host.h"
+
 namespace remat::kernels::cpu {
 
-template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner);
+template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, Host = {});
 // dx = out * (dout - sum_n(dout * out)); dx may be dout (each row is read
 // whole before it is written), as in log_softmax_backward.
-template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner);
-template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner);
+template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner, Host = {});
+template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, Host = {});
 // dx = dout - exp(out) * sum_n(dout)
-template <class T> void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner);
+template <class T> void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner, Host = {});
 
 // Writes log_softmax(logits) to log_probs (rows, classes) -- the one
 // tensor backward needs -- and returns the summed loss -log_probs[r, t_r]
@@ -21,10 +23,10 @@ template <class T> void log_softmax_backward(T* dx, const T* dout, const T* out,
 // false with *bad_row set.
 template <class T>
 bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64_t* bad_row, const T* logits,
-                           const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index);
+                           const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index, Host = {});
 // dlogits = scale * (exp(log_probs) - onehot(target)) for counted rows, 0 for ignored ones.
 template <class T>
 void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targets, int64_t rows, int64_t classes,
-                            int64_t ignore_index, T scale);
+                            int64_t ignore_index, T scale, Host = {});
 
 }  // namespace remat::kernels::cpu

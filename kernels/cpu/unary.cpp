@@ -83,37 +83,37 @@ inline void map_lanes(T* out, int64_t n, Fn fn, const In*... in) {
 
 }  // namespace
 
-template <class T> void neg_forward(T* out, const T* x, int64_t n) {
+template <class T> void neg_forward(T* out, const T* x, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = -x[i]; });
 }
-template <class T> void relu_forward(T* out, const T* x, int64_t n) {
+template <class T> void relu_forward(T* out, const T* x, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = x[i] > T(0) ? x[i] : T(0); });
 }
-template <class T> void relu_backward(T* dx, const T* dout, const T* out, int64_t n) {
+template <class T> void relu_backward(T* dx, const T* dout, const T* out, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { dx[i] = out[i] > T(0) ? dout[i] : T(0); });
 }
-template <class T> void tanh_forward(T* out, const T* x, int64_t n) {
+template <class T> void tanh_forward(T* out, const T* x, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = fast_tanh(x[i]); });
 }
-template <class T> void tanh_backward(T* dx, const T* dout, const T* out, int64_t n) {
+template <class T> void tanh_backward(T* dx, const T* dout, const T* out, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] * (T(1) - out[i] * out[i]); });
 }
-template <class T> void sigmoid_forward(T* out, const T* x, int64_t n) {
+template <class T> void sigmoid_forward(T* out, const T* x, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = T(1) / (T(1) + fast_exp(-x[i])); });
 }
-template <class T> void sigmoid_backward(T* dx, const T* dout, const T* out, int64_t n) {
+template <class T> void sigmoid_backward(T* dx, const T* dout, const T* out, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] * out[i] * (T(1) - out[i]); });
 }
-template <class T> void exp_forward(T* out, const T* x, int64_t n) {
+template <class T> void exp_forward(T* out, const T* x, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = fast_exp(x[i]); });
 }
-template <class T> void exp_backward(T* dx, const T* dout, const T* out, int64_t n) {
+template <class T> void exp_backward(T* dx, const T* dout, const T* out, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] * out[i]; });
 }
-template <class T> void log_forward(T* out, const T* x, int64_t n) {
+template <class T> void log_forward(T* out, const T* x, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = std::log(x[i]); });
 }
-template <class T> void log_backward(T* dx, const T* dout, const T* x, int64_t n) {
+template <class T> void log_backward(T* dx, const T* dout, const T* x, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] / x[i]; });
 }
 // GELU's constants: sqrt(2/pi) and the cubic coefficient of its tanh approximation.
@@ -128,10 +128,10 @@ template <class T, class V> V gelu_gate(V v) {
   return T(1) / (T(1) + clamped_exp(T(-2) * s * (v + c * v * v * v)));
 }
 
-template <class T> void gelu_forward(T* out, const T* x, int64_t n) {
+template <class T> void gelu_forward(T* out, const T* x, int64_t n, Host) {
   map_lanes(out, n, [](auto v) { return v * gelu_gate<T>(v); }, x);
 }
-template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n) {
+template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n, Host) {
   map_lanes(dx, n, [](auto g, auto v) {
     const T s = T(kGeluScale), c = T(kGeluCubic);
     const auto p = gelu_gate<T>(v);               // sigmoid(2u) = (1 + tanh u) / 2
@@ -139,32 +139,32 @@ template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t 
     return g * (p + T(2) * v * p * (T(1) - p) * du);
   }, dout, x);
 }
-template <class T> void scale(T* out, const T* x, T factor, int64_t n) {
+template <class T> void scale(T* out, const T* x, T factor, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = x[i] * factor; });
 }
-template <class T> void fill(T* out, T value, int64_t n) {
+template <class T> void fill(T* out, T value, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = value; });
 }
 
 #define REMAT_INSTANTIATE_UNARY(T)                                        \
-  template void neg_forward<T>(T*, const T*, int64_t);                    \
-  template void relu_forward<T>(T*, const T*, int64_t);                   \
-  template void relu_backward<T>(T*, const T*, const T*, int64_t);        \
-  template void tanh_forward<T>(T*, const T*, int64_t);                   \
-  template void tanh_backward<T>(T*, const T*, const T*, int64_t);        \
-  template void sigmoid_forward<T>(T*, const T*, int64_t);                \
-  template void sigmoid_backward<T>(T*, const T*, const T*, int64_t);     \
-  template void exp_forward<T>(T*, const T*, int64_t);                    \
-  template void exp_backward<T>(T*, const T*, const T*, int64_t);         \
-  template void log_forward<T>(T*, const T*, int64_t);                    \
-  template void log_backward<T>(T*, const T*, const T*, int64_t);         \
-  template void gelu_forward<T>(T*, const T*, int64_t);                   \
-  template void gelu_backward<T>(T*, const T*, const T*, int64_t);        \
-  template void scale<T>(T*, const T*, T, int64_t);                       \
-  template void fill<T>(T*, T, int64_t);
+  template void neg_forward<T>(T*, const T*, int64_t, Host);                    \
+  template void relu_forward<T>(T*, const T*, int64_t, Host);                   \
+  template void relu_backward<T>(T*, const T*, const T*, int64_t, Host);        \
+  template void tanh_forward<T>(T*, const T*, int64_t, Host);                   \
+  template void tanh_backward<T>(T*, const T*, const T*, int64_t, Host);        \
+  template void sigmoid_forward<T>(T*, const T*, int64_t, Host);                \
+  template void sigmoid_backward<T>(T*, const T*, const T*, int64_t, Host);     \
+  template void exp_forward<T>(T*, const T*, int64_t, Host);                    \
+  template void exp_backward<T>(T*, const T*, const T*, int64_t, Host);         \
+  template void log_forward<T>(T*, const T*, int64_t, Host);                    \
+  template void log_backward<T>(T*, const T*, const T*, int64_t, Host);         \
+  template void gelu_forward<T>(T*, const T*, int64_t, Host);                   \
+  template void gelu_backward<T>(T*, const T*, const T*, int64_t, Host);        \
+  template void scale<T>(T*, const T*, T, int64_t, Host);                       \
+  template void fill<T>(T*, T, int64_t, Host);
 REMAT_INSTANTIATE_UNARY(float)
 REMAT_INSTANTIATE_UNARY(double)
-template void fill<int64_t>(int64_t*, int64_t, int64_t);
+template void fill<int64_t>(int64_t*, int64_t, int64_t, Host);
 #undef REMAT_INSTANTIATE_UNARY
 
 }  // namespace remat::kernels::cpu

@@ -72,8 +72,9 @@ TEST(KjvGptTask, CheckpointingChangesMemoryNotTheCurve) {
 
 // The log's peak is the steady state's, the first step's apart: under cost
 // with a budget of keep-all's peak, every row's peak keeps to the budget,
-// though the profiling step (under blocks, which on one layer peaks above
-// keep-all) does not. (Before: one peak column, the profiling step's.)
+// and so does the first step, planned from a rehearsal. (Before: one peak
+// column, the profiling step's, which ran under blocks and on one layer
+// peaked above keep-all.)
 TEST(KjvGptTask, TheLogReportsTheFirstStepsPeakApart) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "abcd efg\n";
@@ -92,12 +93,51 @@ TEST(KjvGptTask, TheLogReportsTheFirstStepsPeakApart) {
     EXPECT_EQ(eval.first_step_peak_activation_bytes, checkpointed.curve[0].first_step_peak_activation_bytes);
   }
   EXPECT_GT(checkpointed.curve[0].first_step_peak_activation_bytes, 0);
+  EXPECT_LE(checkpointed.curve[0].first_step_peak_activation_bytes, budget);
 }
 
-// Without a saved profile the first step profiles the graph under blocks
-// and may pass the budget (above); with the profile an earlier run saved,
-// the first step runs under the plan, and every step stays within a budget
-// as tight as the graph allows.
+// Without a saved profile, the first step is planned from a rehearsal on
+// the meta device: within a budget as tight as the graph allows from the
+// first step, with the losses of a run that keeps everything; a budget
+// below the minimum is refused before the first step.
+TEST(KjvGptTask, ARehearsalKeepsTheFirstStepWithinTheBudget) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "abcd efg\n";
+  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_rehearsal.txt", text));
+  const std::string profile = (std::filesystem::temp_directory_path() / "remat_kjv_rehearsal.json").string();
+  std::filesystem::remove(profile);
+  options.max_steps = 3;
+  options.eval_interval = 1;
+  const KjvResult plain = train_kjv_gpt(options);
+  options.checkpointing = "cost";
+  options.save_checkpointing_profile = profile;
+  train_kjv_gpt(options);
+  const int64_t budget = scheduler::minimum_budget(scheduler::load_profile(profile));
+  options.save_checkpointing_profile.clear();
+
+  options.checkpointing_budget = budget;
+  const KjvResult result = train_kjv_gpt(options);
+  ASSERT_EQ(result.curve.size(), 3u);
+  EXPECT_GT(result.curve[0].first_step_peak_activation_bytes, 0);
+  EXPECT_LE(result.curve[0].first_step_peak_activation_bytes, budget);
+  for (size_t i = 0; i < result.curve.size(); ++i) {
+    EXPECT_LE(result.curve[i].peak_activation_bytes, budget) << "step " << result.curve[i].step;
+    EXPECT_EQ(result.curve[i].train_loss, plain.curve[i].train_loss) << "step " << result.curve[i].step;
+  }
+
+  options.checkpointing_budget = budget - 1;
+  int evals = 0;
+  try {
+    train_kjv_gpt(options, [&](const KjvEval&) { ++evals; });
+    ADD_FAILURE() << "a budget below the minimum trained";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("at least {} bytes", budget)), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(evals, 0);
+}
+
+// With the profile an earlier run saved, the first step runs under the
+// plan, and every step stays within a budget as tight as the graph allows.
 TEST(KjvGptTask, ASavedProfileKeepsTheFirstStepWithinTheBudget) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "abcd efg\n";

@@ -1,0 +1,44 @@
+// The plain arguments that a kernel takes on every device: which binary op,
+// a dropout mask's draw, the optimizers' hyperparameters. Ops build them;
+// kernels/cpu/ (and a device's launchers) read them. No pointers to data.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace remat::kernels {
+
+enum class BinaryOp { Add, Sub, Mul, Div };
+
+// Four 32-bit random words for (seed, counter): the engine's Philox, passed
+// in since kernels know nothing of the engine.
+using RandomWords = std::array<uint32_t, 4> (*)(uint64_t seed, uint64_t counter);
+
+// Element i is kept iff (word i of the draw at counter offset + i / 4) >> 8
+// is at least threshold, i.e. with probability 1 - p.
+struct DropoutMask {
+  RandomWords words;
+  uint64_t seed;
+  uint64_t offset;     // counter of elements 0..3; ceil(n / 4) counters are read
+  uint32_t threshold;  // keep iff (word >> 8) >= threshold
+};
+
+struct SgdHyper {
+  double lr = 0;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+};
+
+struct AdamwHyper {
+  double lr = 0;
+  double beta1 = 0;
+  double beta2 = 0;
+  double eps = 0;
+  double weight_decay = 0;
+  double step_size = 0;              // lr / (1 - beta1^step)
+  double bias_correction2_sqrt = 1;  // sqrt(1 - beta2^step)
+};
+
+}  // namespace remat::kernels
