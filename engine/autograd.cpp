@@ -127,7 +127,7 @@ RetainGraphScope::RetainGraphScope(bool retain) : previous_(t_retaining_graph) {
 RetainGraphScope::~RetainGraphScope() { t_retaining_graph = previous_; }
 
 Tensor Node::new_output(const Tensors& inputs, const Shape& shape, DType dtype) const {
-  const int i = overwritable_input();
+  const int i = traits().overwritable_input;
   if (replaying_ && i >= 0 && static_cast<size_t>(i) < inputs.size() &&
       record_->inputs[static_cast<size_t>(i)].producer != InputSource::kNone) {
     const Tensor& input = inputs[static_cast<size_t>(i)];
@@ -199,7 +199,7 @@ Tensor Node::rebuild() {
     throw;
   }
   replaying_ = false;
-  const int over = overwritable_input();
+  const int over = traits().overwritable_input;
   record_->replayed_in_place = over >= 0 && static_cast<size_t>(over) < inputs.size() &&
                                rebuilt_.storage() == inputs[static_cast<size_t>(over)].storage();
   discard_side_results();
@@ -211,7 +211,7 @@ Tensor Node::rebuild() {
   std::lock_guard lock(g_stats_mutex);
   g_stats.nodes += 1;
   g_stats.ms += ms;
-  g_stats.flops += replay_flops();
+  g_stats.flops += record_->replay_flops;
   return rebuilt_;
 }
 
@@ -332,8 +332,6 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   record.output_bytes = record.view_of >= 0 || !output.storage() ? 0 : static_cast<int64_t>(output.storage()->nbytes());
   record.output_dense = output.storage() && output.is_contiguous() && output.offset() == 0 &&
                         output.nbytes() == output.storage()->nbytes();
-  record.overwritable_input = node->overwritable_input();
-  record.replay_reuses_side_results = node->replay_reuses_side_results();
   node->edges_.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     node->edges_.push_back(gradient_edge(input));
@@ -345,8 +343,12 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     if (!input.grad_fn() && is_transient(input.storage()->category())) source.outside = outside_input_of(input);
     record.inputs.push_back(source);
   }
-  record.flops = node->flops();
-  record.replay_flops = node->replay_flops();
+  const OpTraits traits = node->traits();  // its FLOPs read the shapes just recorded
+  record.overwritable_input = traits.overwritable_input;
+  record.replay_reuses_side_results = traits.replay_reuses_side_results;
+  record.compute_bound = traits.compute_bound;
+  record.flops = traits.flops;
+  record.replay_flops = traits.replay_flops >= 0 ? traits.replay_flops : traits.flops;
   // Note [Recompute]: the tag first, then the output's grad_fn, so that a
   // node saving its own output sees itself as the producer. The policy sees
   // every node, so that it can count positions.

@@ -50,7 +50,7 @@ namespace remat {
 // Note [Replays in place]
 // A replay lets go of its replay inputs before it runs forward(), holding
 // them only in its own argument list. An elementwise op (see
-// Node::overwritable_input) then writes its output over an input that
+// OpTraits::overwritable_input) then writes its output over an input that
 // nothing else refers to any more: a link of a dropped chain that only the
 // next link reads, such as attention's scores on the way to softmax. The
 // replay allocates nothing and writes to memory it has just read, instead
@@ -171,11 +171,12 @@ struct NodeRecord {
   int view_of = -1;
   // The output is contiguous over the whole of its storage (a fresh
   // output, or a view such as a reshape of one), and the node's
-  // overwritable_input(): the liveness simulator's in-place rule.
+  // OpTraits::overwritable_input: the liveness simulator's in-place rule.
   bool output_dense = false;
   int overwritable_input = -1;
-  // Node::replay_reuses_side_results(): a replay allocates no side results.
+  // OpTraits::replay_reuses_side_results: a replay allocates no side results.
   bool replay_reuses_side_results = false;
+  bool compute_bound = false;  // OpTraits::compute_bound
   double forward_ms = 0;
   // The wall time of its replay in this step (first touches left out, as
   // for forward_ms), or 0 if it was not replayed; and whether that replay
@@ -184,7 +185,7 @@ struct NodeRecord {
   double replay_ms = 0;
   bool replayed_in_place = false;
   int64_t flops = 0;
-  int64_t replay_flops = 0;  // Node::replay_flops()
+  int64_t replay_flops = 0;  // OpTraits::replay_flops, or flops
   // How far live activation + temporary bytes rose above their level at the
   // start of the forward call (output and side results included).
   int64_t forward_peak_bytes = 0;
@@ -223,6 +224,33 @@ struct NodeRecord {
   std::vector<int64_t> grad_bytes;
 };
 
+// What an op is, declared by the op as data beside its forward and backward
+// (STYLE.md, "Mechanism, measurement, policy"); apply_op copies it into the
+// NodeRecord, from where the profile and the planners read it.
+struct OpTraits {
+  // Compute-bound (a GEMM: its arithmetic sets its time, and its output is
+  // dear per byte to rebuild) or memory-bound (elementwise ops, norms,
+  // softmax: the bytes they move). `cost` never replays a compute-bound op.
+  bool compute_bound = false;
+  // Floating-point operations of one forward call (2 per multiply-add), and
+  // of one replay where it does less (a layer norm's reuses its
+  // statistics); -1: as forward.
+  int64_t flops = 0;
+  int64_t replay_flops = -1;
+  // The input a replay may write the output over (Note [Replays in place]),
+  // or -1. An op naming i never reads an element of input i after it has
+  // written that element of the output (elementwise ops; softmax reads a
+  // row whole before writing it), and allocates nothing in forward() but
+  // the output (new_output()).
+  int overwritable_input = -1;
+  // A replay reads its side results back from its saved values
+  // (replaying()) instead of making them again: it allocates its output
+  // only (layer_norm's mean and rstd). The liveness simulator's rule: an op
+  // whose forward() takes that path when replaying() must say so, or
+  // predicted peaks count side results its replays never allocate.
+  bool replay_reuses_side_results = false;
+};
+
 class Node {
  public:
   virtual ~Node() = default;
@@ -235,23 +263,10 @@ class Node {
   // One gradient per input, in input order; an undefined tensor where
   // needs_input_grad(i) is false or the gradient is zero by construction.
   virtual Tensors backward(const Tensor& grad_output) = 0;
-  // Floating-point operations of one forward call (2 per multiply-add).
-  virtual int64_t flops() const { return 0; }
-  // Those of one replay, where it does less than forward() (a layer norm's
-  // reuses its statistics). Default: flops().
-  virtual int64_t replay_flops() const { return flops(); }
-  // The input a replay may write the output over (Note [Replays in place]),
-  // or -1. An op returning i never reads an element of input i after it has
-  // written that element of the output (elementwise ops; softmax reads a
-  // row whole before writing it), and allocates nothing in forward() but
-  // the output (new_output()).
-  virtual int overwritable_input() const { return -1; }
-  // True when a replay reads its side results back from its saved values
-  // (replaying()) instead of making them again: it allocates its output
-  // only (layer_norm's mean and rstd). The liveness simulator's rule: an op
-  // whose forward() takes that path when replaying() must say so here, or
-  // predicted peaks count side results its replays never allocate.
-  virtual bool replay_reuses_side_results() const { return false; }
+  // What this op is (OpTraits), read once its forward has run (the shapes
+  // are in record()). Default: a memory-bound op of no FLOPs that replays
+  // into a new output.
+  virtual OpTraits traits() const { return {}; }
 
   bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].node != nullptr; }
   const std::vector<Edge>& next_edges() const { return edges_; }
@@ -280,7 +295,7 @@ class Node {
 
  protected:
   NodeRecord& mutable_record() { return *record_; }
-  // forward()'s output buffer: during a replay, input overwritable_input()
+  // forward()'s output buffer: during a replay, input overwritable_input
   // itself when it came from a node of the graph, the replay holds the only
   // reference to its storage, and the shape and dtype match (the liveness
   // simulator's rule); otherwise a new tensor.

@@ -96,8 +96,7 @@ class BinaryNode final : public Node {
     return {da, db};
   }
 
-  int64_t flops() const override { return numel(record().output_shape); }
-  int overwritable_input() const override { return 0; }
+  OpTraits traits() const override { return {.flops = numel(record().output_shape), .overwritable_input = 0}; }
 
  private:
   BinaryOp op_;

@@ -43,8 +43,7 @@ class DropoutNode final : public Node {
     return {dx};
   }
 
-  int64_t flops() const override { return numel(record().output_shape); }
-  int overwritable_input() const override { return 0; }
+  OpTraits traits() const override { return {.flops = numel(record().output_shape), .overwritable_input = 0}; }
 
  private:
   // uniform_float(word) = (word >> 8) / 2^24 >= p  <=>  (word >> 8) >= ceil(p * 2^24),

@@ -60,7 +60,7 @@ class EmbeddingNode final : public Node {
     });
     return {dweight, Tensor()};
   }
-  // A gather does no arithmetic: flops() stays 0.
+  // A gather does no arithmetic: no FLOPs (the default traits).
 };
 
 }  // namespace

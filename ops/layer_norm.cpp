@@ -108,13 +108,13 @@ class LayerNormNode final : public Node {
     return grads;
   }
 
-  // A replay normalises with the saved mean and rstd (forward() above).
-  bool replay_reuses_side_results() const override { return true; }
-
   // Mean, variance, normalise, scale and shift: about 8 per element; a
-  // replay only normalises (and scales and shifts): about 4.
-  int64_t flops() const override { return 8 * numel(record().output_shape); }
-  int64_t replay_flops() const override { return 4 * numel(record().output_shape); }
+  // replay normalises with the saved mean and rstd (forward() above), and
+  // scales and shifts: about 4.
+  OpTraits traits() const override {
+    return {.flops = 8 * numel(record().output_shape), .replay_flops = 4 * numel(record().output_shape),
+            .replay_reuses_side_results = true};
+  }
 
  private:
   double eps_;

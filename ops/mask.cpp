@@ -76,8 +76,8 @@ class MaskedFillNode final : public Node {
     return {dx, Tensor()};
   }
 
-  // A select, no arithmetic: flops() stays 0.
-  int overwritable_input() const override { return 0; }
+  // A select, no arithmetic: no FLOPs.
+  OpTraits traits() const override { return {.overwritable_input = 0}; }
 
  private:
   double value_;

@@ -135,9 +135,8 @@ class MatmulNode final : public Node {
     return {da, db};
   }
 
-  int64_t flops() const override {
-    const Shape& a = record().input_shapes[0];
-    return 2 * numel(record().output_shape) * a.back();
+  OpTraits traits() const override {
+    return {.compute_bound = true, .flops = 2 * numel(record().output_shape) * record().input_shapes[0].back()};
   }
 
  private:
@@ -227,8 +226,8 @@ class LinearNode final : public Node {
     return {dx, dweight};
   }
 
-  int64_t flops() const override {
-    return 2 * numel(record().output_shape) * record().input_shapes[0].back();
+  OpTraits traits() const override {
+    return {.compute_bound = true, .flops = 2 * numel(record().output_shape) * record().input_shapes[0].back()};
   }
 
  private:

@@ -62,7 +62,7 @@ class SumNode final : public Node {
     return {contiguous(expand(reshape(dout, reduced_shape(in_shape, axes_, true)), in_shape))};
   }
 
-  int64_t flops() const override { return numel(record().input_shapes[0]); }
+  OpTraits traits() const override { return {.flops = numel(record().input_shapes[0])}; }
 
  private:
   std::vector<int64_t> axes_;

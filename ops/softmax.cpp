@@ -75,8 +75,7 @@ class SoftmaxNode final : public Node {
     return {dx};
   }
 
-  int64_t flops() const override { return 5 * numel(record().output_shape); }
-  int overwritable_input() const override { return 0; }
+  OpTraits traits() const override { return {.flops = 5 * numel(record().output_shape), .overwritable_input = 0}; }
 
  private:
   int64_t axis_;
@@ -136,7 +135,7 @@ class CrossEntropyNode final : public Node {
     return {dlogits, Tensor()};
   }
 
-  int64_t flops() const override { return 4 * numel(record().input_shapes[0]); }
+  OpTraits traits() const override { return {.flops = 4 * numel(record().input_shapes[0])}; }
 
  private:
   int64_t ignore_index_;

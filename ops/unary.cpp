@@ -103,9 +103,11 @@ class UnaryNode final : public Node {
     return {dx};
   }
 
-  int64_t flops() const override { return flops_per_element<Op>() * numel(record().output_shape); }
   // Backward reading the input (GELU's) saves it, so a replay never holds it alone.
-  int overwritable_input() const override { return Op::kReads == Reads::Input ? -1 : 0; }
+  OpTraits traits() const override {
+    return {.flops = flops_per_element<Op>() * numel(record().output_shape),
+            .overwritable_input = Op::kReads == Reads::Input ? -1 : 0};
+  }
 };
 
 template <class Op>

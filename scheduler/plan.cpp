@@ -80,7 +80,7 @@ std::string reason(const Context& c, const std::string& policy, const std::vecto
   }
   const std::string price = fmt::format("{:.3f} ms/MiB", node.ms_per_mib());
   if (policy == "cost") {
-    const char* kind = is_compute_bound(node.op) ? "compute-bound" : "memory-bound";
+    const char* kind = node.compute_bound ? "compute-bound" : "memory-bound";
     return fmt::format("{} ({}): {} ({})", kind, price, keep ? "kept" : "replayed", detail);
   }
   if (policy == "sqrt") return keep ? "a cut of the chain, every ~sqrt: kept" : "between sqrt cuts: replayed";
@@ -103,8 +103,6 @@ void check_overrides(const GraphProfile& graph, const Overrides& overrides) {
 }
 
 }  // namespace
-
-bool is_compute_bound(std::string_view op) { return op == "matmul" || op == "linear" || op == "affine"; }
 
 std::vector<std::string> policy_names() { return {"none", "blocks", "sqrt", "cost", "optimal"}; }
 

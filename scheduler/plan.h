@@ -94,6 +94,5 @@ std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Ove
 std::vector<bool> read_by_backward(const GraphProfile& graph);
 // Fills kept/dropped bytes and the prediction, applies the effective tags.
 Plan finish_plan(const GraphProfile& graph, Plan plan);
-bool is_compute_bound(std::string_view op);
 
 }  // namespace remat::scheduler

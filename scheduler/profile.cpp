@@ -139,6 +139,7 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) 
     row.output_dense = r.output_dense;
     row.overwritable_input = r.overwritable_input;
     row.replay_reuses_side_results = r.replay_reuses_side_results;
+    row.compute_bound = r.compute_bound;
     row.flops = r.flops;
     row.replay_flops = r.replay_flops;
     row.forward_ms = r.forward_ms;

@@ -44,6 +44,8 @@ struct NodeProfile {
   // NodeRecord's: a replay makes no side results (their bytes are not
   // allocated again), as layer_norm's reads its saved mean and rstd.
   bool replay_reuses_side_results = false;
+  // NodeRecord's (OpTraits::compute_bound): a GEMM, which `cost` never replays.
+  bool compute_bound = false;
   int64_t flops = 0;
   int64_t replay_flops = 0;  // NodeRecord's: a replay's, where it does less than forward
   // Measured; nodes of the same op, shapes and dtypes (a repeated layer)

@@ -19,7 +19,8 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr const char* kFormat = "remat-profile";
-constexpr int kVersion = 1;
+// Version 2: each node's compute_bound (OpTraits), which planners had inferred from op names.
+constexpr int kVersion = 2;
 
 const char* tag_name(Tag tag) { return tag == Tag::Keep ? "keep" : "recompute"; }
 
@@ -35,7 +36,8 @@ Json node_json(const NodeProfile& n) {
               {"inputs", n.inputs}, {"leaves", n.leaves}, {"outside", n.outside}, {"output_shape", n.output_shape},
               {"output_dtype", std::string(dtype_name(n.output_dtype))}, {"output_bytes", n.output_bytes},
               {"view_of", n.view_of}, {"output_dense", n.output_dense}, {"overwritable_input", n.overwritable_input},
-              {"replay_reuses_side_results", n.replay_reuses_side_results}, {"flops", n.flops},
+              {"replay_reuses_side_results", n.replay_reuses_side_results}, {"compute_bound", n.compute_bound},
+              {"flops", n.flops},
               {"replay_flops", n.replay_flops}, {"forward_ms", n.forward_ms}, {"replay_ms", n.replay_ms},
               {"replay_in_place_ms", n.replay_in_place_ms}, {"forward_peak_bytes", n.forward_peak_bytes},
               {"saved", n.saved}, {"side_bytes", n.side_bytes}, {"released_at", n.released_at},
@@ -160,6 +162,7 @@ NodeProfile node_from(const Json& object, int64_t index, int64_t nodes, int64_t 
   n.overwritable_input = r.get<int>("overwritable_input");
   check_index(n.overwritable_input, -1, inputs, "overwritable_input", r.where());
   n.replay_reuses_side_results = r.get<bool>("replay_reuses_side_results");
+  n.compute_bound = r.get<bool>("compute_bound");
   n.flops = r.count("flops");
   n.replay_flops = r.count("replay_flops");
   n.forward_ms = r.time("forward_ms");

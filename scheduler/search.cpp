@@ -57,7 +57,7 @@ std::vector<Tag> blocks_tags(const Context& c) {
 // forward); never replay a GEMM. Dropping softmax, say, while the scores
 // that feed it must then be held instead, saves nothing and is not done.
 void cost_rule(const Context& c, std::vector<Tag>& tags, int64_t first, int64_t last) {
-  auto not_gemm = [&](int64_t v) { return !is_compute_bound(c.graph.nodes[v].op); };
+  auto not_gemm = [&](int64_t v) { return !c.graph.nodes[v].compute_bound; };
   std::vector<int64_t> order;
   for (int64_t v = first; v <= last; ++v) {
     if (c.decidable(v) && not_gemm(v)) order.push_back(v);

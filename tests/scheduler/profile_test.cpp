@@ -8,7 +8,9 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/autograd.h"
 #include "ops/ops.h"
+#include "scheduler/plan.h"
 
 namespace remat::scheduler {
 namespace {
@@ -142,6 +144,38 @@ TEST(Profile, ConstantsMadeBetweenNodesAreOutsideInputs) {
   EXPECT_EQ(p.nodes[2].outside, (std::vector<int64_t>{-1, 1}));
   EXPECT_EQ(p.nodes[4].outside, (std::vector<int64_t>{-1, 0}));
   EXPECT_EQ(p.nodes[6].outside, (std::vector<int64_t>{-1, 2}));
+}
+
+// out = 2x, an op the planners have never heard of that declares itself
+// compute-bound, as a convolution would.
+class ConvLike final : public Node {
+ public:
+  std::string_view name() const override { return "conv_like"; }
+  Tensor forward(const Tensors& in) override {
+    NoGradGuard no_grad;
+    return mul(in[0], 2.0);
+  }
+  void save(const Tensors& in, const Tensor&) override { save_value(in[0]); }  // as a convolution's backward reads x
+  Tensors backward(const Tensor& dout) override { return {mul(dout, 2.0)}; }    // d(2x)/dx = 2
+  OpTraits traits() const override { return {.compute_bound = true, .flops = numel(record().output_shape)}; }
+};
+
+// Whether an op is compute-bound is what the op declares (OpTraits), not a
+// list of op names in the planner: before, any op but matmul, linear and
+// affine counted as memory-bound, and `cost` would have replayed it.
+TEST(Profile, AnOpDeclaresWhetherItIsComputeBound) {
+  Tensor x = ones({16, 8}).requires_grad_();
+  const Tensor loss = sum(gelu(apply_op(std::make_shared<ConvLike>(), {gelu(linear(x, ones({8, 8})))})));
+  const GraphProfile p = profile_graph(loss);
+  ASSERT_EQ(p.nodes.size(), 5u);
+  EXPECT_EQ(p.nodes[2].op, "conv_like");
+  EXPECT_TRUE(p.nodes[0].compute_bound);   // linear
+  EXPECT_FALSE(p.nodes[1].compute_bound);  // gelu
+  EXPECT_TRUE(p.nodes[2].compute_bound);
+  EXPECT_EQ(p.nodes[2].flops, 16 * 8);
+  const Plan plan = make_plan(p, {.policy = "cost"});
+  EXPECT_NE(plan.reasons[2].find("compute-bound"), std::string::npos) << plan.reasons[2];
+  EXPECT_NE(plan.reasons[1].find("memory-bound"), std::string::npos) << plan.reasons[1];
 }
 
 TEST(Profile, AGraphlessTensorIsAnError) { EXPECT_THROW(profile_graph(ones({2})), Error); }
