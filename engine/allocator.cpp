@@ -7,7 +7,12 @@
 #include <cstdlib>
 #include <memory>
 
+#include "engine/caching_pool.h"
 #include "engine/error.h"
+
+#if REMAT_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
 
 namespace remat {
 namespace {
@@ -59,12 +64,17 @@ void Allocator::add(int64_t nbytes, MemoryCategory category) {
   }
 }
 
+Allocator::Allocator(Device device, std::unique_ptr<CachingPool> pool) : device_(device), pool_(std::move(pool)) {}
+
+Allocator::~Allocator() = default;
+
 void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
-  if (device_.is_meta()) {  // counted, never backed
+  if (device_.is_meta() || pool_) {  // counted; backed by nothing (meta) or by the pool
+    void* ptr = pool_ ? pool_->allocate(nbytes, 0) : nullptr;  // one stream per device so far
     std::lock_guard lock(mutex_);
     add(static_cast<int64_t>(nbytes), category);
     ++stats_.allocations;
-    return nullptr;
+    return ptr;
   }
   REMAT_CHECK(device_.is_cpu(), "allocate: no allocator for device {} in this build", device_.str());
   if (nbytes == 0) return nullptr;
@@ -105,7 +115,8 @@ void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
 }
 
 void Allocator::deallocate(void* ptr, size_t nbytes, MemoryCategory category) {
-  if (device_.is_meta()) {
+  if (device_.is_meta() || pool_) {
+    if (pool_) pool_->deallocate(ptr);
     std::lock_guard lock(mutex_);
     add(-static_cast<int64_t>(nbytes), category);
     return;
@@ -133,6 +144,7 @@ void Allocator::deallocate(void* ptr, size_t nbytes, MemoryCategory category) {
 }
 
 void Allocator::empty_cache() {
+  if (pool_) return pool_->empty_cache();
   std::lock_guard lock(mutex_);
   release_cache();
 }
@@ -154,8 +166,11 @@ void Allocator::recategorize(size_t nbytes, MemoryCategory from, MemoryCategory 
 }
 
 MemoryStats Allocator::stats() const {
+  const int64_t pool_cached = pool_ ? pool_->stats().cached_bytes : 0;
   std::lock_guard lock(mutex_);
-  return stats_;
+  MemoryStats stats = stats_;
+  if (pool_) stats.cached = pool_cached;
+  return stats;
 }
 
 int64_t Allocator::watch(int64_t* peak) {
@@ -189,13 +204,43 @@ void Allocator::merge_peaks(const MemoryStats& floor) {
   stats_.peak_transient = std::max(stats_.peak_transient, floor.peak_transient);
 }
 
+#if REMAT_HAVE_CUDA
+namespace {
+
+// A GPU's memory for its pool: cudaMalloc and cudaFree (kernels/cuda/runtime.h).
+class CudaBackingStore final : public BackingStore {
+ public:
+  explicit CudaBackingStore(int device) : device_(device) {}
+  void* reserve(size_t bytes) override { return kernels::cuda::device_malloc(bytes, device_); }
+  void release(void* ptr, size_t bytes) override { kernels::cuda::device_free(ptr, device_); }
+  std::string name() const override { return Device::cuda(device_).str(); }
+
+ private:
+  int device_;
+};
+
+}  // namespace
+#endif
+
 Allocator& allocator_for(Device device) {
   // Never destroyed: a tensor freed during static destruction still finds it.
   static Allocator* cpu = new Allocator(Device::cpu());
   static Allocator* meta = new Allocator(Device::meta());
   if (device.is_meta()) return *meta;
-  REMAT_CHECK(device.is_cpu(), "allocator_for: device {} is not available in this build", device.str());
-  return *cpu;
+  if (device.is_cpu()) return *cpu;
+#if REMAT_HAVE_CUDA
+  static std::mutex mutex;
+  static std::vector<Allocator*> gpus;  // made on first use, one per device
+  std::lock_guard lock(mutex);
+  if (gpus.empty()) gpus.assign(static_cast<size_t>(kernels::cuda::device_count()), nullptr);
+  REMAT_CHECK(device.index >= 0 && static_cast<size_t>(device.index) < gpus.size(), "allocator_for: no GPU {} here "
+              "(this process sees {})", device.str(), gpus.size());
+  Allocator*& gpu = gpus[static_cast<size_t>(device.index)];
+  if (!gpu) gpu = new Allocator(device, std::make_unique<CachingPool>(std::make_unique<CudaBackingStore>(device.index)));
+  return *gpu;
+#else
+  REMAT_FAIL("allocator_for: device {} is not available in this build (configured without CUDA)", device.str());
+#endif
 }
 
 MemoryCategory current_category() { return t_category; }
@@ -203,14 +248,17 @@ MemoryCategory current_category() { return t_category; }
 CategoryGuard::CategoryGuard(MemoryCategory category) : previous_(t_category) { t_category = category; }
 CategoryGuard::~CategoryGuard() { t_category = previous_; }
 
-ScopedPeak::ScopedPeak(Device device) : allocator_(allocator_for(device)), outer_(allocator_.stats()) {
+ScopedPeak::ScopedPeak(Device device) : ScopedPeak(allocator_for(device)) {}
+
+ScopedPeak::ScopedPeak(Allocator& allocator) : allocator_(allocator), outer_(allocator_.stats()) {
   allocator_.reset_peaks();
 }
 
 ScopedPeak::~ScopedPeak() { allocator_.merge_peaks(outer_); }
 
-TransientPeakWatch::TransientPeakWatch(Device device)
-    : allocator_(allocator_for(device)), start_(allocator_.watch(&peak_)) {}
+TransientPeakWatch::TransientPeakWatch(Device device) : TransientPeakWatch(allocator_for(device)) {}
+
+TransientPeakWatch::TransientPeakWatch(Allocator& allocator) : allocator_(allocator), start_(allocator_.watch(&peak_)) {}
 
 TransientPeakWatch::~TransientPeakWatch() { allocator_.unwatch(&peak_); }
 

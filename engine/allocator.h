@@ -10,6 +10,9 @@
 //    parameter or a leaf gradient), moving its bytes between counters;
 //  - the meta device's allocator counts the same way and backs nothing
 //    (its data pointers are null; engine/device.h);
+//  - a GPU's allocator counts the same way over a CachingPool
+//    (engine/caching_pool.h: blocks by size class, reused in stream order,
+//    kept until empty_cache()), whose cached bytes are MemoryStats::cached;
 //  - CPU memory is 64-byte aligned. Blocks of 64 KiB and more are cached:
 //    a freed block waits in a free list for the next request of its size
 //    (rounded up to 4 KiB, taking a block at most 1/8 larger), because a
@@ -29,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -61,9 +65,15 @@ struct MemoryStats {
   int64_t peak_of(MemoryCategory c) const { return peak[static_cast<size_t>(c)]; }
 };
 
+class CachingPool;
+
 class Allocator {
  public:
-  explicit Allocator(Device device) : device_(device) {}
+  // The CPU's and the meta device's allocators take no pool; a device's
+  // (CUDA) takes its blocks from `pool` (engine/caching_pool.h), which the
+  // tests give a host backing store.
+  explicit Allocator(Device device, std::unique_ptr<CachingPool> pool = nullptr);
+  ~Allocator();
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
@@ -96,6 +106,7 @@ class Allocator {
   };
 
   Device device_;
+  std::unique_ptr<CachingPool> pool_;
   mutable std::mutex mutex_;
   MemoryStats stats_;
   std::multimap<size_t, void*> free_blocks_;  // block size -> block, cached
@@ -130,6 +141,7 @@ class CategoryGuard {
 class ScopedPeak {
  public:
   explicit ScopedPeak(Device device = Device::cpu());
+  explicit ScopedPeak(Allocator& allocator);
   ~ScopedPeak();
   ScopedPeak(const ScopedPeak&) = delete;
   ScopedPeak& operator=(const ScopedPeak&) = delete;
@@ -148,6 +160,7 @@ class ScopedPeak {
 class TransientPeakWatch {
  public:
   explicit TransientPeakWatch(Device device = Device::cpu());
+  explicit TransientPeakWatch(Allocator& allocator);
   ~TransientPeakWatch();
   TransientPeakWatch(const TransientPeakWatch&) = delete;
   TransientPeakWatch& operator=(const TransientPeakWatch&) = delete;

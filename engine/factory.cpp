@@ -9,6 +9,10 @@
 #include "engine/kernel_call.h"
 #include "kernels/cpu/unary.h"
 
+#if REMAT_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
+
 namespace remat {
 namespace {
 
@@ -127,6 +131,31 @@ Tensor to_dtype(const Tensor& t, DType dtype) {
     std::memcpy(out.data<T>(), values.data(), values.size() * sizeof(T));
   });
   return out;
+}
+
+Tensor to(const Tensor& t, Device device) {
+  REMAT_CHECK(t.defined(), "to({}): the tensor is undefined", device.str());
+  if (t.device() == device) return t;
+  Tensor out(t.shape(), t.dtype(), device);
+  if (device.is_meta()) return out;
+  REMAT_CHECK(!t.device().is_meta(), "to({}): tensor {} is on the meta device, which holds no values to copy",
+              device.str(), t.str());
+#if REMAT_HAVE_CUDA
+  const Tensor src = t.is_contiguous() ? t : contiguous_copy(t);
+  const size_t bytes = t.nbytes();
+  if (bytes == 0) return out;
+  if (src.device().is_cpu() && device.is_cuda()) {
+    kernels::cuda::copy_host_to_device(out.raw_data(), src.raw_data(), bytes, kernels::cuda::compute_stream(device.index));
+  } else if (src.device().is_cuda() && device.is_cpu()) {
+    kernels::cuda::copy_device_to_host(out.raw_data(), src.raw_data(), bytes, kernels::cuda::compute_stream(src.device().index));
+  } else {
+    REMAT_FAIL("to({}): copies between two GPUs ({} to {}) are not supported", device.str(), src.device().str(),
+               device.str());
+  }
+  return out;
+#else
+  REMAT_FAIL("to({}): tensor {}: this build has no CUDA", device.str(), t.str());
+#endif
 }
 
 }  // namespace remat

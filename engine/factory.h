@@ -36,5 +36,10 @@ Tensor randint(int64_t high, const Shape& shape, Generator& generator = default_
 
 // Same values converted to another float dtype (a new leaf).
 Tensor to_dtype(const Tensor& t, DType dtype);
+// t on `device`: t itself when it is there already, else a dense copy (CPU
+// and CUDA both ways, through the CUDA runtime's copies); to the meta device
+// a meta tensor of t's shape. A meta tensor has no values to copy anywhere
+// else: an error. No gradient flows through the copy (detach() semantics).
+Tensor to(const Tensor& t, Device device);
 
 }  // namespace remat

@@ -2,6 +2,7 @@
 #include "engine/tensor.h"
 
 #include "engine/backward.h"
+#include "engine/factory.h"
 #include "engine/kernel_call.h"
 #include "kernels/cpu/copy.h"
 
@@ -47,6 +48,7 @@ void Tensor::check_dtype(DType expected, const char* what) const {
 template <class T> T Tensor::item() const {
   REMAT_CHECK(!device().is_meta(), "item: tensor {} is on the meta device, which holds no values", str());
   REMAT_CHECK(numel() == 1, "item: tensor {} has {} elements, not 1", str(), numel());
+  if (device().is_cuda()) return to_vector<T>().front();
   switch (dtype()) {
     case DType::Float32: return static_cast<T>(*static_cast<const float*>(raw_data()));
     case DType::Float64: return static_cast<T>(*static_cast<const double*>(raw_data()));
@@ -56,7 +58,8 @@ template <class T> T Tensor::item() const {
 }
 
 template <class T> std::vector<T> Tensor::to_vector() const {
-  REMAT_CHECK(device().is_cpu(), "to_vector: tensor {} is not on the CPU", str());
+  if (device().is_cuda()) return to(*this, Device::cpu()).to_vector<T>();
+  REMAT_CHECK(device().is_cpu(), "to_vector: tensor {} is on the meta device, which holds no values", str());
   const Tensor dense = is_contiguous() ? *this : contiguous_copy(*this);
   std::vector<T> out(static_cast<size_t>(numel()));
   auto convert = [&]<class S>(const S* src) {

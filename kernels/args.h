@@ -3,21 +3,15 @@
 // kernels/cpu/ (and a device's launchers) read them. No pointers to data.
 #pragma once
 
-#include <array>
 #include <cstdint>
 
 namespace remat::kernels {
 
 enum class BinaryOp { Add, Sub, Mul, Div };
 
-// Four 32-bit random words for (seed, counter): the engine's Philox, passed
-// in since kernels know nothing of the engine.
-using RandomWords = std::array<uint32_t, 4> (*)(uint64_t seed, uint64_t counter);
-
-// Element i is kept iff (word i of the draw at counter offset + i / 4) >> 8
-// is at least threshold, i.e. with probability 1 - p.
+// Element i is kept iff (word i % 4 of Philox at counter offset + i / 4)
+// >> 8 is at least threshold, i.e. with probability 1 - p (kernels/math.h).
 struct DropoutMask {
-  RandomWords words;
   uint64_t seed;
   uint64_t offset;     // counter of elements 0..3; ceil(n / 4) counters are read
   uint32_t threshold;  // keep iff (word >> 8) >= threshold

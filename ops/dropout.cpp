@@ -49,7 +49,7 @@ class DropoutNode final : public Node {
   // uniform_float(word) = (word >> 8) / 2^24 >= p  <=>  (word >> 8) >= ceil(p * 2^24),
   // exactly: p * 2^24 is exact in double and (word >> 8) is an integer.
   kernels::DropoutMask mask() const {
-    return {&philox4x32, seed_, offset_, static_cast<uint32_t>(std::ceil(p_ * 16777216.0))};
+    return {seed_, offset_, static_cast<uint32_t>(std::ceil(p_ * 16777216.0))};
   }
   template <class T> T scale() const { return static_cast<T>(1.0 / (1.0 - p_)); }
 

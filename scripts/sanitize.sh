@@ -14,7 +14,7 @@ source scripts/sanitize_env.sh
 # says so for each; the Release build (GCC, -O3) is where vectorising matters.
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -Wno-pass-failed" \
-  -DREMAT_NATIVE=OFF -DREMAT_BUILD_BENCH=OFF -DREMAT_SANITIZE=address,undefined -DREMAT_FUZZ=ON
+  -DREMAT_NATIVE=OFF -DREMAT_BUILD_BENCH=OFF -DREMAT_CUDA=OFF -DREMAT_SANITIZE=address,undefined -DREMAT_FUZZ=ON
 [[ "${1:-}" == configure ]] && exit 0
 
 # Only the programs of label unit: bench, the torch parity dump and the

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/math.h"
 
 namespace remat::kernels::cpu {
 namespace {
@@ -16,11 +17,10 @@ void apply_mask(T* out, const T* x, int64_t n, const DropoutMask& mask, T scale)
   const int64_t groups = (n + 3) / 4;
   auto run = [&](int64_t begin, int64_t end) {  // groups [begin, end)
     for (int64_t g = begin; g < end; ++g) {
-      const std::array<uint32_t, 4> w = mask.words(mask.seed, mask.offset + static_cast<uint64_t>(g));
+      const Words4 words = philox4x32(mask.seed, mask.offset + static_cast<uint64_t>(g));
       const int64_t first = 4 * g, count = std::min<int64_t>(4, n - first);
       for (int64_t j = 0; j < count; ++j) {
-        const bool keep = (w[static_cast<size_t>(j)] >> 8) >= mask.threshold;
-        out[first + j] = keep ? x[first + j] * scale : T(0);
+        out[first + j] = dropout_keeps(words.w[j], mask.threshold) ? x[first + j] * scale : T(0);
       }
     }
   };

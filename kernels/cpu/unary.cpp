@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/math.h"
 
 namespace remat::kernels::cpu {
 namespace {
@@ -116,28 +117,17 @@ template <class T> void log_forward(T* out, const T* x, int64_t n, Host) {
 template <class T> void log_backward(T* dx, const T* dout, const T* x, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { dx[i] = dout[i] / x[i]; });
 }
-// GELU's constants: sqrt(2/pi) and the cubic coefficient of its tanh approximation.
-inline constexpr double kGeluScale = 0.7978845608028654;
-inline constexpr double kGeluCubic = 0.044715;
-
-// 0.5 x (1 + tanh u) with u = s (x + c x^3) is x * sigmoid(2u): one exp and
-// one division per element instead of tanh's two branches. V is T or, for
-// float, Float32x8.
-template <class T, class V> V gelu_gate(V v) {
-  const T s = T(kGeluScale), c = T(kGeluCubic);
-  return T(1) / (T(1) + clamped_exp(T(-2) * s * (v + c * v * v * v)));
-}
+// GELU's math is kernels/math.h's, with this file's exp (clamped_exp: the
+// float polynomial of fast_math.h, or std::exp for double) for every lane.
+struct ClampedExp {
+  template <class V> V operator()(V v) const { return clamped_exp(v); }
+};
 
 template <class T> void gelu_forward(T* out, const T* x, int64_t n, Host) {
-  map_lanes(out, n, [](auto v) { return v * gelu_gate<T>(v); }, x);
+  map_lanes(out, n, [](auto v) { return gelu_of<T>(v, ClampedExp{}); }, x);
 }
 template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n, Host) {
-  map_lanes(dx, n, [](auto g, auto v) {
-    const T s = T(kGeluScale), c = T(kGeluCubic);
-    const auto p = gelu_gate<T>(v);               // sigmoid(2u) = (1 + tanh u) / 2
-    const auto du = s * (T(1) + T(3) * c * v * v);  // du/dx
-    return g * (p + T(2) * v * p * (T(1) - p) * du);
-  }, dout, x);
+  map_lanes(dx, n, [](auto g, auto v) { return gelu_grad_of<T>(g, v, ClampedExp{}); }, dout, x);
 }
 template <class T> void scale(T* out, const T* x, T factor, int64_t n, Host) {
   elementwise(n, [=](int64_t i) { out[i] = x[i] * factor; });
