@@ -13,8 +13,8 @@
 #include "engine/allocator.h"
 #include "engine/trace.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/binary.h"
-#include "kernels/cpu/unary.h"
+#include "kernels/binary.h"
+#include "kernels/unary.h"
 
 namespace remat {
 namespace {

@@ -7,7 +7,7 @@
 #include <numbers>
 
 #include "engine/kernel_call.h"
-#include "kernels/cpu/unary.h"
+#include "kernels/unary.h"
 
 #if REMAT_HAVE_CUDA
 #include "kernels/cuda/runtime.h"

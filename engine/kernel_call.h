@@ -10,13 +10,18 @@
 #include "engine/meta.h"
 #include "engine/tensor.h"
 #include "kernels/cpu/host.h"
+#if REMAT_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
 
 namespace remat {
 
 // Note [Kernels by device]
 // Every kernel is declared once per device, with the same name and
 // arguments and the device's stream last: kernels::cpu::Host on the CPU
-// (kernels/cpu/host.h), a CUDA stream for a CUDA launcher. An op writes
+// (kernels/cpu/host.h), kernels::cuda::Stream for a CUDA launcher (the
+// device's compute stream). An op includes the kernels of every device
+// (kernels/unary.h, ...) and writes
 //
 //   run_kernel(out, name(), [&](auto stream) { gelu_forward(out.data<T>(), x.data<T>(), n, stream); });
 //
@@ -33,9 +38,16 @@ void run_kernel(const Tensor& out, std::string_view op, Fn&& fn) {
   switch (device.type) {
     case DeviceType::CPU: fn(kernels::cpu::Host{}); return;
     case DeviceType::Meta: return;
-    case DeviceType::CUDA: break;
+    case DeviceType::CUDA:
+#if REMAT_HAVE_CUDA
+      fn(kernels::cuda::compute_stream(device.index));
+      return;
+#else
+      break;
+#endif
   }
-  REMAT_FAIL("{}: no kernel for device {} in this build (tensor {})", op, device.str(), out.str());
+  REMAT_FAIL("{}: no kernel for device {} in this build (tensor {}; configured without CUDA)", op, device.str(),
+             out.str());
 }
 
 }  // namespace remat

@@ -4,7 +4,7 @@
 #include "engine/backward.h"
 #include "engine/factory.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/copy.h"
+#include "kernels/copy.h"
 
 namespace remat {
 

@@ -5,7 +5,7 @@
 #include "engine/autograd.h"
 #include "engine/factory.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/binary.h"
+#include "kernels/binary.h"
 #include "ops/shape.h"
 #include "ops/unary.h"
 

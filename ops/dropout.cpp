@@ -8,7 +8,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/dropout.h"
+#include "kernels/dropout.h"
 
 namespace remat {
 namespace {

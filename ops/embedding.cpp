@@ -4,7 +4,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/embedding.h"
+#include "kernels/embedding.h"
 
 namespace remat {
 namespace {
@@ -37,7 +37,8 @@ class EmbeddingNode final : public Node {
         const int64_t bad = embedding_forward<T>(out.data<T>(), weight.data<T>(), ids.data<int64_t>(), ids.numel(),
                                                  channels, vocab, stream);
         REMAT_CHECK(bad < 0, "embedding: id {} at position {} of ids {} is outside [0, V) with V = {} (weight {})",
-                    ids.data<int64_t>()[bad], str(unravel(bad, ids.shape())), str(ids.shape()), vocab,
+                    ids.to_vector<int64_t>()[static_cast<size_t>(bad)], str(unravel(bad, ids.shape())),
+                    str(ids.shape()), vocab,
                     str(weight.shape()));
       });
     });

@@ -9,7 +9,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/layer_norm.h"
+#include "kernels/layer_norm.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"

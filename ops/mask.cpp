@@ -5,7 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/mask.h"
+#include "kernels/mask.h"
 
 namespace remat {
 namespace {

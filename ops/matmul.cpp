@@ -12,7 +12,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/gemm.h"
 #include "ops/shape.h"
 
 namespace remat {

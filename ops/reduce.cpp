@@ -6,7 +6,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/reduce.h"
+#include "kernels/reduce.h"
 #include "ops/binary.h"
 #include "ops/shape.h"
 

@@ -9,7 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/factory.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/copy.h"
+#include "kernels/copy.h"
 #include "ops/reduce.h"
 
 namespace remat {

@@ -7,7 +7,8 @@
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
 #include "engine/factory.h"
-#include "kernels/cpu/softmax.h"
+#include "kernels/softmax.h"
+#include "kernels/unary.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
@@ -105,9 +106,10 @@ class CrossEntropyNode final : public Node {
         const bool ok = cross_entropy_forward<T>(&total, &count_, log_probs_.data<T>(), &bad_row, logits.data<T>(),
                                                  targets.data<int64_t>(), rows, classes, ignore_index_, stream);
         REMAT_CHECK(ok, "cross_entropy: target {} at row {} is outside [0, {}) and is not ignore_index {}",
-                    targets.data<int64_t>()[bad_row], bad_row, classes, ignore_index_);
-        *out.data<T>() = count_ > 0 ? static_cast<T>(total / static_cast<double>(count_))
-                                    : std::numeric_limits<T>::quiet_NaN();
+                    targets.to_vector<int64_t>()[static_cast<size_t>(bad_row)], bad_row, classes, ignore_index_);
+        const T mean = count_ > 0 ? static_cast<T>(total / static_cast<double>(count_))
+                                  : std::numeric_limits<T>::quiet_NaN();
+        fill(out.data<T>(), mean, int64_t{1}, stream);  // the loss, on the logits' device
       });
     });
     return out;

@@ -5,7 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/unary.h"
+#include "kernels/unary.h"
 #include "ops/shape.h"
 
 namespace remat {

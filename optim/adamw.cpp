@@ -12,7 +12,7 @@
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/optim.h"
+#include "kernels/optim.h"
 
 namespace remat::optim {
 

@@ -6,8 +6,8 @@
 
 #include "engine/error.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/reduce.h"
-#include "kernels/cpu/unary.h"
+#include "kernels/reduce.h"
+#include "kernels/unary.h"
 #include "optim/optimizer.h"
 
 namespace remat::optim {

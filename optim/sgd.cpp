@@ -4,7 +4,7 @@
 #include "engine/allocator.h"
 #include "engine/error.h"
 #include "engine/kernel_call.h"
-#include "kernels/cpu/optim.h"
+#include "kernels/optim.h"
 
 namespace remat::optim {
 

@@ -7,7 +7,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/runtime.h"
@@ -39,6 +42,55 @@ void launch_elementwise(int64_t n, Stream stream, Body body) {
   REMAT_CUDA_CHECK(cudaSetDevice(stream.device));
   elementwise_kernel<<<blocks_for(n), kThreads, 0, raw(stream)>>>(n, body);
   REMAT_CUDA_LAUNCHED();
+}
+
+// A shape and K operands' element strides over it, by value for a kernel
+// (at most kMaxRank axes). Element i of the shape, in row-major order, is at
+// offset offsets_of(args, i)[k] of operand k.
+inline constexpr int kMaxRank = 8;
+
+template <int K>
+struct StridedArgs {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t strides[K][kMaxRank] = {};
+};
+
+template <int K>
+StridedArgs<K> strided_args(const std::vector<int64_t>& shape, const std::array<const std::vector<int64_t>*, K>& strides) {
+  if (shape.size() > static_cast<size_t>(kMaxRank)) {
+    fail("strided kernel", std::to_string(shape.size()) + " axes, more than the " + std::to_string(kMaxRank) +
+                               " the CUDA kernels take", __FILE__, __LINE__);
+  }
+  StridedArgs<K> args;
+  args.rank = static_cast<int>(shape.size());
+  for (int d = 0; d < args.rank; ++d) {
+    args.shape[d] = shape[static_cast<size_t>(d)];
+    for (int k = 0; k < K; ++k) args.strides[k][d] = (*strides[static_cast<size_t>(k)])[static_cast<size_t>(d)];
+  }
+  return args;
+}
+
+template <int K>
+struct Offsets {
+  int64_t at[K];
+};
+
+template <int K>
+__device__ inline Offsets<K> offsets_of(const StridedArgs<K>& args, int64_t i) {
+  Offsets<K> out{};
+  for (int d = args.rank - 1; d >= 0; --d) {
+    const int64_t index = i % args.shape[d];
+    i /= args.shape[d];
+    for (int k = 0; k < K; ++k) out.at[k] += index * args.strides[k][d];
+  }
+  return out;
+}
+
+inline int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
 }
 
 }  // namespace remat::kernels::cuda

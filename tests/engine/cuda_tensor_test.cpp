@@ -41,6 +41,14 @@ TEST(CudaTensor, CopiesToTheGpuAndBackWithTheAllocatorsAccounting) {
   EXPECT_GT(gpu.stats().cached, 0);  // the blocks wait for the next step
 }
 
+// Where the build has CUDA and the machine no GPU (the CI machine), asking
+// for cuda:0 is an error that says so, not a crash.
+TEST(CudaTensor, WithoutAGpuAskingForOneIsAnErrorThatSaysSo) {
+  if (kernels::cuda::device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  const std::string message = testing::error_of([] { (void)zeros({2}, DType::Float32, Device::cuda(0)); });
+  EXPECT_TRUE(testing::contains(message, "no GPU cuda:0 here (this process sees 0)")) << message;
+}
+
 TEST(CudaTensor, AGpuThisProcessDoesNotSeeIsAnError) {
   REMAT_SKIP_WITHOUT_GPU();
   const std::string message = testing::error_of([] { (void)allocator_for(Device::cuda(4096)); });

@@ -1,0 +1,75 @@
+// Embedding on the GPU; see embedding.h.
+#include "kernels/cuda/embedding.h"
+
+#include <vector>
+
+#include "kernels/cuda/launch.cuh"
+
+namespace remat::kernels::cuda {
+namespace {
+
+std::vector<int64_t> ids_on_host(const int64_t* ids, int64_t n, Stream stream) {
+  std::vector<int64_t> host(static_cast<size_t>(n));
+  if (n > 0) copy_device_to_host(host.data(), ids, host.size() * sizeof(int64_t), stream);
+  return host;
+}
+
+// n + V + 1 int64s on the device, freed with the scope.
+struct DeviceInts {
+  DeviceInts(const std::vector<int64_t>& values, Stream stream) : device(stream.device) {
+    ptr = static_cast<int64_t*>(device_malloc(std::max<size_t>(values.size(), 1) * sizeof(int64_t), device));
+    if (!ptr) fail("embedding_backward", "out of memory for the grouped ids", __FILE__, __LINE__);
+    if (!values.empty()) copy_host_to_device(ptr, values.data(), values.size() * sizeof(int64_t), stream);
+  }
+  ~DeviceInts() { device_free(ptr, device); }
+  int64_t* ptr = nullptr;
+  int device;
+};
+
+}  // namespace
+
+template <class T>
+int64_t embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab,
+                          Stream stream) {
+  const std::vector<int64_t> host = ids_on_host(ids, n, stream);
+  for (int64_t i = 0; i < n; ++i) {
+    if (host[static_cast<size_t>(i)] < 0 || host[static_cast<size_t>(i)] >= vocab) return i;
+  }
+  launch_elementwise(n * channels, stream, [=] __device__(int64_t e) {
+    const int64_t i = e / channels, c = e % channels;
+    out[e] = weight[ids[i] * channels + c];
+  });
+  return -1;
+}
+
+template <class T>
+void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab,
+                        Stream stream) {
+  // Positions grouped by id, each group in increasing position (a counting
+  // sort): starts (V + 1), positions (n).
+  const std::vector<int64_t> host = ids_on_host(ids, n, stream);
+  std::vector<int64_t> starts(static_cast<size_t>(vocab) + 1, 0), positions(static_cast<size_t>(n));
+  for (int64_t id : host) ++starts[static_cast<size_t>(id) + 1];
+  for (size_t v = 0; v < static_cast<size_t>(vocab); ++v) starts[v + 1] += starts[v];
+  std::vector<int64_t> next(starts.begin(), starts.end() - 1);
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(next[static_cast<size_t>(host[static_cast<size_t>(i)])]++)] = i;
+  const DeviceInts d_starts(starts, stream), d_positions(positions, stream);
+  const int64_t* s = d_starts.ptr;
+  const int64_t* p = d_positions.ptr;
+  launch_elementwise(vocab * channels, stream, [=] __device__(int64_t e) {
+    const int64_t v = e / channels, c = e % channels;
+    T acc = T(0);
+    for (int64_t k = s[v]; k < s[v + 1]; ++k) acc += dout[p[k] * channels + c];
+    dweight[e] = acc;
+  });
+  synchronize(stream);  // the grouped ids are freed on return
+}
+
+#define REMAT_INSTANTIATE_EMBEDDING(T)                                                                  \
+  template int64_t embedding_forward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, Stream); \
+  template void embedding_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, Stream);
+REMAT_INSTANTIATE_EMBEDDING(float)
+REMAT_INSTANTIATE_EMBEDDING(double)
+#undef REMAT_INSTANTIATE_EMBEDDING
+
+}  // namespace remat::kernels::cuda

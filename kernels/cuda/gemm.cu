@@ -1,0 +1,111 @@
+// GEMM on the GPU through cuBLAS; see gemm.h. cuBLAS is column-major: a
+// row-major (M, N) matrix with row stride ld is its (N, M) transpose there,
+// so C^T = op(B)^T op(A)^T is asked for, B first.
+#include "kernels/cuda/gemm.h"
+
+#include <mutex>
+
+#include "kernels/cuda/launch.cuh"
+
+namespace remat::kernels::cuda {
+namespace {
+
+// One handle per device, made on first use, kept for the process.
+cublasHandle_t handle_for(Stream stream) {
+  static std::mutex mutex;
+  static std::vector<cublasHandle_t> handles;
+  std::lock_guard lock(mutex);
+  if (handles.size() <= static_cast<size_t>(stream.device)) handles.resize(static_cast<size_t>(stream.device) + 1);
+  cublasHandle_t& handle = handles[static_cast<size_t>(stream.device)];
+  if (!handle) {
+    REMAT_CUDA_CHECK(cudaSetDevice(stream.device));
+    REMAT_CUBLAS_CHECK(cublasCreate(&handle));
+    REMAT_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // no TF32
+  }
+  REMAT_CUBLAS_CHECK(cublasSetStream(handle, raw(stream)));
+  return handle;
+}
+
+int as_int(int64_t v) { return static_cast<int>(v); }  // the op checked the 32-bit limits
+
+void gemm_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int64_t m, int64_t n, int64_t k,
+               const float* alpha, const float* b, int64_t ldb, const float* a, int64_t lda, const float* beta,
+               float* c, int64_t ldc) {
+  REMAT_CUBLAS_CHECK(cublasSgemm(h, ob, oa, as_int(n), as_int(m), as_int(k), alpha, b, as_int(ldb), a, as_int(lda),
+                                 beta, c, as_int(ldc)));
+}
+void gemm_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int64_t m, int64_t n, int64_t k,
+               const double* alpha, const double* b, int64_t ldb, const double* a, int64_t lda, const double* beta,
+               double* c, int64_t ldc) {
+  REMAT_CUBLAS_CHECK(cublasDgemm(h, ob, oa, as_int(n), as_int(m), as_int(k), alpha, b, as_int(ldb), a, as_int(lda),
+                                 beta, c, as_int(ldc)));
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc, Stream stream) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // the empty sum: C = beta C, as on the CPU
+    launch_elementwise(m * n, stream, [=] __device__(int64_t e) {
+      const int64_t i = e / n, j = e % n;
+      c[i * ldc + j] = beta * c[i * ldc + j];
+    });
+    return;
+  }
+  gemm_call(handle_for(stream), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+            &alpha, b, ldb, a, lda, &beta, c, ldc);
+}
+
+template <class T>
+void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                  const std::vector<int64_t>& a_strides, int64_t lda, const T* b, const std::vector<int64_t>& b_strides,
+                  int64_t ldb, T* c, const std::vector<int64_t>& batch, Stream stream) {
+  const int64_t count = numel_of(batch);
+  if (count == 0 || m == 0 || n == 0) return;
+  if (k == 0) {
+    launch_elementwise(count * m * n, stream, [=] __device__(int64_t e) { c[e] = T(0); });
+    return;
+  }
+  // One cuBLAS call per element, each queued on the stream (a strided
+  // batched call where the batch strides allow it is the later step).
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, a_off = 0, b_off = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      const int64_t index = rest % batch[d];
+      rest /= batch[d];
+      a_off += index * a_strides[d];
+      b_off += index * b_strides[d];
+    }
+    gemm<T>(trans_a, trans_b, m, n, k, alpha, a + a_off, lda, b + b_off, ldb, T(0), c + i * m * n, n, stream);
+  }
+}
+
+template <class T>
+void repeat_rows(T* out, const T* row, int64_t rows, int64_t n, Stream stream) {
+  launch_elementwise(rows * n, stream, [=] __device__(int64_t e) { out[e] = row[e % n]; });
+}
+
+template <class T>
+void sum_rows(T* out, const T* x, int64_t rows, int64_t n, Stream stream) {
+  launch_elementwise(n, stream, [=] __device__(int64_t j) {
+    T acc = T(0);
+    for (int64_t r = 0; r < rows; ++r) acc += x[r * n + j];  // rows in order, as on the CPU
+    out[j] = acc;
+  });
+}
+
+#define REMAT_INSTANTIATE_GEMM(T)                                                                                 \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, T*,  \
+                        int64_t, Stream);                                                                         \
+  template void gemm_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, const std::vector<int64_t>&, \
+                                int64_t, const T*, const std::vector<int64_t>&, int64_t, T*,                     \
+                                const std::vector<int64_t>&, Stream);                                            \
+  template void repeat_rows<T>(T*, const T*, int64_t, int64_t, Stream);                                          \
+  template void sum_rows<T>(T*, const T*, int64_t, int64_t, Stream);
+REMAT_INSTANTIATE_GEMM(float)
+REMAT_INSTANTIATE_GEMM(double)
+#undef REMAT_INSTANTIATE_GEMM
+
+}  // namespace remat::kernels::cuda

@@ -1,0 +1,25 @@
+// The CUDA twins of kernels/cpu/gemm.h, through cuBLAS: row-major
+// C (M, N) = alpha op(A) op(B) + beta C with the CPU's arguments, TF32 off
+// (cuBLAS's default math: float32 products in float32).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/runtime.h"
+
+namespace remat::kernels::cuda {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc, Stream stream);
+template <class T>
+void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                  const std::vector<int64_t>& a_strides, int64_t lda, const T* b, const std::vector<int64_t>& b_strides,
+                  int64_t ldb, T* c, const std::vector<int64_t>& batch, Stream stream);
+template <class T>
+void repeat_rows(T* out, const T* row, int64_t rows, int64_t n, Stream stream);
+template <class T>
+void sum_rows(T* out, const T* x, int64_t rows, int64_t n, Stream stream);
+
+}  // namespace remat::kernels::cuda

@@ -1,0 +1,11 @@
+// The dropout kernels of every device this build has: the CPU's
+// (kernels/cpu/dropout.h) and, with CUDA, the GPU's (kernels/cuda/dropout.h), the
+// same names and arguments, each device's stream last. An op includes this
+// and calls a kernel by name; its tensors' device picks which
+// (Note [Kernels by device] in engine/kernel_call.h).
+#pragma once
+
+#include "kernels/cpu/dropout.h"
+#if REMAT_HAVE_CUDA
+#include "kernels/cuda/dropout.h"
+#endif
