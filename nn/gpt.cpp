@@ -12,6 +12,7 @@
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/factory.h"
+#include "engine/meta.h"
 #include "ops/ops.h"
 
 namespace remat::nn {
@@ -136,6 +137,10 @@ GPTOutput GPT::forward(const Tensor& ids, const Tensor& targets) {
   REMAT_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length {} is outside [1, block_size {}]", T,
               config_.block_size);
   const auto recording = record_forward();
+  if (positions_.device() != ids.device() && !MetaScope::active()) {  // a model moved with Module::to
+    CategoryGuard constant(MemoryCategory::Data);
+    positions_ = remat::to(arange(config_.block_size), ids.device());
+  }
   Tensor x = add(wte_->forward(ids), wpe_->forward(slice(positions_, 0, 0, T)));  // (B, T, C)
   x = drop_->forward(x);
   for (size_t i = 0; i < h_->size(); ++i) {

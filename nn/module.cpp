@@ -10,6 +10,7 @@
 
 #include "engine/allocator.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 
 namespace remat::nn {
 
@@ -17,7 +18,7 @@ void Module::gradient_checkpointing_enable(scheduler::PlanOptions options,
                                            const scheduler::GraphProfile* saved_profile) {
   REMAT_CHECK(!scheduler::Checkpointer::recording_on_this_thread(), "{}: gradient_checkpointing_enable inside a "
               "checkpointed forward", type_name());
-  auto checkpointer = std::make_unique<scheduler::Checkpointer>(std::move(options));
+  auto checkpointer = std::make_unique<scheduler::Checkpointer>(std::move(options), device());
   if (saved_profile) checkpointer->plan_from(*saved_profile);  // may refuse the budget: nothing changed then
   checkpointer_ = std::move(checkpointer);
 }
@@ -95,6 +96,39 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
     if (seen.insert(entry.second.impl()).second) unique.push_back(std::move(entry));
   }
   return unique;
+}
+
+namespace {
+
+// t's storage replaced by a copy on `device` (category `category`), its
+// TensorImpl kept.
+void move_storage(const Tensor& t, Device device, MemoryCategory category) {
+  if (t.device() == device) return;
+  CategoryGuard guard(category);
+  const Tensor moved = remat::to(t.detach(), device);
+  TensorImpl& impl = *t.impl();
+  impl.storage = moved.storage();
+  impl.strides = moved.strides();
+  impl.offset = moved.offset();
+}
+
+}  // namespace
+
+Module& Module::to(Device device) {
+  REMAT_CHECK(!scheduler::Checkpointer::recording_on_this_thread(), "{}: to({}) inside a checkpointed forward",
+              type_name(), device.str());
+  for (const auto& [name, param] : named_parameters()) {
+    move_storage(param, device, MemoryCategory::Parameter);
+    const Tensor grad = param.grad();
+    if (grad.defined()) move_storage(grad, device, MemoryCategory::Gradient);
+  }
+  if (checkpointer_) checkpointer_->set_device(device);
+  return *this;
+}
+
+Device Module::device() const {
+  const auto params = named_parameters();
+  return params.empty() ? Device::cpu() : params.front().second.device();
 }
 
 std::vector<Tensor> Module::parameters() const {

@@ -59,6 +59,15 @@ class Module {
   // reachable twice (a shared child) is listed once, under its first name.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
+  // Moves every parameter, and its gradient if it has one, to `device`, in
+  // place: each keeps its TensorImpl, so an optimizer or an averaging made
+  // before holds them still (move before an optimizer's first step: the
+  // state it makes then follows its parameters). Constants a module keeps
+  // (GPT's positions, attention's mask) follow the input's device at the
+  // next forward. Returns *this.
+  Module& to(Device device);
+  // The device of the parameters (the CPU for a module without any).
+  Device device() const;
   // Total elements over parameters().
   int64_t num_parameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }

@@ -32,7 +32,7 @@ std::string StepReport::str() const {
                      static_cast<double>(recompute_flops));
 }
 
-Checkpointer::Checkpointer(PlanOptions options) : options_(std::move(options)) {
+Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::move(options)), device_(device) {
   check_policy(options_.policy);
   REMAT_CHECK(!options_.budget || options_.policy == "cost" || options_.policy == "optimal",
               "checkpointing: policy {} takes no budget (cost and optimal do)", options_.policy);
@@ -51,6 +51,14 @@ Checkpointer::Recording::~Recording() {
 
 bool Checkpointer::recording_on_this_thread() { return t_recording; }
 
+void Checkpointer::set_device(Device device) {
+  REMAT_CHECK(!t_recording, "checkpointing: set_device({}) while a step is recording", device.str());
+  settle_last_step();  // the step before was measured where it ran
+  records_.clear();
+  watch_.reset();
+  device_ = device;
+}
+
 std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   REMAT_CHECK(!t_recording, "checkpointing: a Checkpointer is already recording on this thread (nested "
               "record(), or a checkpointed module called inside another's forward)");
@@ -64,7 +72,7 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   replays_at_start_ = recompute_stats();
   watch_.reset();
   // The allocator the step's bytes come from: the meta one in a rehearsal.
-  watch_ = std::make_unique<TransientPeakWatch>(placement(Device::cpu()));
+  watch_ = std::make_unique<TransientPeakWatch>(placement(device_));
   step_start_ = mark_sequence();  // what is allocated from here on is the step's
   return std::make_unique<Recording>(*this);
 }

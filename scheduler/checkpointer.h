@@ -81,7 +81,8 @@ struct CachedPlan {
 
 class Checkpointer {
  public:
-  explicit Checkpointer(PlanOptions options);
+  // `device`: where its steps run, whose allocator measures them.
+  explicit Checkpointer(PlanOptions options, Device device = Device::cpu());
   // The tag policy it installs while recording points at it: it stays put.
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -130,6 +131,8 @@ class Checkpointer {
   // The latest step's report, its measured peak counted up to now.
   StepReport report() const;
   const PlanOptions& options() const { return options_; }
+  Device device() const { return device_; }
+  void set_device(Device device);  // between steps (Module::to)
   // The plan applied to the latest step (null for a profiling step).
   const Plan* plan() const;
   // The profile of the latest planned graph.
@@ -147,6 +150,7 @@ class Checkpointer {
   RecomputePolicy recording_policy();
 
   PlanOptions options_;
+  Device device_;
   std::map<uint64_t, std::shared_ptr<CachedPlan>> cache_;
   std::shared_ptr<CachedPlan> active_;  // the plan tried on the current step
   bool mismatch_ = false;

@@ -6,6 +6,7 @@
 
 #include "engine/allocator.h"
 #include "nn/activation.h"
+#include "nn/gpt.h"
 #include "ops/ops.h"
 #include "tests/support/errors.h"
 
@@ -130,6 +131,45 @@ TEST(Module, TrainAndEvalReachEveryDescendant) {
   EXPECT_FALSE(tree.is_training());
   tree.train(true);
   EXPECT_TRUE(tree.right->is_training());
+}
+
+// Module::to moves parameters in place, and a model's steps follow it: a GPT
+// moved to the meta device (the one device besides the CPU that every
+// machine has) trains a checkpointed step there that allocates nothing on
+// the CPU, measured on the meta allocator, at the CPU twin's peak to the byte.
+TEST(Module, ToMovesParametersInPlaceAndTheStepsFollow) {
+  const GPTConfig config{.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16, .dropout = 0.1,
+                         .seed = 4};
+  GPT on_cpu(config), moved(config);
+  std::vector<const TensorImpl*> impls;
+  for (const Tensor& p : moved.parameters()) impls.push_back(p.impl());
+  const int64_t cpu_parameters = live(MemoryCategory::Parameter);
+  EXPECT_EQ(&moved.to(Device::meta()), &moved);
+  EXPECT_EQ(moved.device(), Device::meta());
+  EXPECT_EQ(live(MemoryCategory::Parameter), cpu_parameters - moved.num_parameters() * 4);
+  const std::vector<Tensor> params = moved.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i].impl(), impls[i]);  // the same tensors, for optimizers made before
+    EXPECT_EQ(params[i].device(), Device::meta());
+  }
+  on_cpu.gradient_checkpointing_enable({.policy = "blocks"});
+  moved.gradient_checkpointing_enable({.policy = "blocks"});
+  Generator g(1);
+  CategoryGuard data(MemoryCategory::Data);
+  const Tensor ids = randint(11, {3, 8}, g), targets = randint(11, {3, 8}, g);
+  const Tensor meta_ids = to(ids, Device::meta()), meta_targets = to(targets, Device::meta());
+  CategoryGuard activations(MemoryCategory::Activation);
+  for (int step = 0; step < 2; ++step) {
+    on_cpu.forward(ids, targets).loss.backward();
+    const int64_t cpu_peak = on_cpu.checkpointing_report()->measured_peak_bytes;
+    const int64_t transient = cpu_allocator().stats().live_transient;
+    moved.forward(meta_ids, meta_targets).loss.backward();
+    EXPECT_EQ(cpu_allocator().stats().live_transient, transient) << "step " << step;
+    EXPECT_EQ(moved.checkpointing_report()->measured_peak_bytes, cpu_peak) << "step " << step;
+  }
+  for (const Tensor& p : params) EXPECT_EQ(p.grad().device(), Device::meta());
+  moved.to(Device::meta());  // already there: nothing moves
+  EXPECT_EQ(moved.parameters()[0].impl(), impls[0]);
 }
 
 TEST(ReLU, ForwardAndNoParameters) {
