@@ -158,4 +158,28 @@ Tensor to(const Tensor& t, Device device) {
 #endif
 }
 
+Device device_from_name(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "meta") return Device::meta();
+  if (name == "cuda") return Device::cuda(0);
+  if (name.starts_with("cuda:") && name.size() > 5 && name.size() <= 8 &&
+      name.find_first_not_of("0123456789", 5) == std::string::npos) {
+    return Device::cuda(std::stoi(name.substr(5)));
+  }
+  REMAT_FAIL("device '{}': expected cpu, cuda, cuda:N or meta", name);
+}
+
+void synchronize(Device device) {
+#if REMAT_HAVE_CUDA
+  if (device.is_cuda()) kernels::cuda::synchronize(kernels::cuda::compute_stream(device.index));
+#endif
+}
+
+std::string device_description(Device device) {
+#if REMAT_HAVE_CUDA
+  if (device.is_cuda()) return kernels::cuda::device_name(device.index) + "; " + kernels::cuda::versions();
+#endif
+  return "";
+}
+
 }  // namespace remat

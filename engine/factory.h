@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/rng.h"
@@ -41,5 +42,15 @@ Tensor to_dtype(const Tensor& t, DType dtype);
 // a meta tensor of t's shape. A meta tensor has no values to copy anywhere
 // else: an error. No gradient flows through the copy (detach() semantics).
 Tensor to(const Tensor& t, Device device);
+
+// "cpu", "cuda" (cuda:0), "cuda:N" or "meta"; anything else is an error
+// naming the devices there are.
+Device device_from_name(const std::string& name);
+// Waits until the work queued on `device` has run (nothing to wait for on
+// the CPU and the meta device): what a wall-clock time on a GPU needs.
+void synchronize(Device device);
+// "NVIDIA H200 (sm_90, 139.8 GiB); driver 13.0, runtime 13.0, cuBLAS 13.0.0"
+// for a GPU, "" otherwise.
+std::string device_description(Device device);
 
 }  // namespace remat

@@ -455,6 +455,8 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
   std::string bench_budget;
   add_plan_options(bench, bench_options, bench_budget);
+  bench->add_option("--device", bench_options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
+      ->capture_default_str();
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();

@@ -28,25 +28,27 @@ struct Workload {
 };
 
 // W1: 15 x [Linear(1024, 1024) + ReLU] + Linear(1024, 10); batch 256.
-Workload build_w1(Generator& generator) {
+Workload build_w1(Generator& generator, Device device) {
   constexpr int64_t kWidth = 1024, kHidden = 15, kClasses = 10, kBatch = 256;
   std::vector<int64_t> sizes(kHidden + 1, kWidth);
   sizes.push_back(kClasses);
   auto model = std::make_shared<nn::MLP>(sizes, generator);
-  const Tensor inputs = normal({kBatch, kWidth}, 0.0, 1.0, DType::Float32, generator);
-  const Tensor targets = randint(kClasses, {kBatch}, generator);
+  model->to(device);
+  const Tensor inputs = to(normal({kBatch, kWidth}, 0.0, 1.0, DType::Float32, generator), device);
+  const Tensor targets = to(randint(kClasses, {kBatch}, generator), device);
   return {model, [=] { return cross_entropy(model->forward(inputs), targets); }};
 }
 
 // W2: GPT-mini (vocabulary 256, context 128, 6 blocks, d_model 256, 4 heads,
 // untied head, dropout 0); batch 16 of random tokens.
-Workload build_w2(uint64_t seed) {
+Workload build_w2(uint64_t seed, Device device) {
   const nn::GPTConfig config{.vocab_size = 256, .block_size = 128, .n_layer = 6, .n_head = 4, .n_embd = 256,
                              .dropout = 0.0, .tie_weights = false, .seed = seed};
   auto model = std::make_shared<nn::GPT>(config);
   Generator generator(seed + 2);
-  const Tensor ids = randint(config.vocab_size, {16, config.block_size}, generator);
-  const Tensor targets = randint(config.vocab_size, {16, config.block_size}, generator);
+  model->to(device);
+  const Tensor ids = to(randint(config.vocab_size, {16, config.block_size}, generator), device);
+  const Tensor targets = to(randint(config.vocab_size, {16, config.block_size}, generator), device);
   return {model, [=] { return model->forward(ids, targets).loss; }};
 }
 
@@ -78,6 +80,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["threads"] = threads;
   j["device"] = device;
   j["cpu"] = cpu;
+  j["gpu"] = gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(gpu);
   j["gemm"] = gemm_json(gemm);
   j["steps"] = steps;
   j["step_ms_median"] = step_ms_median;
@@ -115,13 +118,16 @@ void check_options(const WorkloadOptions& options) {
   check_threads(options.threads, "bench");
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
               options.steps, options.warmup);
+  REMAT_CHECK(!device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the meta device "
+              "computes no loss to report (meta tensors have shapes and bytes only)");
 }
 
 Workload build(const WorkloadOptions& options) {
   check_options(options);
   kernels::cpu::set_num_threads(options.threads);
   Generator generator(options.seed);
-  return options.workload == "W1" ? build_w1(generator) : build_w2(options.seed);
+  const Device device = device_from_name(options.device);
+  return options.workload == "W1" ? build_w1(generator, device) : build_w2(options.seed, device);
 }
 
 }  // namespace
@@ -130,7 +136,8 @@ WorkloadPlan plan_workload(const WorkloadOptions& options) {
   const Workload workload = build(options);
   optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
   scheduler::Checkpointer checkpointer(
-      {.policy = options.policy, .budget = options.budget, .overrides = options.overrides});
+      {.policy = options.policy, .budget = options.budget, .overrides = options.overrides},
+      device_from_name(options.device));
   // The profiling step, the steps whose warm times the plan is remade from,
   // and one under the final plan.
   for (int step = 0; step < std::max(1, options.warmup) + 1 + scheduler::CachedPlan::kWarmPlans; ++step) {
@@ -164,13 +171,16 @@ class Run {
       : options_(options),
         workload_(build(options)),
         optimizer_(workload_.model->parameters(), {.lr = 0.01}),
-        checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides)}) {
+        device_(device_from_name(options.device)),
+        checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides)}, device_) {
     report_.workload = options.workload;
     report_.policy = policy;
     report_.budget = budget;
     report_.threads = options.threads;
     report_.cpu = cpu_model_name();
     report_.gemm = kernels::cpu::blas_info();
+    report_.device = device_.str();
+    report_.gpu = device_description(device_);
     report_.steps = options.steps;
     report_.parameters = workload_.model->num_parameters();
     if (budget) {
@@ -189,11 +199,11 @@ class Run {
 
   // Step `index` (warm-ups first); returns its times.
   StepTimes step(int index, bool traced) {
-    Allocator& allocator = cpu_allocator();
+    Allocator& allocator = allocator_for(device_);
     const int64_t transient_before = allocator.stats().live_transient;
     std::optional<TraceRecorder> trace;
     if (traced) trace.emplace();
-    ScopedPeak peak;
+    ScopedPeak peak(device_);
     reset_recompute_stats();
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
@@ -205,11 +215,14 @@ class Run {
       forward_start = Clock::now();
       loss = workload_.loss();
     }
+    synchronize(device_);  // a GPU's queued work, in the phase that queued it
     const auto forward_end = Clock::now();
     const int64_t saved = allocator.stats().live_of(MemoryCategory::Activation);
     loss.backward();
+    synchronize(device_);
     const auto backward_end = Clock::now();
     optimizer_.step();
+    synchronize(device_);
     const auto end = Clock::now();
     if (traced) trace->save(options_.trace_path);
 
@@ -263,6 +276,7 @@ class Run {
   const WorkloadOptions& options_;
   Workload workload_;
   optim::SGD optimizer_;
+  Device device_;
   scheduler::Checkpointer checkpointer_;
   WorkloadReport report_;
   std::vector<double> step_ms_, forward_ms_, backward_ms_, rest_ms_;

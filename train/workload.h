@@ -32,6 +32,8 @@ struct WorkloadOptions {
   // If set, the last timed step's memory timeline is written here as a
   // Chrome trace (engine/trace.h).
   std::string trace_path;
+  // Where it runs: cpu, or cuda[:N] (model and batch moved with Module::to).
+  std::string device = "cpu";
 };
 
 struct WorkloadReport {
@@ -41,6 +43,7 @@ struct WorkloadReport {
   // The machine the figures come from: the CPU's name (/proc/cpuinfo), and
   // the GEMM library, its kernels and their threads (kernels/cpu/blas.h).
   std::string cpu;
+  std::string gpu;  // the GPU, driver, CUDA and cuBLAS versions with --device cuda; "" on the CPU
   kernels::cpu::BlasInfo gemm;
   int steps = 0;
   double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
