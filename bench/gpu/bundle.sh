@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what the GPU check needs into one archive, for a GPU machine that has
 # the CUDA driver and NCCL but no package registry: test_comm built here with
-# the NCCL backend (x86-64-v3, the default), OpenBLAS (loaded at run time, so
-# copied by name), Open MPI's mpirun with
+# the NCCL backend (x86-64-v3, the default), the test programs that hold the
+# CUDA tests (test_kernels, test_engine, test_ops) and remat for the GPU
+# bench, OpenBLAS (loaded at run time, so copied by name), Open MPI's mpirun with
 # its plugins and help files, and every shared library these load that a bare
 # machine may lack. Only the C runtime, the CUDA driver and NCCL itself
 # (218 MB here) are left to the machine; check.sh finds its NCCL.
@@ -24,13 +25,14 @@ if ! grep -q 'REMAT_HAVE_NCCL=1' "$build/build.ninja"; then
   echo "bundle: CMake found no NCCL, so test_comm would have no NCCL tests" >&2
   exit 1
 fi
-ninja -C "$build" test_comm
+ninja -C "$build" test_comm test_kernels test_engine test_ops remat
 
 openmpi=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3   # Debian's Open MPI 4.1 plugins
 pmix=/usr/lib/x86_64-linux-gnu/pmix2                     # and PMIx's
 rm -rf "$stage"
 mkdir -p "$stage"/{bin,lib,etc}
 cp "$build/tests/test_comm" "$(readlink -f /usr/bin/orterun)" "$(readlink -f /usr/bin/orted)" "$stage/bin/"
+cp "$build/tests/test_kernels" "$build/tests/test_engine" "$build/tests/test_ops" "$build/remat" "$stage/bin/"
 ln -s orterun "$stage/bin/mpirun"
 cp -r "$openmpi" "$stage/lib/openmpi"
 cp -r /usr/share/openmpi "$stage/share-openmpi"
@@ -41,7 +43,9 @@ cp -L "$(pkg-config --variable=libdir openblas)/libopenblas.so.0" "$stage/lib/" 
 
 # Every library the programs and plugins link, but for those every Linux
 # machine with a GPU driver has, flattened into lib/ under its soname.
-provided='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libutil|libresolv|libcuda|libnccl)\.so'
+# cuBLAS (hundreds of MB) and the CUDA runtime come from the machine's CUDA
+# 13 (its toolkit, or the nvidia-* wheels PyTorch brings): check.sh finds them.
+provided='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libutil|libresolv|libcuda|libnccl|libcublas|libcublasLt|libcudart)\.so'
 mapfile -t objects < <(find "$stage/bin" "$stage/lib" -type f \( -name '*.so*' -o -perm -u+x \))
 for object in "${objects[@]}"; do
   LD_LIBRARY_PATH="$stage/lib" ldd "$object" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' || true  # not dynamic: nothing to add

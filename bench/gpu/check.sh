@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The check for a GPU machine: runs the NCCL tests (tests/comm/nccl_test.cpp)
-# under mpirun and writes gpu_check.json and the logs into $OUT (else the
-# current directory). Two ways to get the programs:
+# under mpirun, the CUDA tests (suites Cuda*: every kernel and op against the
+# CPU, tensors and the allocator on the GPU; a short subset again under
+# compute-sanitizer memcheck where the machine has it) and W1 and W2 under
+# `remat bench --device cuda`, and writes gpu_check.json and the logs into
+# $OUT (else the current directory). Two ways to get the programs:
 #  - build-gpu/remat-gpu.tar.xz present (bench/gpu/bundle.sh, made where the
 #    CUDA toolkit and scripts/setup.sh's packages are): unpacked and run as
 #    is, with the machine's own NCCL. For a GPU machine with no package
@@ -53,6 +56,13 @@ if [[ -f "$bundle" ]]; then
   export OPAL_PKGDATADIR=$root/share-openmpi OPAL_SYSCONFDIR=$root/etc/openmpi
   export PMIX_PREFIX=$root PMIX_PKGLIBDIR=$root/lib/pmix PMIX_PKGDATADIR=$root/share-pmix
   test_comm=$root/bin/test_comm
+  bin=$root/bin
+  # cuBLAS and the CUDA runtime of the machine's CUDA 13 (the toolkit, or the
+  # nvidia-* wheels that PyTorch brings).
+  for soname in libcublas.so.13 libcudart.so.13; do
+    found=$(timeout 120 find /usr/local /usr/lib /opt /root -name "$soname*" 2>/dev/null | head -n 1)
+    [[ -n "$found" ]] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$found")
+  done
   built_from=$(cat "$root/COMMIT" 2>/dev/null)
   missing_libraries=$(ldd "$test_comm" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
 else
@@ -65,7 +75,36 @@ else
   ctest --test-dir build-gpu -L unit -j8 --output-on-failure >"$logs/unit.log" 2>&1
   read -r unit_passed unit_failed < <(ctest_counts "$logs/unit.log")
   test_comm=build-gpu/tests/test_comm
+  bin=build-gpu/tests
+  ln -sf ../remat build-gpu/tests/remat 2>/dev/null
 fi
+
+# The CUDA tests, each program on its own (a crash in one leaves the others).
+cuda_passed=0 cuda_failed=0 cuda_skipped=0
+for program in test_kernels test_engine test_ops; do
+  timeout 600 "$bin/$program" --gtest_filter='Cuda*' --gtest_color=no >"$logs/cuda_$program.log" 2>&1
+  cuda_passed=$((cuda_passed + $(gtest_count "$logs/cuda_$program.log" PASSED)))
+  cuda_failed=$((cuda_failed + $(gtest_count "$logs/cuda_$program.log" FAILED)))
+  cuda_skipped=$((cuda_skipped + $(gtest_count "$logs/cuda_$program.log" SKIPPED)))
+done
+memcheck_rc=null
+if command -v compute-sanitizer >/dev/null; then
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_kernels" \
+    --gtest_filter='CudaKernels.Unary*:CudaKernels.Dropout*' >"$logs/memcheck.log" 2>&1
+  memcheck_rc=$?
+fi
+# W1 and W2 on the GPU: one JSON line per run, in a JSON array.
+runs=()
+for workload in W1 W2; do
+  for policy in none blocks cost; do
+    line=$(timeout 300 "$bin/remat" bench --workload "$workload" --policy "$policy" --device cuda --steps 5 \
+      --warmup 3 --json 2>>"$logs/bench.log" | tail -n 1)
+    [[ "$line" == \{* ]] || line="{\"workload\": \"$workload\", \"policy\": \"$policy\", \"failed\": true}"
+    runs+=("$line")
+  done
+done
+bench_json="[$(IFS=,; echo "${runs[*]}")]"
+
 
 # One rank per GPU runs every NCCL test; two ranks on one GPU must skip alike
 # on both ranks (NCCL refuses two ranks on one GPU) rather than hang.
@@ -99,6 +138,11 @@ cat >"$out/gpu_check.json" <<JSON
   "oversubscribed_ranks": $((gpus + 1)),
   "oversubscribed_rc": $oversubscribed_rc,
   "oversubscribed_skipped": $(gtest_count "$logs/nccl_oversubscribed.log" SKIPPED),
+  "cuda_tests_passed": $cuda_passed,
+  "cuda_tests_failed": $cuda_failed,
+  "cuda_tests_skipped": $cuda_skipped,
+  "memcheck_rc": $memcheck_rc,
+  "bench": $bench_json,
   "seconds": $SECONDS
 }
 JSON
