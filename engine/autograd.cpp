@@ -127,11 +127,14 @@ RetainGraphScope::RetainGraphScope(bool retain) : previous_(t_retaining_graph) {
 RetainGraphScope::~RetainGraphScope() { t_retaining_graph = previous_; }
 
 Tensor Node::new_output(const Tensors& inputs, const Shape& shape, DType dtype) const {
-  const int i = traits().overwritable_input;
-  if (replaying_ && i >= 0 && static_cast<size_t>(i) < inputs.size() &&
-      record_->inputs[static_cast<size_t>(i)].producer != InputSource::kNone) {
-    const Tensor& input = inputs[static_cast<size_t>(i)];
-    if (owns_storage_alone(input) && input.shape() == shape && input.dtype() == dtype) return input.detach();
+  const int over = traits().overwritable_input;
+  if (replaying_ && over >= 0 && static_cast<size_t>(over) < inputs.size()) {
+    const auto i = static_cast<size_t>(over);
+    const Tensor& input = inputs[i];
+    if (replay_writes_over_input(over, i, record_->inputs[i].producer != InputSource::kNone, owns_storage_alone(input),
+                                 input.shape() == shape && input.dtype() == dtype)) {
+      return input.detach();
+    }
   }
   return Tensor(shape, dtype, inputs.empty() ? Device::cpu() : inputs.front().device());
 }

@@ -55,8 +55,21 @@ namespace remat {
 // next link reads, such as attention's scores on the way to softmax. The
 // replay allocates nothing and writes to memory it has just read, instead
 // of to a cold new block. Forward never does this (its caller holds every
-// input), and the liveness simulator applies the same rule.
+// input), and the liveness simulator applies the same rule: both call
+// replay_writes_over_input.
 class Node;
+
+// The rule of Note [Replays in place], one function for the engine
+// (Node::new_output) and the liveness simulator (scheduler/simulate.cpp): a
+// replay writes its output over input `input` when that is the op's
+// overwritable input (OpTraits), the input came from a node of the graph,
+// nothing but the replay's argument list holds its storage, which it covers
+// densely, and it has the output's shape and dtype.
+inline bool replay_writes_over_input(int overwritable_input, size_t input, bool from_graph, bool held_alone_and_dense,
+                                     bool same_shape_and_dtype) {
+  return overwritable_input >= 0 && static_cast<size_t>(overwritable_input) == input && from_graph &&
+         held_alone_and_dense && same_shape_and_dtype;
+}
 
 class SavedValue {
  public:

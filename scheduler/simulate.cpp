@@ -225,19 +225,19 @@ class Simulator {
     result_.recompute_flops += node.replay_flops;
   }
 
-  // The storage a replay of v writes its output over (Node::new_output):
-  // its overwritable input's, when the argument list is all that holds it,
-  // it is dense, and the shapes and dtypes match; else kNoStorage.
+  // The storage a replay of v writes its output over, by the engine's rule
+  // (replay_writes_over_input, engine/autograd.h); else kNoStorage.
   int overwritten_argument(int64_t v, const std::vector<int>& arguments) const {
     const NodeProfile& node = graph_.nodes[v];
-    const int i = node.overwritable_input;
-    if (i < 0 || static_cast<size_t>(i) >= arguments.size()) return kNoStorage;
-    const int64_t input = node.inputs[static_cast<size_t>(i)];
-    const int s = arguments[static_cast<size_t>(i)];
-    if (input < 0 || s == kNoStorage || refs_[s] != 1 || !graph_.nodes[input].output_dense) return kNoStorage;
-    const bool same = node.input_shapes[static_cast<size_t>(i)] == node.output_shape &&
-                      node.input_dtypes[static_cast<size_t>(i)] == node.output_dtype;
-    return same ? s : kNoStorage;
+    const int over = node.overwritable_input;
+    if (over < 0 || static_cast<size_t>(over) >= arguments.size()) return kNoStorage;
+    const auto i = static_cast<size_t>(over);
+    const int64_t input = node.inputs[i];
+    const int s = arguments[i];
+    const bool from_graph = input >= 0 && s != kNoStorage;
+    const bool held_alone_and_dense = from_graph && refs_[s] == 1 && graph_.nodes[input].output_dense;
+    const bool same = node.input_shapes[i] == node.output_shape && node.input_dtypes[i] == node.output_dtype;
+    return replay_writes_over_input(over, i, from_graph, held_alone_and_dense, same) ? s : kNoStorage;
   }
 
   void backward() {
