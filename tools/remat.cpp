@@ -2,7 +2,7 @@
 // no training or measuring logic lives here.
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
-//   remat bench --workload W1|W2 --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--json]
+//   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--json]
 //   remat explain --workload W1|W2 --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
 //   remat tradeoff --workload W1|W2 [--fractions 0.25,0.5,...] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //
@@ -359,7 +359,7 @@ void run_tradeoff(remat::train::TradeoffOptions options, const std::string& out_
 
 // The options bench and explain share: which workload, and how to plan it.
 void add_plan_options(CLI::App* command, remat::train::WorkloadOptions& options, std::string& budget) {
-  command->add_option("--workload", options.workload, "W1 or W2")->capture_default_str();
+  command->add_option("--workload", options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")->capture_default_str();
   command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost or optimal")
       ->capture_default_str();
   command->add_option("--budget", budget, "peak activation bytes for cost/optimal, e.g. 64MiB");

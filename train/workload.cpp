@@ -14,6 +14,7 @@
 #include "nn/gpt.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
+#include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "scheduler/checkpointer.h"
 #include "train/limits.h"
@@ -21,11 +22,18 @@
 namespace remat::train {
 namespace {
 
-// A workload: its model, and the loss of its fixed batch (one forward).
+// A workload: its model, the loss of its fixed batch (one forward), and its
+// optimizer (SGD for W1 and W2, AdamW for W3, as WORKLOADS.md has them).
 struct Workload {
   std::shared_ptr<nn::Module> model;
   std::function<Tensor()> loss;
+  bool adamw = false;
 };
+
+std::unique_ptr<optim::Optimizer> optimizer_for(const Workload& workload) {
+  if (workload.adamw) return std::make_unique<optim::AdamW>(workload.model->parameters(), optim::AdamWOptions{.lr = 6e-4});
+  return std::make_unique<optim::SGD>(workload.model->parameters(), optim::SGDOptions{.lr = 0.01});
+}
 
 // W1: 15 x [Linear(1024, 1024) + ReLU] + Linear(1024, 10); batch 256.
 Workload build_w1(Generator& generator, Device device) {
@@ -50,6 +58,20 @@ Workload build_w2(uint64_t seed, Device device) {
   const Tensor ids = to(randint(config.vocab_size, {16, config.block_size}, generator), device);
   const Tensor targets = to(randint(config.vocab_size, {16, config.block_size}, generator), device);
   return {model, [=] { return model->forward(ids, targets).loss; }};
+}
+
+// W3: GPT-2 small (124M: vocabulary 50257, context 1024, 12 blocks, d_model
+// 768, 12 heads, tied head, dropout 0); batch 8 of random tokens; AdamW. A
+// GPU workload (a CPU step takes minutes).
+Workload build_w3(uint64_t seed, Device device) {
+  const nn::GPTConfig config{.vocab_size = 50257, .block_size = 1024, .n_layer = 12, .n_head = 12, .n_embd = 768,
+                             .dropout = 0.0, .tie_weights = true, .seed = seed};
+  auto model = std::make_shared<nn::GPT>(config);
+  model->to(device);
+  Generator generator(seed + 2);
+  const Tensor ids = to(randint(config.vocab_size, {8, config.block_size}, generator), device);
+  const Tensor targets = to(randint(config.vocab_size, {8, config.block_size}, generator), device);
+  return {model, [=] { return model->forward(ids, targets).loss; }, true};
 }
 
 // "AMD EPYC", from the first "model name" line of /proc/cpuinfo ("" if none).
@@ -112,8 +134,10 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
 namespace {
 
 void check_options(const WorkloadOptions& options) {
-  REMAT_CHECK(options.workload == "W1" || options.workload == "W2", "bench: unknown workload '{}' (available: W1, "
-              "W2)", options.workload);
+  REMAT_CHECK(options.workload == "W1" || options.workload == "W2" || options.workload == "W3", "bench: unknown "
+              "workload '{}' (available: W1, W2, W3)", options.workload);
+  REMAT_CHECK(options.workload != "W3" || device_from_name(options.device).is_cuda(), "bench: W3 (GPT-2 124M) is a "
+              "GPU workload: give --device cuda (on the CPU a step takes minutes)");
   scheduler::check_policy(options.policy);  // an unknown name is an error that lists the known ones
   check_threads(options.threads, "bench");
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
@@ -127,28 +151,29 @@ Workload build(const WorkloadOptions& options) {
   kernels::cpu::set_num_threads(options.threads);
   Generator generator(options.seed);
   const Device device = device_from_name(options.device);
-  return options.workload == "W1" ? build_w1(generator, device) : build_w2(options.seed, device);
+  if (options.workload == "W1") return build_w1(generator, device);
+  return options.workload == "W2" ? build_w2(options.seed, device) : build_w3(options.seed, device);
 }
 
 }  // namespace
 
 WorkloadPlan plan_workload(const WorkloadOptions& options) {
   const Workload workload = build(options);
-  optim::SGD optimizer(workload.model->parameters(), {.lr = 0.01});
+  const std::unique_ptr<optim::Optimizer> optimizer = optimizer_for(workload);
   scheduler::Checkpointer checkpointer(
       {.policy = options.policy, .budget = options.budget, .overrides = options.overrides},
       device_from_name(options.device));
   // The profiling step, the steps whose warm times the plan is remade from,
   // and one under the final plan.
   for (int step = 0; step < std::max(1, options.warmup) + 1 + scheduler::CachedPlan::kWarmPlans; ++step) {
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     Tensor loss;
     {
       const auto recording = checkpointer.record();
       loss = workload.loss();
     }
     loss.backward();
-    optimizer.step();
+    optimizer->step();
   }
   REMAT_CHECK(checkpointer.plan() && checkpointer.profile(), "plan_workload: the graph of {} changed between steps",
               options.workload);
@@ -170,7 +195,7 @@ class Run {
       scheduler::Overrides overrides)
       : options_(options),
         workload_(build(options)),
-        optimizer_(workload_.model->parameters(), {.lr = 0.01}),
+        optimizer_(optimizer_for(workload_)),
         device_(device_from_name(options.device)),
         checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides)}, device_) {
     report_.workload = options.workload;
@@ -207,7 +232,7 @@ class Run {
     reset_recompute_stats();
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
-    optimizer_.zero_grad();
+    optimizer_->zero_grad();
     Tensor loss;
     Clock::time_point forward_start;
     {
@@ -221,7 +246,7 @@ class Run {
     loss.backward();
     synchronize(device_);
     const auto backward_end = Clock::now();
-    optimizer_.step();
+    optimizer_->step();
     synchronize(device_);
     const auto end = Clock::now();
     if (traced) trace->save(options_.trace_path);
@@ -275,7 +300,7 @@ class Run {
  private:
   const WorkloadOptions& options_;
   Workload workload_;
-  optim::SGD optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   Device device_;
   scheduler::Checkpointer checkpointer_;
   WorkloadReport report_;

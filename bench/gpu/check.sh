@@ -2,8 +2,9 @@
 # The check for a GPU machine: runs the NCCL tests (tests/comm/nccl_test.cpp)
 # under mpirun, the CUDA tests (suites Cuda*: every kernel and op against the
 # CPU, tensors and the allocator on the GPU; a short subset again under
-# compute-sanitizer memcheck where the machine has it) and W1 and W2 under
-# `remat bench --device cuda`, and writes gpu_check.json and the logs into
+# compute-sanitizer memcheck where the machine has it), W1, W2 and W3 under
+# `remat bench --device cuda` and W2 and W3 in PyTorch (bench/gpu/torch_gpu.py),
+# and writes gpu_check.json and the logs into
 # $OUT (else the current directory). Two ways to get the programs:
 #  - build-gpu/remat-gpu.tar.xz present (bench/gpu/bundle.sh, made where the
 #    CUDA toolkit and scripts/setup.sh's packages are): unpacked and run as
@@ -95,7 +96,7 @@ if command -v compute-sanitizer >/dev/null; then
 fi
 # W1 and W2 on the GPU: one JSON line per run, in a JSON array.
 runs=()
-for workload in W1 W2; do
+for workload in W1 W2 W3; do
   for policy in none blocks cost; do
     line=$(timeout 300 "$bin/remat" bench --workload "$workload" --policy "$policy" --device cuda --steps 5 \
       --warmup 3 --json 2>>"$logs/bench.log" | tail -n 1)
@@ -104,6 +105,20 @@ for workload in W1 W2; do
   done
 done
 bench_json="[$(IFS=,; echo "${runs[*]}")]"
+# PyTorch on the same GPU (eager, checkpoint per block, torch.compile with
+# activation_memory_budget 0.5), where the machine's python3 has torch.
+torch_runs=()
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  for workload in W2 W3; do
+    for mode in eager blocks compile; do
+      line=$(timeout 600 python3 bench/gpu/torch_gpu.py --workload "$workload" --mode "$mode" --steps 5 \
+        2>>"$logs/torch.log" | tail -n 1)
+      [[ "$line" == \{* ]] || line="{\"workload\": \"$workload\", \"policy\": \"$mode\", \"failed\": true}"
+      torch_runs+=("$line")
+    done
+  done
+fi
+torch_json="[$(IFS=,; echo "${torch_runs[*]}")]"
 
 
 # One rank per GPU runs every NCCL test; two ranks on one GPU must skip alike
@@ -143,6 +158,7 @@ cat >"$out/gpu_check.json" <<JSON
   "cuda_tests_skipped": $cuda_skipped,
   "memcheck_rc": $memcheck_rc,
   "bench": $bench_json,
+  "torch": $torch_json,
   "seconds": $SECONDS
 }
 JSON
