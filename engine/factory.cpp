@@ -125,12 +125,12 @@ Tensor randint(int64_t high, const Shape& shape, Generator& generator) {
 }
 
 Tensor to_dtype(const Tensor& t, DType dtype) {
-  Tensor out(t.shape(), dtype, t.device());
+  Tensor out(t.shape(), dtype);  // converted on the host, then moved to t's device
   dispatch_floating(dtype, "to_dtype", [&]<class T>() {
     const std::vector<T> values = t.to_vector<T>();
-    std::memcpy(out.data<T>(), values.data(), values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(out.data<T>(), values.data(), values.size() * sizeof(T));
   });
-  return out;
+  return to(out, t.device());
 }
 
 Tensor to(const Tensor& t, Device device) {

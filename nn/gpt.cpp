@@ -169,7 +169,8 @@ std::vector<int64_t> GPT::generate(std::vector<int64_t> ids, int64_t max_new_tok
   for (int64_t n = 0; n < max_new_tokens; ++n) {
     const size_t context = std::min<size_t>(ids.size(), static_cast<size_t>(config_.block_size));
     const std::vector<int64_t> window(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end());
-    const Tensor logits = forward(from_vector(window, {1, static_cast<int64_t>(context)}));  // (1, T, V)
+    const Tensor prompt = remat::to(from_vector(window, {1, static_cast<int64_t>(context)}), device());
+    const Tensor logits = forward(prompt);  // (1, T, V)
     const Tensor last = slice(logits, 1, static_cast<int64_t>(context) - 1, static_cast<int64_t>(context));
     const std::vector<double> probs = softmax(div(last, temperature), -1).to_vector<double>();
     const double u = uniform({1}, 0.0, 1.0, DType::Float64, generator).item<double>();

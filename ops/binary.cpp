@@ -111,11 +111,17 @@ Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Sub, a, b
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b); }
 
-Tensor add(const Tensor& a, double b) { return add(a, scalar_tensor(b, a.dtype())); }
-Tensor sub(const Tensor& a, double b) { return sub(a, scalar_tensor(b, a.dtype())); }
-Tensor mul(const Tensor& a, double b) { return mul(a, scalar_tensor(b, a.dtype())); }
-Tensor div(const Tensor& a, double b) { return div(a, scalar_tensor(b, a.dtype())); }
-Tensor sub(double a, const Tensor& b) { return sub(scalar_tensor(a, b.dtype()), b); }
-Tensor div(double a, const Tensor& b) { return div(scalar_tensor(a, b.dtype()), b); }
+namespace {
+// A 0-d tensor holding `value` on t's device (a CPU scalar would fail
+// apply_op's same-device check for a CUDA t).
+Tensor scalar_like(double value, const Tensor& t) { return full({}, value, t.dtype(), t.device()); }
+}  // namespace
+
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor sub(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor div(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
 
 }  // namespace remat

@@ -187,7 +187,7 @@ Tensor cross_entropy_reference(const Tensor& logits, const Tensor& targets, int6
     onehot[r * static_cast<size_t>(classes) + static_cast<size_t>(t[r])] = 1.0;
     ++count;
   }
-  const Tensor mask = to_dtype(from_vector(onehot, {rows.size(0), classes}), logits.dtype());
+  const Tensor mask = to(to_dtype(from_vector(onehot, {rows.size(0), classes}), logits.dtype()), logits.device());
   // -sum(onehot * log_softmax) / count
   return div(neg(sum(mul(log_softmax(rows, -1), mask))), static_cast<double>(count));
 }

@@ -34,6 +34,10 @@ void AdamW::step() {
       CategoryGuard category(MemoryCategory::OptimizerState);
       state.exp_avg = zeros(p.shape(), p.dtype(), p.device());
       state.exp_avg_sq = zeros(p.shape(), p.dtype(), p.device());
+    } else if (state.exp_avg.device() != p.device()) {  // the model moved (Module::to) or loaded CPU state
+      CategoryGuard category(MemoryCategory::OptimizerState);
+      state.exp_avg = to(state.exp_avg, p.device());
+      state.exp_avg_sq = to(state.exp_avg_sq, p.device());
     }
     state.step += 1;
     const double t = static_cast<double>(state.step);

@@ -3,6 +3,7 @@
 
 #include "engine/allocator.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 #include "engine/kernel_call.h"
 #include "kernels/optim.h"
 
@@ -26,6 +27,10 @@ void SGD::step() {
     const Tensor& p = params()[i];
     Tensor& buf = momentum_buffers_[i];
     const bool first = options_.momentum != 0 && !buf.defined();
+    if (buf.defined() && buf.device() != p.device()) {  // the model moved (Module::to)
+      CategoryGuard category(MemoryCategory::OptimizerState);
+      buf = to(buf, p.device());
+    }
     if (first) {
       CategoryGuard category(MemoryCategory::OptimizerState);
       buf = Tensor(p.shape(), p.dtype(), p.device());  // written by the kernel before it is read

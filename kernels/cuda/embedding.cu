@@ -14,17 +14,12 @@ std::vector<int64_t> ids_on_host(const int64_t* ids, int64_t n, Stream stream) {
   return host;
 }
 
-// n + V + 1 int64s on the device, freed with the scope.
-struct DeviceInts {
-  DeviceInts(const std::vector<int64_t>& values, Stream stream) : device(stream.device) {
-    ptr = static_cast<int64_t*>(device_malloc(std::max<size_t>(values.size(), 1) * sizeof(int64_t), device));
-    if (!ptr) fail("embedding_backward", "out of memory for the grouped ids", __FILE__, __LINE__);
-    if (!values.empty()) copy_host_to_device(ptr, values.data(), values.size() * sizeof(int64_t), stream);
-  }
-  ~DeviceInts() { device_free(ptr, device); }
-  int64_t* ptr = nullptr;
-  int device;
-};
+// `values` in device scratch `slot` (runtime.cu's scratch_on).
+const int64_t* on_device(const std::vector<int64_t>& values, Scratch slot, Stream stream) {
+  auto* ptr = static_cast<int64_t*>(scratch_on(stream.device, slot, values.size() * sizeof(int64_t)));
+  if (!values.empty()) copy_host_to_device(ptr, values.data(), values.size() * sizeof(int64_t), stream);
+  return ptr;
+}
 
 }  // namespace
 
@@ -53,16 +48,14 @@ void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n
   for (size_t v = 0; v < static_cast<size_t>(vocab); ++v) starts[v + 1] += starts[v];
   std::vector<int64_t> next(starts.begin(), starts.end() - 1);
   for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(next[static_cast<size_t>(host[static_cast<size_t>(i)])]++)] = i;
-  const DeviceInts d_starts(starts, stream), d_positions(positions, stream);
-  const int64_t* s = d_starts.ptr;
-  const int64_t* p = d_positions.ptr;
+  const int64_t* s = on_device(starts, Scratch::EmbeddingStarts, stream);
+  const int64_t* p = on_device(positions, Scratch::EmbeddingPositions, stream);
   launch_elementwise(vocab * channels, stream, [=] __device__(int64_t e) {
     const int64_t v = e / channels, c = e % channels;
     T acc = T(0);
     for (int64_t k = s[v]; k < s[v + 1]; ++k) acc += dout[p[k] * channels + c];
     dweight[e] = acc;
   });
-  synchronize(stream);  // the grouped ids are freed on return
 }
 
 #define REMAT_INSTANTIATE_EMBEDDING(T)                                                                  \

@@ -22,6 +22,7 @@ cublasHandle_t handle_for(Stream stream) {
     REMAT_CUBLAS_CHECK(cublasCreate(&handle));
     REMAT_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // no TF32
   }
+  REMAT_CUDA_CHECK(cudaSetDevice(stream.device));  // a handle is used with its own device current
   REMAT_CUBLAS_CHECK(cublasSetStream(handle, raw(stream)));
   return handle;
 }

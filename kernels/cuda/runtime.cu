@@ -90,6 +90,28 @@ void synchronize(Stream stream) {
   REMAT_CUDA_CHECK(cudaStreamSynchronize(raw(stream)));
 }
 
+void* scratch_on(int device, Scratch slot, size_t bytes) {
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  static std::mutex mutex;
+  static std::vector<std::vector<Buffer>> buffers;  // [device][slot]
+  std::lock_guard lock(mutex);
+  if (buffers.size() <= static_cast<size_t>(device)) buffers.resize(static_cast<size_t>(device) + 1);
+  std::vector<Buffer>& slots = buffers[static_cast<size_t>(device)];
+  slots.resize(static_cast<size_t>(Scratch::kCount));
+  Buffer& b = slots[static_cast<size_t>(slot)];
+  if (b.bytes < bytes) {
+    if (b.ptr) device_free(b.ptr, device);  // cudaFree waits for the work that read it
+    b = {};
+    b.ptr = device_malloc(std::max<size_t>(bytes, 1), device);
+    if (!b.ptr) fail("scratch_on", "out of memory for " + std::to_string(bytes) + " bytes of scratch", __FILE__, __LINE__);
+    b.bytes = bytes;
+  }
+  return b.ptr;
+}
+
 Stream compute_stream(int device) {
   // One non-blocking stream per device, made on first use and kept for the
   // process: collectives get their own (comm/), ordered by events.

@@ -98,9 +98,10 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
   *count = 0;
   if (rows == 0) return true;
   // Per-row losses and states, summed on the host in row order (as the CPU).
-  double* losses = static_cast<double*>(device_malloc(static_cast<size_t>(rows) * sizeof(double), stream.device));
-  int* status = static_cast<int*>(device_malloc(static_cast<size_t>(rows) * sizeof(int), stream.device));
-  if (!losses || !status) fail("cross_entropy_forward", "out of memory for the rows' losses", __FILE__, __LINE__);
+  auto* losses = static_cast<double*>(scratch_on(stream.device, Scratch::CrossEntropyLosses,
+                                                 static_cast<size_t>(rows) * sizeof(double)));
+  auto* status = static_cast<int*>(scratch_on(stream.device, Scratch::CrossEntropyStatus,
+                                              static_cast<size_t>(rows) * sizeof(int)));
   cross_entropy_rows<T><<<blocks_for(rows), kThreads, 0, raw(stream)>>>(losses, status, log_probs, targets, rows,
                                                                         classes, ignore_index);
   REMAT_CUDA_LAUNCHED();
@@ -108,8 +109,6 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
   std::vector<int> host_status(static_cast<size_t>(rows));
   copy_device_to_host(host_losses.data(), losses, host_losses.size() * sizeof(double), stream);
   copy_device_to_host(host_status.data(), status, host_status.size() * sizeof(int), stream);
-  device_free(losses, stream.device);
-  device_free(status, stream.device);
   double total = 0;
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
