@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/blas_symbols.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/shapes.h"
 
 namespace remat::kernels::cpu {
 namespace {
@@ -48,22 +49,10 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T
   for (int64_t size : batch) count *= size;
   if (count == 0 || m == 0 || n == 0) return;
   if (k == 0) return std::fill(c, c + count * m * n, T(0));
-  // Where each element's matrices start, walking the batch index backwards.
-  std::vector<int64_t> a_offsets(static_cast<size_t>(count)), b_offsets(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t rest = i, a_off = 0, b_off = 0;
-    for (size_t d = batch.size(); d-- > 0;) {
-      const int64_t index = rest % batch[d];
-      rest /= batch[d];
-      a_off += index * a_strides[d];
-      b_off += index * b_strides[d];
-    }
-    a_offsets[static_cast<size_t>(i)] = a_off;
-    b_offsets[static_cast<size_t>(i)] = b_off;
-  }
+  const BatchOffsets offsets = batch_offsets(batch, a_strides, b_strides);
   auto one = [&](int64_t i) {
-    gemm<T>(trans_a, trans_b, m, n, k, alpha, a + a_offsets[static_cast<size_t>(i)], lda,
-            b + b_offsets[static_cast<size_t>(i)], ldb, T(0), c + i * m * n, n);
+    gemm<T>(trans_a, trans_b, m, n, k, alpha, a + offsets.a[static_cast<size_t>(i)], lda,
+            b + offsets.b[static_cast<size_t>(i)], ldb, T(0), c + i * m * n, n);
   };
   // Small matrices (attention's per-head products) are too small for BLAS
   // to use threads well; split the batch over the threads instead, each

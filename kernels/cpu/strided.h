@@ -16,19 +16,11 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/shapes.h"
 
 namespace remat::kernels::cpu {
 
-// Row-major strides of a dense array of `shape` (in elements).
-inline std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
-  int64_t step = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = step;
-    step *= shape[i];
-  }
-  return strides;
-}
+using kernels::dense_strides;  // kernels/shapes.h
 
 template <size_t K>
 struct StridedLayout {

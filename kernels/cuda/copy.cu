@@ -3,6 +3,7 @@
 #include "kernels/cuda/copy.h"
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/shapes.h"
 
 namespace remat::kernels::cuda {
 namespace {
@@ -26,16 +27,6 @@ void copy_sized(void* dst, const void* src, size_t element_size, const StridedAr
     case 8: return copy_as<uint64_t>(dst, src, args, n, stream);
     default: fail("strided_copy", "elements of " + std::to_string(element_size) + " bytes", __FILE__, __LINE__);
   }
-}
-
-std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
-  int64_t step = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = step;
-    step *= shape[i];
-  }
-  return strides;
 }
 
 }  // namespace

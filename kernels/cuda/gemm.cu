@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/shapes.h"
 
 namespace remat::kernels::cuda {
 namespace {
@@ -71,14 +72,9 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T
   }
   // One cuBLAS call per element, each queued on the stream (a strided
   // batched call where the batch strides allow it is the later step).
+  const BatchOffsets offsets = batch_offsets(batch, a_strides, b_strides);
   for (int64_t i = 0; i < count; ++i) {
-    int64_t rest = i, a_off = 0, b_off = 0;
-    for (size_t d = batch.size(); d-- > 0;) {
-      const int64_t index = rest % batch[d];
-      rest /= batch[d];
-      a_off += index * a_strides[d];
-      b_off += index * b_strides[d];
-    }
+    const int64_t a_off = offsets.a[static_cast<size_t>(i)], b_off = offsets.b[static_cast<size_t>(i)];
     gemm<T>(trans_a, trans_b, m, n, k, alpha, a + a_off, lda, b + b_off, ldb, T(0), c + i * m * n, n, stream);
   }
 }
