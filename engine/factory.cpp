@@ -137,7 +137,7 @@ Tensor to(const Tensor& t, Device device) {
   REMAT_CHECK(t.defined(), "to({}): the tensor is undefined", device.str());
   if (t.device() == device) return t;
   Tensor out(t.shape(), t.dtype(), device);
-  if (device.is_meta()) return out;
+  if (out.device().is_meta()) return out;  // asked for, or in a rehearsal (MetaScope): nothing to copy
   REMAT_CHECK(!t.device().is_meta(), "to({}): tensor {} is on the meta device, which holds no values to copy",
               device.str(), t.str());
 #if REMAT_HAVE_CUDA

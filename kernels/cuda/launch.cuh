@@ -91,7 +91,14 @@ __device__ inline Offsets<K> offsets_of(const StridedArgs<K>& args, int64_t i) {
 // process and grown as needed (runtime.cu): a launcher's temporaries without
 // a cudaMalloc and a cudaFree per call, each a device-wide synchronisation.
 // Work queued on one stream reads it in order, so the next call may reuse it.
-enum class Scratch { CrossEntropyLosses, CrossEntropyStatus, EmbeddingStarts, EmbeddingPositions, kCount };
+enum class Scratch {
+  CrossEntropyLosses,
+  CrossEntropyStatus,
+  EmbeddingStarts,
+  EmbeddingPositions,
+  SquaredNormPartials,
+  kCount
+};
 void* scratch_on(int device, Scratch slot, size_t bytes);
 
 inline int64_t numel_of(const std::vector<int64_t>& shape) {

@@ -4,7 +4,6 @@
 // tree; the host adds the kBlocks partials in order.
 #include "kernels/cuda/reduce.h"
 
-#include <mutex>
 #include <vector>
 
 #include "kernels/cuda/launch.cuh"
@@ -26,21 +25,6 @@ __global__ void squared_norm_partials(double* partials, const T* x, int64_t n) {
     __syncthreads();
   }
   if (threadIdx.x == 0) partials[blockIdx.x] = share[0];
-}
-
-// kBlocks doubles on `device`, made once and kept: clipping calls this once
-// per parameter, every step.
-double* partials_on(int device) {
-  static std::mutex mutex;
-  static std::vector<double*> buffers;
-  std::lock_guard lock(mutex);
-  if (buffers.size() <= static_cast<size_t>(device)) buffers.resize(static_cast<size_t>(device) + 1, nullptr);
-  double*& buffer = buffers[static_cast<size_t>(device)];
-  if (!buffer) {
-    buffer = static_cast<double*>(device_malloc(kBlocks * sizeof(double), device));
-    if (!buffer) fail("squared_norm", "out of memory for its partial sums", __FILE__, __LINE__);
-  }
-  return buffer;
 }
 
 }  // namespace
@@ -102,7 +86,9 @@ void max_along_backward(T* dx, const int64_t* indices, const T* dout, int64_t ou
 template <class T>
 double squared_norm(const T* x, int64_t n, Stream stream) {
   if (n == 0) return 0;
-  double* partials = partials_on(stream.device);
+  // Kept scratch (launch.cuh): clipping calls this once per parameter, every step.
+  auto* partials =
+      static_cast<double*>(scratch_on(stream.device, Scratch::SquaredNormPartials, kBlocks * sizeof(double)));
   REMAT_CUDA_CHECK(cudaSetDevice(stream.device));
   squared_norm_partials<T><<<kBlocks, kThreads, 0, raw(stream)>>>(partials, x, n);
   REMAT_CUDA_LAUNCHED();

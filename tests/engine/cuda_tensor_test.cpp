@@ -9,7 +9,7 @@
 #include "tests/support/errors.h"
 
 #if REMAT_HAVE_CUDA
-#include "kernels/cuda/runtime.h"
+#include "tests/support/gpu.h"
 #endif
 
 namespace remat {
@@ -17,12 +17,8 @@ namespace {
 
 #if REMAT_HAVE_CUDA
 
-#define REMAT_SKIP_WITHOUT_GPU()                  \
-  if (kernels::cuda::device_count() == 0)         \
-  GTEST_SKIP() << "no GPU on this machine: tensors on cuda:0 not run"
-
 TEST(CudaTensor, CopiesToTheGpuAndBackWithTheAllocatorsAccounting) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("tensors on cuda:0");
   Allocator& gpu = allocator_for(Device::cuda(0));
   const int64_t before = gpu.stats().live_of(MemoryCategory::Activation);
   const Tensor host = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
@@ -50,7 +46,7 @@ TEST(CudaTensor, WithoutAGpuAskingForOneIsAnErrorThatSaysSo) {
 }
 
 TEST(CudaTensor, AGpuThisProcessDoesNotSeeIsAnError) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("tensors on cuda:0");
   const std::string message = testing::error_of([] { (void)allocator_for(Device::cuda(4096)); });
   EXPECT_TRUE(testing::contains(message, "no GPU cuda:4096")) << message;
 }

@@ -78,5 +78,14 @@ TEST(Meta, AScopeReadsRealTensorsMakesMetaOnesAndChangesNothingReal) {
   EXPECT_EQ(generator.offset(), offset);  // the draw was not taken
 }
 
+// A copy to another device inside a rehearsal is a meta tensor too: nothing
+// is copied (before, to() copied into the meta storage's null pointer).
+TEST(Meta, ACopyInAScopeIsMetaWhateverTheDevice) {
+  MetaScope meta;
+  const Tensor copy = to(ones({2, 3}), Device::cuda(0));
+  EXPECT_EQ(copy.device(), Device::meta());
+  EXPECT_EQ(copy.shape(), (Shape{2, 3}));
+}
+
 }  // namespace
 }  // namespace remat

@@ -19,15 +19,13 @@
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/unary.h"
+#include "tests/support/gpu.h"
 
 namespace remat::kernels {
 namespace {
 
 namespace cpu_k = kernels::cpu;
 namespace cuda_k = kernels::cuda;
-
-#define REMAT_SKIP_WITHOUT_GPU()                                                          \
-  if (cuda_k::device_count() == 0) GTEST_SKIP() << "no GPU on this machine: CUDA kernels not run"
 
 // A buffer on GPU 0 holding `values`, freed at scope exit.
 template <class T>
@@ -114,13 +112,13 @@ void unary_parity() {
 }
 
 TEST(CudaKernels, UnaryKernelsMatchTheCpu) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
   unary_parity<float>();
   unary_parity<double>();
 }
 
 TEST(CudaKernels, FillAndScaleMatchTheCpu) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
   const std::vector<float> x = random_values<float>(kN, -2, 2, 5);
   DeviceBuffer<float> d_x(x), d_out{std::vector<float>(kN)};
   cuda_k::scale<float>(d_out.ptr, d_x.ptr, -1.5f, static_cast<int64_t>(kN), d_x.stream());
@@ -133,7 +131,7 @@ TEST(CudaKernels, FillAndScaleMatchTheCpu) {
 }
 
 TEST(CudaKernels, DropoutKeepsTheSameElementsAsTheCpu) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
   const std::vector<float> x = random_values<float>(kN, -2, 2, 6);
   const DropoutMask mask{.seed = 12345, .offset = 678, .threshold = static_cast<uint32_t>(std::ceil(0.3 * 16777216.0))};
   std::vector<float> cpu(kN);
@@ -144,7 +142,7 @@ TEST(CudaKernels, DropoutKeepsTheSameElementsAsTheCpu) {
 }
 
 TEST(CudaKernels, OptimizerStepsMatchTheCpu) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
   const size_t n = 100003;
   std::vector<double> param = random_values<double>(n, -1, 1, 7), grad = random_values<double>(n, -1, 1, 8);
   std::vector<double> m = random_values<double>(n, -0.1, 0.1, 9), v = random_values<double>(n, 0, 0.01, 10);
@@ -168,7 +166,7 @@ TEST(CudaKernels, OptimizerStepsMatchTheCpu) {
 }
 
 TEST(CudaKernels, SquaredNormMatchesTheCpuAndRepeats) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
   const std::vector<float> x = random_values<float>(kN, -1, 1, 13);
   DeviceBuffer<float> d_x(x);
   const double cuda = cuda_k::squared_norm<float>(d_x.ptr, static_cast<int64_t>(kN), d_x.stream());

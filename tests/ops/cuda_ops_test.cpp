@@ -11,15 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/runtime.h"
 #include "ops/ops.h"
+#include "tests/support/gpu.h"
 
 namespace remat {
 namespace {
-
-#define REMAT_SKIP_WITHOUT_GPU()            \
-  if (kernels::cuda::device_count() == 0) \
-  GTEST_SKIP() << "no GPU on this machine: ops on cuda:0 not run"
 
 const Device kGpu = Device::cuda(0);
 
@@ -118,7 +114,7 @@ std::vector<Case> cases() {
 }
 
 TEST(CudaOps, EveryOpMatchesTheCpuForwardAndBackward) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("ops on cuda:0");
   for (const Case& c : cases()) {
     check(c, DType::Float32);
     check(c, DType::Float64);
@@ -126,7 +122,7 @@ TEST(CudaOps, EveryOpMatchesTheCpuForwardAndBackward) {
 }
 
 TEST(CudaOps, DropoutDrawsTheCpusMask) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("ops on cuda:0");
   const Tensor x = ones({1000, 7});
   Generator cpu_generator(5), gpu_generator(5);
   const Tensor cpu = dropout(x, 0.3, true, cpu_generator);
@@ -135,7 +131,7 @@ TEST(CudaOps, DropoutDrawsTheCpusMask) {
 }
 
 TEST(CudaOps, AnOpGivenTensorsOnTwoDevicesNamesBoth) {
-  REMAT_SKIP_WITHOUT_GPU();
+  REMAT_SKIP_WITHOUT_GPU("ops on cuda:0");
   try {
     (void)add(ones({2}), to(ones({2}), kGpu));
     ADD_FAILURE() << "no error";

@@ -69,10 +69,11 @@ Grads grads_of(const std::vector<Tensor>& params) {
   return grads;
 }
 
-// `steps` steps of `workload` under one checkpointer; the last step's result.
-Step run(const Workload& workload, const PlanOptions& options, int steps = 2) {
-  Checkpointer checkpointer(options);
-  Step step;
+// `steps` steps of `workload` under `checkpointer`: each step's report, and
+// the last step's grads.
+std::pair<std::vector<StepReport>, Grads> steps_under(Checkpointer& checkpointer, const Workload& workload, int steps) {
+  std::vector<StepReport> reports;
+  Grads grads;
   for (int i = 0; i < steps; ++i) {
     Tensor loss;
     std::vector<Tensor> params;
@@ -81,9 +82,19 @@ Step run(const Workload& workload, const PlanOptions& options, int steps = 2) {
       std::tie(loss, params) = workload();
     }
     loss.backward();
-    step.grads = grads_of(params);
-    step.report = checkpointer.report();
+    grads = grads_of(params);
+    reports.push_back(checkpointer.report());
   }
+  return {reports, grads};
+}
+
+// `steps` steps of `workload` under one checkpointer; the last step's result.
+Step run(const Workload& workload, const PlanOptions& options, int steps = 2) {
+  Checkpointer checkpointer(options);
+  Step step;
+  std::vector<StepReport> reports;
+  std::tie(reports, step.grads) = steps_under(checkpointer, workload, steps);
+  step.report = reports.back();
   if (checkpointer.plan()) step.plan = *checkpointer.plan();
   if (checkpointer.profile()) step.graph = *checkpointer.profile();
   return step;
@@ -173,20 +184,7 @@ std::pair<std::vector<StepReport>, Grads> run_from(const Workload& workload, con
                                                    const GraphProfile& saved, int steps) {
   Checkpointer checkpointer(options);
   checkpointer.plan_from(saved);
-  std::vector<StepReport> reports;
-  Grads grads;
-  for (int i = 0; i < steps; ++i) {
-    Tensor loss;
-    std::vector<Tensor> params;
-    {
-      const auto recording = checkpointer.record();
-      std::tie(loss, params) = workload();
-    }
-    loss.backward();
-    grads = grads_of(params);
-    reports.push_back(checkpointer.report());
-  }
-  return {reports, grads};
+  return steps_under(checkpointer, workload, steps);
 }
 
 // With a saved profile (JSON, as `remat explain --save-profile` writes it)
