@@ -217,7 +217,7 @@ GraphProfile profile_from_json(std::string_view text) {
   Json json;
   try {
     json = Json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number past double's range
     REMAT_FAIL("profile JSON: not JSON ({})", e.what());
   }
   const Reader top(json, "the profile");
