@@ -20,8 +20,11 @@ Tensor copy_of(const Tensor& t) {
 ModelAverager::ModelAverager(Communicator& comm, std::vector<Tensor> params, AveragingOptions options)
     : comm_(comm), params_(std::move(params)), options_(options) {
   for (size_t i = 0; i < params_.size(); ++i) {
-    REMAT_CHECK(params_[i].defined() && params_[i].is_contiguous() && params_[i].device().is_cpu(),
-                "ModelAverager: parameter {} must be a contiguous CPU tensor", i);
+    REMAT_CHECK(params_[i].defined() && params_[i].is_contiguous() && !params_[i].device().is_meta(),
+                "ModelAverager: parameter {} must be a contiguous tensor holding values", i);
+    // The outer step's loops run on the CPU (averaging on a GPU is NCCL's).
+    REMAT_CHECK(!options_.diloco || params_[i].device().is_cpu(), "DiLoCo: parameter {} is on {}; its outer step "
+                "runs on the CPU only", i, params_[i].device().str());
   }
   if (options_.diloco) {
     REMAT_CHECK(options_.diloco->outer_lr > 0, "DiLoCo: outer_lr must be > 0, got {}", options_.diloco->outer_lr);

@@ -1,7 +1,6 @@
 // Bucketed collectives; see buckets.h.
 #include "comm/buckets.h"
 
-#include <cstring>
 #include <functional>
 
 #include "engine/allocator.h"
@@ -13,12 +12,16 @@ namespace {
 
 // Runs `collective` on each bucket of `tensors`: on the tensor itself when a
 // bucket is one tensor, else on a flat buffer that the bucket's tensors are
-// copied into before and out of after.
+// copied into before and out of after. On a GPU the copies are queued on
+// the compute stream and NCCL's collectives on their own: the bucket is
+// made ready (synchronize) before its collective reads it.
 void for_each_bucket(const std::vector<Tensor>& tensors, int64_t bucket_bytes,
                      const std::function<void(const Tensor&)>& collective) {
   for (const std::vector<size_t>& bucket : plan_buckets(tensors, bucket_bytes)) {
     const Tensor& first = tensors[bucket.front()];
+    const Device device = first.device();
     if (bucket.size() == 1) {
+      synchronize(device);
       collective(first);
       continue;
     }
@@ -27,18 +30,19 @@ void for_each_bucket(const std::vector<Tensor>& tensors, int64_t bucket_bytes,
     Tensor flat;
     {
       CategoryGuard temporary(MemoryCategory::Temporary);
-      flat = empty({elements}, first.dtype(), first.device());
+      flat = empty({elements}, first.dtype(), device);
     }
     auto* base = static_cast<char*>(flat.raw_data());
     size_t offset = 0;
     for (size_t i : bucket) {
-      std::memcpy(base + offset, tensors[i].raw_data(), tensors[i].nbytes());
+      copy_bytes(base + offset, device, tensors[i].raw_data(), device, tensors[i].nbytes());
       offset += tensors[i].nbytes();
     }
+    synchronize(device);
     collective(flat);
     offset = 0;
     for (size_t i : bucket) {
-      std::memcpy(tensors[i].raw_data(), base + offset, tensors[i].nbytes());
+      copy_bytes(tensors[i].raw_data(), device, base + offset, device, tensors[i].nbytes());
       offset += tensors[i].nbytes();
     }
   }
@@ -52,8 +56,9 @@ std::vector<std::vector<size_t>> plan_buckets(const std::vector<Tensor>& tensors
   int64_t filled = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     REMAT_CHECK(tensors[i].defined(), "buckets: tensor {} of {} is undefined", i, tensors.size());
-    REMAT_CHECK(tensors[i].is_contiguous() && tensors[i].device().is_cpu(),
-                "buckets: tensor {} of {} ({}) must be contiguous and on the CPU", i, tensors.size(), tensors[i].str());
+    REMAT_CHECK(tensors[i].is_contiguous() && !tensors[i].device().is_meta(),
+                "buckets: tensor {} of {} ({}) must be contiguous and hold values (not meta)", i, tensors.size(),
+                tensors[i].str());
     const auto bytes = static_cast<int64_t>(tensors[i].nbytes());
     const bool fits = !buckets.empty() && filled + bytes <= bucket_bytes &&
                       tensors[buckets.back().front()].dtype() == tensors[i].dtype() &&

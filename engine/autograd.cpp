@@ -2,8 +2,6 @@
 #include "engine/autograd.h"
 
 #include <atomic>
-#include <chrono>
-#include <mutex>
 
 #include "engine/allocator.h"
 #include "engine/backward.h"
@@ -14,8 +12,7 @@ namespace {
 
 thread_local bool t_grad_enabled = true;
 thread_local RecomputePolicy t_policy;
-std::mutex g_stats_mutex;
-RecomputeStats g_stats;
+thread_local std::shared_ptr<GraphObserver> t_observer;
 thread_local std::shared_ptr<const std::string> t_block;
 thread_local uint64_t t_region = 0;
 std::atomic<uint64_t> g_next_region{1};
@@ -106,13 +103,12 @@ void Node::materialize_saved() const {
 void Node::release_saved_now(size_t i) {
   REMAT_CHECK(i < saved_.size(), "{}: release_saved_now({}) of {} saved values", name(), i, saved_.size());
   if (retaining_graph()) return;  // a later backward through the graph reads it again
-  BackwardMeter* meter = BackwardMeter::current();
-  if (meter) meter->before_release();
+  if (observer_) observer_->saved_value_releasing(*this);
   saved_[i].release();
-  if (meter && saved_[i].holds_value()) {
+  if (observer_ && saved_[i].holds_value()) {
     int record_index = 0;
     for (size_t j = 0; j < i; ++j) record_index += saved_[j].holds_value() ? 1 : 0;
-    meter->after_release(record_index);
+    observer_->saved_value_released(*this, record_index);
   }
 }
 
@@ -190,8 +186,7 @@ Tensor Node::rebuild() {
   for (SavedValue& input : replay_inputs_) input.release();
   NoGradGuard no_grad;
   CategoryGuard activations(MemoryCategory::Activation);
-  const auto start = std::chrono::steady_clock::now();
-  const double first_touch_before = first_touch_ms();
+  if (observer_) observer_->replay_started(*this);
   TraceSpan span("replay", name());
   replaying_ = true;
   try {
@@ -199,22 +194,16 @@ Tensor Node::rebuild() {
   } catch (...) {
     replaying_ = false;
     replay_failed_ = true;
+    if (observer_) observer_->failed(*this);
     throw;
   }
   replaying_ = false;
   const int over = traits().overwritable_input;
-  record_->replayed_in_place = over >= 0 && static_cast<size_t>(over) < inputs.size() &&
-                               rebuilt_.storage() == inputs[static_cast<size_t>(over)].storage();
+  const bool in_place = over >= 0 && static_cast<size_t>(over) < inputs.size() &&
+                        rebuilt_.storage() == inputs[static_cast<size_t>(over)].storage();
   discard_side_results();
-  // As forward times leave out first touches of fresh memory, so do replays.
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
-                    (first_touch_ms() - first_touch_before);
+  if (observer_) observer_->replayed(*this, in_place);
   inputs.clear();
-  record_->replay_ms = ms;
-  std::lock_guard lock(g_stats_mutex);
-  g_stats.nodes += 1;
-  g_stats.ms += ms;
-  g_stats.flops += record_->replay_flops;
   return rebuilt_;
 }
 
@@ -223,15 +212,12 @@ RecomputeScope::RecomputeScope(RecomputePolicy policy) : previous_(std::move(t_p
 }
 RecomputeScope::~RecomputeScope() { t_policy = std::move(previous_); }
 
-RecomputeStats recompute_stats() {
-  std::lock_guard lock(g_stats_mutex);
-  return g_stats;
-}
+const std::shared_ptr<GraphObserver>& current_graph_observer() { return t_observer; }
 
-void reset_recompute_stats() {
-  std::lock_guard lock(g_stats_mutex);
-  g_stats = {};
+GraphObserverScope::GraphObserverScope(std::shared_ptr<GraphObserver> observer) : previous_(std::move(t_observer)) {
+  t_observer = std::move(observer);
 }
+GraphObserverScope::~GraphObserverScope() { t_observer = std::move(previous_); }
 
 bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
@@ -287,21 +273,18 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   for (const Tensor& input : inputs) needs_grad = needs_grad || input.requires_grad();
   if (!grad_enabled() || !needs_grad) return node->forward(inputs);
 
-  const auto start = std::chrono::steady_clock::now();
-  const double first_touch_before = first_touch_ms();
-  // The allocator its outputs come from (the meta one in a rehearsal).
-  const Device device = placement(inputs.empty() ? Device::cpu() : inputs.front().device());
-  const int64_t transient_before = allocator_for(device).stats().live_transient;
+  node->observer_ = t_observer;
+  GraphObserver* observer = node->observer_.get();
+  if (observer) observer->forward_started(*node, inputs.empty() ? Device::cpu() : inputs.front().device());
   Tensor output;
-  int64_t forward_peak = 0;
-  {
+  try {
     TraceSpan span("forward", node->name());
-    ScopedPeak peak(device);
     output = node->forward(inputs);
-    forward_peak = peak.stats().peak_transient - transient_before;
+  } catch (...) {
+    if (observer) observer->failed(*node);
+    throw;
   }
-  const double forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
-                            (first_touch_ms() - first_touch_before);
+  if (observer) observer->forward_finished(*node);
 
   // forward() may return an alias of an input (a view); give the output its
   // own TensorImpl so that setting grad_fn touches nothing else.
@@ -314,8 +297,6 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   record.block = t_block;
   record.output_shape = output.shape();
   record.output_dtype = output.dtype();
-  record.forward_ms = forward_ms;
-  record.forward_peak_bytes = forward_peak;
   record.region = t_region;
   for (const Tensor& input : inputs) {
     Node* producer = input.grad_fn().get();
@@ -376,6 +357,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     node->recording_output_ = &output;
     node->save(inputs, output);
   }
+  if (observer) observer->recorded(*node);
   return output;
 }
 

@@ -13,12 +13,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/observer.h"
 #include "engine/sequence.h"
 #include "engine/tensor.h"
 
@@ -158,28 +158,23 @@ struct OutsideInput {
 // side result of its forward holding bytes of its own (layer_norm's mean).
 inline constexpr int kSavedOutput = -1;
 inline constexpr int kSavedSideResult = -2;
-// NodeRecord::grad_bytes for an input whose gradient is undefined, or is a
+// NodeMeasures::grad_bytes for an input whose gradient is undefined, or is a
 // view of the node's incoming gradient (no bytes of its own).
 inline constexpr int64_t kNoGradient = -1;
 inline constexpr int64_t kGradientAliasesOutput = -2;
 
-// Per-node facts recorded at forward time, and at the first backward through
-// the node: everything the scheduler's profile and liveness simulator read.
-// Shared, so that a planner can hold the records of a step's graph without
-// holding its nodes (and their saved activations).
-struct NodeRecord {
+// What a node is, as recorded at forward time: its op, shapes, bytes and
+// traits, what it saves and how it was tagged. The scheduler's profile rows
+// (NodeProfile) are these facts and the NodeMeasures, copied whole.
+struct NodeFacts {
   std::string op;
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
-  std::vector<InputSource> inputs;
   Shape output_shape;
   DType output_dtype = DType::Float32;
   uint64_t sequence_nr = 0;  // recording order; later nodes run first in backward
-  // The innermost BlockScope open when the node was recorded (e.g.
-  // "transformer.h.3"), or null: how module boundaries reach the scheduler.
-  std::shared_ptr<const std::string> block;
   // Bytes of storage the forward allocated for the output (0 for a view of
-  // input `view_of`), and the forward's wall time in milliseconds.
+  // input `view_of`: views cost no storage).
   int64_t output_bytes = 0;
   int view_of = -1;
   // The output is contiguous over the whole of its storage (a fresh
@@ -189,29 +184,36 @@ struct NodeRecord {
   int overwritable_input = -1;
   // OpTraits::replay_reuses_side_results: a replay allocates no side results.
   bool replay_reuses_side_results = false;
-  bool compute_bound = false;  // OpTraits::compute_bound
-  double forward_ms = 0;
-  // The wall time of its replay in this step (first touches left out, as
-  // for forward_ms), or 0 if it was not replayed; and whether that replay
-  // wrote over an input (Note [Replays in place]), which roughly halves an
-  // elementwise op's time.
-  double replay_ms = 0;
-  bool replayed_in_place = false;
+  bool compute_bound = false;  // OpTraits::compute_bound: `cost` never replays it
   int64_t flops = 0;
   int64_t replay_flops = 0;  // OpTraits::replay_flops, or flops
-  // How far live activation + temporary bytes rose above their level at the
-  // start of the forward call (output and side results included).
-  int64_t forward_peak_bytes = 0;
   // The saved values (kSavedOutput, kSavedSideResult or an input index) and
   // the bytes of the side results.
   std::vector<int> saved;
   int64_t side_bytes = 0;
-  // The caller's last handle on the output went before the node with this
-  // sequence_nr was recorded (kNone: still held when the graph ended).
-  uint64_t output_released_before = InputSource::kNone;
   Tag tag = Tag::Keep;  // mirrors Node::tag()
   // The checkpoint region (CheckpointRegion) the node was recorded in, or 0.
   uint64_t region = 0;
+};
+
+// What a GraphObserver measured of one node (Note [Graph events]): the
+// scheduler's Profiler fills it; a node recorded under no observer keeps
+// these zeros (observed false).
+struct NodeMeasures {
+  bool observed = false;  // a Profiler saw the node's forward
+  // The forward's wall time in milliseconds (first touches of fresh memory
+  // left out: engine/allocator.h), and how far live activation + temporary
+  // bytes rose above their level at the start of the forward call (output
+  // and side results included).
+  double forward_ms = 0;
+  int64_t forward_peak_bytes = 0;
+  // The wall time of its latest replay (first touches left out, as for
+  // forward_ms), into a new output or over an input (Note [Replays in
+  // place]: in place an elementwise op runs about twice as fast as its
+  // forward, and a replay into a new block can be slower than forward,
+  // colder caches in backward); 0 for the kind it was not replayed so.
+  double replay_ms = 0;
+  double replay_in_place_ms = 0;
   // Filled by the first backward through the node: its time, how far
   // transient bytes rose over the call (its saved values already rebuilt),
   // and per input the bytes of a new gradient storage (or kNoGradient,
@@ -221,9 +223,14 @@ struct NodeRecord {
   // backward_peak_bytes is the rise before the release, and
   // backward_late_peak_bytes the rise after it, counted from the same start
   // as if the release had freed nothing (the simulator subtracts what it
-  // frees under each plan); released_early indexes `saved`, or is -1.
+  // frees under each plan); released_early indexes NodeFacts::saved, or is
+  // -1.
   bool backward_ran = false;
   double backward_ms = 0;
+  int64_t backward_peak_bytes = 0;
+  int64_t backward_late_peak_bytes = 0;
+  int released_early = -1;
+  std::vector<int64_t> grad_bytes;
   // On the root of a backward pass only: the pass's wall time (replays,
   // gradient sums and leaf updates included), the part of it replays took
   // and the part first touches of fresh memory took (engine/allocator.h),
@@ -231,10 +238,22 @@ struct NodeRecord {
   double backward_pass_ms = 0;
   double backward_pass_replay_ms = 0;
   double backward_pass_first_touch_ms = 0;
-  int64_t backward_peak_bytes = 0;
-  int64_t backward_late_peak_bytes = 0;
-  int released_early = -1;
-  std::vector<int64_t> grad_bytes;
+};
+
+// Per-node record: the facts, where each input came from, when the
+// caller let go of the output, and what an observer measured; everything
+// the scheduler's profile and liveness simulator read. Shared, so that a
+// planner can hold the records of a step's graph without holding its nodes
+// (and their saved activations).
+struct NodeRecord : NodeFacts {
+  std::vector<InputSource> inputs;
+  // The innermost BlockScope open when the node was recorded (e.g.
+  // "transformer.h.3"), or null: how module boundaries reach the scheduler.
+  std::shared_ptr<const std::string> block;
+  // The caller's last handle on the output went before the node with this
+  // sequence_nr was recorded (kNone: still held when the graph ended).
+  uint64_t output_released_before = InputSource::kNone;
+  NodeMeasures measured;
 };
 
 // What an op is, declared by the op as data beside its forward and backward
@@ -284,8 +303,12 @@ class Node {
   bool needs_input_grad(size_t i) const { return i < edges_.size() && edges_[i].node != nullptr; }
   const std::vector<Edge>& next_edges() const { return edges_; }
   const NodeRecord& record() const { return *record_; }
-  // The record, shared: a planner may keep it after the node is gone.
+  // The record, shared: a planner may keep it after the node is gone, and
+  // the node's observer writes what it measured into it.
   const std::shared_ptr<NodeRecord>& shared_record() const { return record_; }
+  // The observer current when the node was recorded, or null (Note [Graph
+  // events]).
+  GraphObserver* observer() const { return observer_.get(); }
   // Frees every saved value (after this node's backward has run).
   void release_saved();
 
@@ -337,6 +360,7 @@ class Node {
   std::vector<Edge> edges_;
   std::vector<SavedValue> saved_;
   std::shared_ptr<NodeRecord> record_ = std::make_shared<NodeRecord>();
+  std::shared_ptr<GraphObserver> observer_;
   const Tensors* recording_inputs_ = nullptr;  // while save() runs, to classify saved values
   const Tensor* recording_output_ = nullptr;
   std::vector<SavedValue> replay_inputs_;  // Recompute nodes only
@@ -366,47 +390,6 @@ class RetainGraphScope {
   bool previous_;
 };
 
-// Measures a node's first backward (engine/backward.cpp): the rise of live
-// activation + temporary bytes, in two phases when backward() calls
-// Node::release_saved_now (NodeRecord), on the allocator of `device` (the
-// gradient's).
-class BackwardMeter {
- public:
-  BackwardMeter(NodeRecord& record, Device device);
-  ~BackwardMeter();
-  BackwardMeter(const BackwardMeter&) = delete;
-  BackwardMeter& operator=(const BackwardMeter&) = delete;
-  // The meter of the backward running on this thread, or null.
-  static BackwardMeter* current();
-  // No meter on this thread while it lives (a backward that is not measured).
-  class Unmetered {
-   public:
-    Unmetered();
-    ~Unmetered();
-    Unmetered(const Unmetered&) = delete;
-    Unmetered& operator=(const Unmetered&) = delete;
-
-   private:
-    BackwardMeter* previous_;
-  };
-  // Around Node::release_saved_now(i); `record_index` indexes NodeRecord::saved.
-  void before_release();
-  void after_release(int record_index);
-  // Writes the figures into the record.
-  void finish();
-
- private:
-  NodeRecord& record_;
-  BackwardMeter* previous_;
-  Allocator& allocator_;
-  int64_t start_level_ = 0;
-  int64_t early_rise_ = 0, live_before_release_ = 0, live_after_release_ = 0;
-  int released_ = -1;
-  TransientPeakWatch whole_;                 // from construction
-  std::optional<TransientPeakWatch> late_;  // from the early release, if any
-  Device device_;
-};
-
 // Chooses the tag of each node as it is recorded (a policy of scheduler/
 // installs one with RecomputeScope). It is asked for every node, in
 // recording order; views of a dropped value are dropped whatever it says:
@@ -432,15 +415,6 @@ class RecomputeScope {
  private:
   RecomputePolicy previous_;
 };
-
-// What replays cost since the last reset (all threads).
-struct RecomputeStats {
-  int64_t nodes = 0;
-  double ms = 0;
-  int64_t flops = 0;
-};
-RecomputeStats recompute_stats();
-void reset_recompute_stats();
 
 // Runs node->forward(inputs); if grad mode is on and an input requires grad,
 // records the node (edges, saved values, shapes) as the output's grad_fn.

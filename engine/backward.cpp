@@ -6,7 +6,6 @@
 // frees saved values in reverse order of their creation).
 #include "engine/backward.h"
 
-#include <chrono>
 #include <queue>
 #include <unordered_map>
 
@@ -39,81 +38,26 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->record().sequence_nr < b->record().sequence_nr; }
 };
 
-// node.backward(grad_output) with its saved values rebuilt first; the first
-// backward through a node records its time, its peak and its gradients'
-// bytes (NodeRecord) for the scheduler.
+// node.backward(grad_output) with its saved values rebuilt first, between
+// the events its observer hears (Note [Graph events]).
 Tensors run_node_backward(Node& node, const Tensor& grad_output) {
   TraceSpan span("backward", node.name());
   node.materialize_saved();
-  const bool first = !node.record().backward_ran;
-  if (!first) {
-    BackwardMeter::Unmetered unmetered;  // an enclosing meter belongs to another node
-    return node.backward(grad_output);
-  }
-  NodeRecord& record = *node.shared_record();
-  const auto start = std::chrono::steady_clock::now();
-  const double first_touch_before = first_touch_ms();
+  GraphObserver* observer = node.observer();
+  if (!observer) return node.backward(grad_output);
+  observer->backward_started(node, grad_output);
   Tensors grads;
-  {
-    BackwardMeter meter(record, placement(grad_output.device()));
+  try {
     grads = node.backward(grad_output);
-    meter.finish();
+  } catch (...) {
+    observer->failed(node);
+    throw;
   }
-  record.backward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
-                       (first_touch_ms() - first_touch_before);
-  record.grad_bytes.assign(node.next_edges().size(), kNoGradient);
-  for (size_t i = 0; i < grads.size() && i < record.grad_bytes.size(); ++i) {
-    if (!grads[i].defined()) continue;
-    record.grad_bytes[i] = grads[i].storage() == grad_output.storage()
-                               ? kGradientAliasesOutput
-                               : static_cast<int64_t>(grads[i].storage()->nbytes());
-  }
-  record.backward_ran = true;
+  observer->backward_finished(node, grad_output, grads);
   return grads;
 }
 
-thread_local BackwardMeter* t_meter = nullptr;
-
 }  // namespace
-
-BackwardMeter::BackwardMeter(NodeRecord& record, Device device)
-    : record_(record), previous_(t_meter), allocator_(allocator_for(device)),
-      start_level_(allocator_.stats().live_transient), whole_(device), device_(device) {
-  t_meter = this;
-}
-
-BackwardMeter::~BackwardMeter() { t_meter = previous_; }
-
-BackwardMeter* BackwardMeter::current() { return t_meter; }
-
-BackwardMeter::Unmetered::Unmetered() : previous_(t_meter) { t_meter = nullptr; }
-
-BackwardMeter::Unmetered::~Unmetered() { t_meter = previous_; }
-
-void BackwardMeter::before_release() {
-  early_rise_ = whole_.rise();
-  live_before_release_ = allocator_.stats().live_transient;
-}
-
-void BackwardMeter::after_release(int record_index) {
-  REMAT_CHECK(released_ < 0, "{}: backward released a second saved value early; the profile has room for one",
-              record_.op);
-  released_ = record_index;
-  live_after_release_ = allocator_.stats().live_transient;
-  late_.emplace(device_);
-}
-
-void BackwardMeter::finish() {
-  record_.released_early = released_;
-  if (released_ < 0) {
-    record_.backward_peak_bytes = whole_.rise();
-    record_.backward_late_peak_bytes = 0;
-    return;
-  }
-  const int64_t freed = live_before_release_ - live_after_release_;
-  record_.backward_peak_bytes = early_rise_;
-  record_.backward_late_peak_bytes = live_after_release_ + late_->rise() + freed - start_level_;
-}
 
 Tensor AccumulateGrad::forward(const Tensors&) { REMAT_FAIL("accumulate_grad has no forward"); }
 
@@ -141,14 +85,10 @@ Tensors AccumulateGrad::backward(const Tensor& grad_output) {
   return {};
 }
 
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
-  REMAT_CHECK(root.defined(), "backward: called on an undefined tensor");
-  REMAT_CHECK(root.requires_grad(), "backward: tensor {} does not require grad and has no grad_fn", root.str());
-  const auto pass_start = std::chrono::steady_clock::now();
-  const RecomputeStats replays_before = recompute_stats();
-  const double first_touch_before = first_touch_ms();
-  const std::shared_ptr<NodeRecord> root_record =
-      root.grad_fn() && !root.grad_fn()->record().backward_ran ? root.grad_fn()->shared_record() : nullptr;
+namespace {
+
+// run_backward's two passes, once the root is known to need a gradient.
+void run_pass(const Tensor& root, const Tensor& grad, bool retain_graph) {
   RetainGraphScope retaining(retain_graph);
   NoGradGuard no_grad;
   CategoryGuard temporaries(MemoryCategory::Temporary);
@@ -215,12 +155,25 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       if (--dependencies[next] == 0) ready.push(next);
     }
   }
-  if (root_record) {
-    root_record->backward_pass_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
-    root_record->backward_pass_replay_ms = recompute_stats().ms - replays_before.ms;
-    root_record->backward_pass_first_touch_ms = first_touch_ms() - first_touch_before;
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  REMAT_CHECK(root.defined(), "backward: called on an undefined tensor");
+  REMAT_CHECK(root.requires_grad(), "backward: tensor {} does not require grad and has no grad_fn", root.str());
+  // The root's observer hears the pass (a leaf root has none).
+  const std::shared_ptr<Node> root_fn = root.grad_fn();
+  GraphObserver* observer = root_fn ? root_fn->observer() : nullptr;
+  if (!observer) return run_pass(root, grad, retain_graph);
+  observer->pass_started(*root_fn);
+  try {
+    run_pass(root, grad, retain_graph);
+  } catch (...) {
+    observer->failed(*root_fn);
+    throw;
   }
+  observer->pass_finished(*root_fn);
 }
 
 }  // namespace remat

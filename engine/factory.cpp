@@ -140,22 +140,42 @@ Tensor to(const Tensor& t, Device device) {
   if (out.device().is_meta()) return out;  // asked for, or in a rehearsal (MetaScope): nothing to copy
   REMAT_CHECK(!t.device().is_meta(), "to({}): tensor {} is on the meta device, which holds no values to copy",
               device.str(), t.str());
-#if REMAT_HAVE_CUDA
   const Tensor src = t.is_contiguous() ? t : contiguous_copy(t);
-  const size_t bytes = t.nbytes();
-  if (bytes == 0) return out;
-  if (src.device().is_cpu() && device.is_cuda()) {
-    kernels::cuda::copy_host_to_device(out.raw_data(), src.raw_data(), bytes, kernels::cuda::compute_stream(device.index));
-  } else if (src.device().is_cuda() && device.is_cpu()) {
-    kernels::cuda::copy_device_to_host(out.raw_data(), src.raw_data(), bytes, kernels::cuda::compute_stream(src.device().index));
-  } else {
-    REMAT_FAIL("to({}): copies between two GPUs ({} to {}) are not supported", device.str(), src.device().str(),
-               device.str());
-  }
+  copy_bytes(out.raw_data(), device, src.raw_data(), src.device(), t.nbytes());
   return out;
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  REMAT_CHECK(!dst_device.is_meta() && !src_device.is_meta(), "copy: {} to {}: the meta device holds no values",
+              src_device.str(), dst_device.str());
+  if (bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if REMAT_HAVE_CUDA
+  if (src_device.is_cpu()) {
+    kernels::cuda::copy_host_to_device(dst, src, bytes, kernels::cuda::compute_stream(dst_device.index));
+  } else if (dst_device.is_cpu()) {
+    kernels::cuda::copy_device_to_host(dst, src, bytes, kernels::cuda::compute_stream(src_device.index));
+  } else {
+    REMAT_CHECK(src_device == dst_device, "copy: copies between two GPUs ({} to {}) are not supported",
+                src_device.str(), dst_device.str());
+    kernels::cuda::copy_device_to_device(dst, src, bytes, kernels::cuda::compute_stream(dst_device.index));
+  }
 #else
-  REMAT_FAIL("to({}): tensor {}: this build has no CUDA", device.str(), t.str());
+  REMAT_FAIL("copy: {} to {}: this build has no CUDA", src_device.str(), dst_device.str());
 #endif
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  REMAT_CHECK(dst.defined() && src.defined(), "copy_into: a tensor is undefined");
+  REMAT_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "copy_into: {} into {}: shapes or dtypes "
+              "differ", src.str(), dst.str());
+  REMAT_CHECK(dst.is_contiguous(), "copy_into: the destination {} is not contiguous", dst.str());
+  const Tensor dense = src.is_contiguous() ? src : contiguous_copy(src);
+  copy_bytes(dst.raw_data(), dst.device(), dense.raw_data(), dense.device(), dst.nbytes());
+  dst.storage()->bump_version();
 }
 
 Device device_from_name(const std::string& name) {

@@ -42,6 +42,14 @@ Tensor to_dtype(const Tensor& t, DType dtype);
 // a meta tensor of t's shape. A meta tensor has no values to copy anywhere
 // else: an error. No gradient flows through the copy (detach() semantics).
 Tensor to(const Tensor& t, Device device);
+// Copies `bytes` bytes between memory of the CPU and of a GPU, either way
+// or within one device (GPU copies are queued on the GPU's compute stream).
+// Meta memory holds nothing to copy: an error.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// Writes src's values into dst, in place: the same shape and dtype, dst
+// contiguous, any devices (src made dense first). Counts as a write to dst
+// (its version is bumped).
+void copy_into(const Tensor& dst, const Tensor& src);
 
 // "cpu", "cuda" (cuda:0), "cuda:N" or "meta"; anything else is an error
 // naming the devices there are.

@@ -25,6 +25,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 
 namespace remat::nn {
 namespace {
@@ -264,13 +265,13 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     REMAT_CHECK(name != kMetadataKey, "write_safetensors '{}': '{}' is reserved for metadata", path, name);
     REMAT_CHECK(names.insert(name).second, "write_safetensors '{}': tensor name '{}' appears twice", path, name);
     REMAT_CHECK(tensor.defined(), "write_safetensors '{}': tensor '{}' is undefined", path, name);
-    REMAT_CHECK(tensor.device().is_cpu(), "write_safetensors '{}': tensor '{}' is on {}; only CPU tensors are written",
-                path, name, tensor.device().str());
+    REMAT_CHECK(!tensor.device().is_meta(), "write_safetensors '{}': tensor '{}' is on the meta device, which holds "
+                "no values", path, name);
     const DType dtype = tensor.dtype();
     REMAT_CHECK(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Int64,
                 "write_safetensors '{}': tensor '{}' has dtype {} ({}), which is not supported yet (F32, F64 and I64 are)",
                 path, name, format_dtype_name(dtype), dtype_name(dtype));
-    bodies.push_back(dense(tensor));
+    bodies.push_back(dense(to(tensor, Device::cpu())));  // a GPU's tensors are copied to the CPU
     Json entry = Json::object();
     entry["dtype"] = format_dtype_name(dtype);
     entry["shape"] = tensor.shape();

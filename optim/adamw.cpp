@@ -93,7 +93,9 @@ void AdamW::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& s
     REMAT_CHECK(value.shape() == p.shape() && value.dtype() == p.dtype(), "AdamW.load_state_dict: '{}' is {}, "
                 "parameter {} is {}", name, value.str(), i, p.str());
     CategoryGuard category(MemoryCategory::OptimizerState);
-    (field == "exp_avg" ? loaded[i].exp_avg : loaded[i].exp_avg_sq) = contiguous_copy(value);
+    // On the parameter's device (a checkpoint is read on the CPU).
+    (field == "exp_avg" ? loaded[i].exp_avg : loaded[i].exp_avg_sq) =
+        value.device() == p.device() ? contiguous_copy(value) : to(value, p.device());
   }
   for (size_t i = 0; i < loaded.size(); ++i) {
     const bool complete = loaded[i].exp_avg.defined() && loaded[i].exp_avg_sq.defined() && loaded[i].step > 0;

@@ -38,7 +38,8 @@ Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::m
               "checkpointing: policy {} takes no budget (cost and optimal do)", options_.policy);
 }
 
-Checkpointer::Recording::Recording(Checkpointer& owner) : owner_(owner), scope_(owner.recording_policy()) {
+Checkpointer::Recording::Recording(Checkpointer& owner)
+    : owner_(owner), scope_(owner.recording_policy()), measuring_(owner.profiler_) {
   REMAT_CHECK(!t_recording, "checkpointing: a Checkpointer is already recording on this thread");
   t_recording = true;
 }
@@ -69,7 +70,7 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   report_ = StepReport{.step = step, .profiling = active_ == nullptr, .policy = options_.policy,
                        .budget = options_.budget};
   if (active_) report_applying(*active_);
-  replays_at_start_ = recompute_stats();
+  replays_at_start_ = profiler_->replays();
   watch_.reset();
   // The allocator the step's bytes come from: the meta one in a rehearsal.
   watch_ = std::make_unique<TransientPeakWatch>(placement(device_));
@@ -196,7 +197,7 @@ void Checkpointer::report_applying(const CachedPlan& cached) {
 void Checkpointer::settle_last_step() {
   if (records_.empty()) return;
   report_ = report();  // freeze the last step's measured figures
-  if (!records_.back()->backward_ran) return;  // no backward: nothing to plan from
+  if (!records_.back()->measured.backward_ran) return;  // no backward: nothing to plan from
   GraphProfile graph = profile_records(records_, step_start_);
   // The step's wall time as far as it can be seen from here: the recorded
   // forward and the backward pass, less that step's replays and, as node
@@ -204,9 +205,10 @@ void Checkpointer::settle_last_step() {
   // step under a new plan spent 57 ms of its 1.26 s mapping pages, and the
   // no-budget plan of `cost` had been priced against that).
   const NodeRecord& root = *records_.back();
-  if (root.backward_pass_ms > 0) {
-    graph.step_ms = forward_wall_ms_ + root.backward_pass_ms - root.backward_pass_replay_ms -
-                    root.backward_pass_first_touch_ms;
+  const NodeMeasures& pass = root.measured;
+  if (pass.backward_pass_ms > 0) {
+    graph.step_ms = forward_wall_ms_ + pass.backward_pass_ms - pass.backward_pass_replay_ms -
+                    pass.backward_pass_first_touch_ms;
   }
   const bool applied = active_ && !mismatch_ && graph.signature == active_->plan.signature;
   if (applied && static_cast<int>(active_->warm_steps.size()) < CachedPlan::kWarmPlans) {
@@ -276,7 +278,7 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
       MetaScope meta;
       step();
     }
-    REMAT_CHECK(!records_.empty() && records_.back()->backward_ran, "checkpointing: the rehearsed step recorded no "
+    REMAT_CHECK(!records_.empty() && records_.back()->measured.backward_ran, "checkpointing: the rehearsed step recorded no "
                 "forward under record(), or ran no backward from its loss");
     GraphProfile graph = profile_records(records_, step_start_);
     std::shared_ptr<CachedPlan> planned;
@@ -301,7 +303,7 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
 StepReport Checkpointer::report() const {
   StepReport report = report_;
   if (watch_) report.measured_peak_bytes = watch_->rise();
-  const RecomputeStats now = recompute_stats();
+  const ReplayStats now = profiler_->replays();
   report.replayed_nodes = now.nodes - replays_at_start_.nodes;
   report.recompute_ms = now.ms - replays_at_start_.ms;
   report.recompute_flops = now.flops - replays_at_start_.flops;

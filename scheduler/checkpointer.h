@@ -40,6 +40,7 @@
 
 #include "engine/allocator.h"
 #include "scheduler/plan.h"
+#include "scheduler/profiler.h"
 
 namespace remat::scheduler {
 
@@ -99,6 +100,7 @@ class Checkpointer {
    private:
     Checkpointer& owner_;
     RecomputeScope scope_;
+    GraphObserverScope measuring_;  // the step's nodes are measured by owner_'s Profiler
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
     double first_touch_at_start_ = first_touch_ms();
   };
@@ -156,7 +158,9 @@ class Checkpointer {
   bool mismatch_ = false;
   std::vector<std::shared_ptr<const NodeRecord>> records_;
   StepReport report_;
-  RecomputeStats replays_at_start_;
+  // Measures every step it records (its nodes keep it: Note [Graph events]).
+  std::shared_ptr<Profiler> profiler_ = std::make_shared<Profiler>();
+  ReplayStats replays_at_start_;
   double forward_wall_ms_ = 0;  // the latest Recording's lifetime, less its first touches: the step's forward
   uint64_t step_start_ = InputSource::kNone;  // mark_sequence() at the latest record()
   std::unique_ptr<TransientPeakWatch> watch_;

@@ -128,34 +128,9 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) 
     row.recorded_index = std::lower_bound(records.begin(), records.end(), &r, [](const NodeRecord* a, const NodeRecord* b) {
                            return a->sequence_nr < b->sequence_nr;
                          }) - records.begin();
-    row.sequence_nr = r.sequence_nr;
-    row.op = r.op;
-    row.input_shapes = r.input_shapes;
-    row.input_dtypes = r.input_dtypes;
-    row.output_shape = r.output_shape;
-    row.output_dtype = r.output_dtype;
-    row.output_bytes = r.output_bytes;
-    row.view_of = r.view_of;
-    row.output_dense = r.output_dense;
-    row.overwritable_input = r.overwritable_input;
-    row.replay_reuses_side_results = r.replay_reuses_side_results;
-    row.compute_bound = r.compute_bound;
-    row.flops = r.flops;
-    row.replay_flops = r.replay_flops;
-    row.forward_ms = r.forward_ms;
-    (r.replayed_in_place ? row.replay_in_place_ms : row.replay_ms) = r.replay_ms;
-    row.forward_peak_bytes = r.forward_peak_bytes;
-    row.saved = r.saved;
-    row.side_bytes = r.side_bytes;
-    row.backward_ran = r.backward_ran;
-    row.backward_ms = r.backward_ms;
-    row.released_early = r.released_early;
-    row.backward_late_peak_bytes = r.backward_late_peak_bytes;
-    row.backward_peak_bytes = r.backward_peak_bytes;
-    row.grad_bytes = r.grad_bytes;
+    static_cast<NodeFacts&>(row) = r;
+    static_cast<NodeMeasures&>(row) = r.measured;
     row.block = r.block ? *r.block : std::string();
-    row.region = r.region;
-    row.tag = r.tag;
     for (const InputSource& source : r.inputs) {
       auto it = position_of.find(source.producer);
       row.inputs.push_back(it == position_of.end() ? -1 : it->second);
@@ -268,6 +243,9 @@ double GraphProfile::training_step_ms() const {
 
 GraphProfile profile_graph(const Tensor& root) {
   REMAT_CHECK(root.defined() && root.grad_fn(), "profile_graph: tensor {} has no recorded graph", root.str());
+  REMAT_CHECK(root.grad_fn()->record().measured.observed, "profile_graph: the graph of {} was recorded unmeasured; "
+              "record it inside a scheduler::Profiling scope (scheduler/profiler.h) or a Checkpointer's record()",
+              root.str());
   std::vector<const NodeRecord*> records;
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack{root.grad_fn().get()};

@@ -15,16 +15,18 @@
 
 namespace remat::scheduler {
 
-struct NodeProfile {
+// One row: the node's recorded facts and measures (engine/autograd.h,
+// NodeFacts and NodeMeasures: a row is a value, so that a profile outlives
+// its records, loads from JSON and takes medians over steps), and where it
+// sits in the graph. Nodes of the same op, shapes and dtypes (a repeated
+// layer) share their group's median times (steadier plans, see
+// profile.cpp).
+struct NodeProfile : NodeFacts, NodeMeasures {
   int64_t position = 0;  // 0, 1, ... in recording order
   // Where it was recorded in its step (the Checkpointer's recording on one
   // thread; nodes the root does not depend on count too): plans are applied
   // by this index.
   int64_t recorded_index = 0;
-  uint64_t sequence_nr = 0;
-  std::string op;
-  std::vector<Shape> input_shapes;
-  std::vector<DType> input_dtypes;
   // Per input: the position of the node that made it, or -1 when it came
   // from outside the graph (a parameter, the batch); and the index of the
   // leaf its gradient accumulates into, or -1.
@@ -33,47 +35,10 @@ struct NodeProfile {
   // Per input from outside the graph made during its forward: its index in
   // GraphProfile::outside_inputs; -1 for any other input.
   std::vector<int64_t> outside;
-  Shape output_shape;
-  DType output_dtype = DType::Float32;
-  int64_t output_bytes = 0;  // 0 for views: they cost no storage
-  int view_of = -1;          // the input whose storage a view shares
-  // NodeRecord's: the output covers its storage densely; the input a replay
-  // may write over (engine/autograd.h, Note [Replays in place]), or -1.
-  bool output_dense = false;
-  int overwritable_input = -1;
-  // NodeRecord's: a replay makes no side results (their bytes are not
-  // allocated again), as layer_norm's reads its saved mean and rstd.
-  bool replay_reuses_side_results = false;
-  // NodeRecord's (OpTraits::compute_bound): a GEMM, which `cost` never replays.
-  bool compute_bound = false;
-  int64_t flops = 0;
-  int64_t replay_flops = 0;  // NodeRecord's: a replay's, where it does less than forward
-  // Measured; nodes of the same op, shapes and dtypes (a repeated layer)
-  // share their group's median (steadier plans, see profile.cpp).
-  double forward_ms = 0;
-  // Its replays as timed (0 where none was), into a new output and over an
-  // input (engine/autograd.h, Note [Replays in place]): in place an
-  // elementwise op runs about twice as fast as its forward, and a replay
-  // into a new block can be slower than forward (colder caches in backward).
-  double replay_ms = 0;
-  double replay_in_place_ms = 0;
-  int64_t forward_peak_bytes = 0;
-  std::vector<int> saved;  // NodeRecord::saved
-  int64_t side_bytes = 0;
   // The caller dropped its handle on the output before this position was
   // recorded (the node count when it was still held as the graph ended).
   int64_t released_at = 0;
-  bool backward_ran = false;
-  double backward_ms = 0;
-  int64_t backward_peak_bytes = 0;
-  // NodeRecord's: the saved value backward frees early (an index into
-  // `saved`, or -1) and the rise after that, as if it freed nothing.
-  int released_early = -1;
-  int64_t backward_late_peak_bytes = 0;
-  std::vector<int64_t> grad_bytes;  // NodeRecord::grad_bytes
   std::string block;  // "" outside any block
-  uint64_t region = 0;  // its checkpoint region, or 0
-  Tag tag = Tag::Keep;  // the tag it was recorded with
 
   // Bytes of a dense tensor of the output's shape (a gradient of it).
   int64_t dense_output_bytes() const;

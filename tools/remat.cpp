@@ -3,8 +3,8 @@
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
 //   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--json]
-//   remat explain --workload W1|W2 --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
-//   remat tradeoff --workload W1|W2 [--fractions 0.25,0.5,...] --out DIR   (CSV, JSON, DOT of blocks and cost)
+//   remat explain --workload W1|W2|W3 [--device cuda] --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
+//   remat tradeoff --workload W1|W2|W3 [--device cuda] [--fractions 0.25,0.5,...] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
@@ -27,6 +27,7 @@
 
 #include "comm/mpi.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
 #include "scheduler/dot.h"
@@ -81,6 +82,7 @@ struct CommonFlags {
   std::optional<double> lr, weight_decay;
   std::string seed;  // parse_seed: CLI11 took "-1" for 2^64 - 1
   std::optional<int> threads;
+  std::string device = "cpu";
   int64_t gradient_accumulation_steps = 1;
   int64_t local_sgd_steps = 0;
   bool diloco = false;
@@ -94,6 +96,7 @@ void apply(const CommonFlags& flags, Options& options) {
   if (flags.weight_decay) options.weight_decay = *flags.weight_decay;
   if (!flags.seed.empty()) options.seed = parse_seed(flags.seed, "train --seed");
   if (flags.threads) options.threads = *flags.threads;
+  options.device = flags.device;
   options.gradient_accumulation_steps = flags.gradient_accumulation_steps;
   options.local_sgd_steps = flags.local_sgd_steps;
   if (flags.diloco) options.diloco = flags.outer;
@@ -127,6 +130,13 @@ void set_threads_and_print_gemm(int threads) {
   fmt::print("gemm: {}\n", remat::kernels::cpu::blas_summary());
 }
 
+// The device a run trains on, when it is not the CPU: the GPU, driver, CUDA
+// and cuBLAS versions (under mpirun each rank takes its local GPU instead).
+void print_device(const std::string& name) {
+  const remat::Device device = remat::device_from_name(name);
+  if (device.is_cuda()) fmt::print("device: {}\n", remat::device_description(device));
+}
+
 void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool json) {
   remat::train::check_options(options);  // before the header
   if (!json && main_process()) {
@@ -134,6 +144,7 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
                fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads,
                distribution(options));
     set_threads_and_print_gemm(options.threads);
+    print_device(options.device);
     fmt::print("{:>5} {:>11} {:>10} {:>9} {:>8} {:>16} {:>10} {:>12} {:>7}\n", "epoch", "train_loss", "test_loss",
                "test_acc", "seconds", "peak_activation", "allreduce", "payload", "comm_s");
     std::fflush(stdout);
@@ -166,6 +177,7 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
                options.block_size, options.batch_size, options.lr, options.max_steps, options.time_limit_seconds,
                options.threads, distribution(options));
     set_threads_and_print_gemm(options.threads);
+    print_device(options.device);
     fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>13} {:>16} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
                "seconds", "tokens/s/rank", "peak_activation", "first_step_peak", "allreduce");
     std::fflush(stdout);
@@ -327,14 +339,15 @@ void run_tradeoff(remat::train::TradeoffOptions options, const std::string& out_
   for (const char* policy : {"blocks", "cost"}) {
     fmt::print(stderr, "planning {} {} for graph_{}.dot ...\n", options.workload, policy, policy);
     const auto [graph, plan] = remat::train::plan_workload(
-        {.workload = options.workload, .policy = policy, .threads = options.threads, .warmup = 1, .seed = options.seed});
+        {.workload = options.workload, .policy = policy, .threads = options.threads, .warmup = 1, .seed = options.seed,
+         .device = options.device});
     const fs::path path = out / fmt::format("graph_{}.dot", policy);
     write_file(path, remat::scheduler::to_dot(graph, plan));
     written.push_back(path.string());
   }
 
-  fmt::print("{} trade-off, {} thread(s), median of {} step(s) after {} warm-up(s)\n", options.workload,
-             options.threads, options.steps, options.warmup);
+  fmt::print("{} trade-off on {}, {} thread(s), median of {} step(s) after {} warm-up(s)\n", options.workload,
+             options.device, options.threads, options.steps, options.warmup);
   fmt::print("{:<8} {:>10} {:>10} {:>10} {:>9} {:>6} {:>8} {:>7}\n", "policy", "budget", "peak", "predicted", "step_ms",
              "x_all", "replays", "pareto");
   auto in_mib = [](std::optional<int64_t> bytes) {
@@ -360,6 +373,8 @@ void run_tradeoff(remat::train::TradeoffOptions options, const std::string& out_
 // The options bench and explain share: which workload, and how to plan it.
 void add_plan_options(CLI::App* command, remat::train::WorkloadOptions& options, std::string& budget) {
   command->add_option("--workload", options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")->capture_default_str();
+  command->add_option("--device", options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
+      ->capture_default_str();
   command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost or optimal")
       ->capture_default_str();
   command->add_option("--budget", budget, "peak activation bytes for cost/optimal, e.g. 64MiB");
@@ -399,6 +414,8 @@ int main(int argc, char** argv) {
   train->add_option("--weight-decay", common.weight_decay, "AdamW decoupled weight decay (1e-2, 0.1)");
   train->add_option("--seed", common.seed, "seed of initialisation, shuffling and sampling (0)");
   train->add_option("--threads", common.threads, "CPU threads per process (2)");
+  train->add_option("--device", common.device, "cpu, or cuda[:N] (under mpirun: each rank its local GPU, NCCL; the "
+                    "CUDA kernels have not yet run on a GPU)")->capture_default_str();
   train->add_option("--gradient-accumulation-steps", common.gradient_accumulation_steps,
                     "micro-batches per optimizer step")->capture_default_str();
   train->add_option("--local-sgd-steps", common.local_sgd_steps,
@@ -455,8 +472,6 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
   std::string bench_budget;
   add_plan_options(bench, bench_options, bench_budget);
-  bench->add_option("--device", bench_options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
-      ->capture_default_str();
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
@@ -484,7 +499,10 @@ int main(int argc, char** argv) {
   std::string fractions, out_dir;
   CLI::App* tradeoff = app.add_subcommand(
       "tradeoff", "sweep recompute policies and budgets on a workload: peak memory against step time");
-  tradeoff->add_option("--workload", tradeoff_options.workload, "W1 or W2")->capture_default_str();
+  tradeoff->add_option("--workload", tradeoff_options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")
+      ->capture_default_str();
+  tradeoff->add_option("--device", tradeoff_options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
+      ->capture_default_str();
   tradeoff->add_option("--threads", tradeoff_options.threads, "CPU threads")->capture_default_str();
   tradeoff->add_option("--steps", tradeoff_options.steps, "timed steps per run")->capture_default_str();
   tradeoff->add_option("--rounds", tradeoff_options.rounds, "interleaved repeats of the sweep (median step time)")

@@ -1,7 +1,12 @@
 // Accelerator; see accelerator.h.
 #include "train/accelerator.h"
 
+#include "engine/factory.h"
 #include "ops/ops.h"
+
+#if REMAT_HAVE_NCCL
+#include "comm/nccl.h"
+#endif
 
 namespace remat::train {
 
@@ -17,15 +22,31 @@ void PreparedScheduler::step() {
   if (accelerator_.sync_gradients()) scheduler_.step();
 }
 
-Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)), comm_(options_.communicator) {
+Accelerator::Accelerator(AcceleratorOptions options)
+    : options_(std::move(options)), device_(options_.device), comm_(options_.communicator) {
   REMAT_CHECK(options_.gradient_accumulation_steps >= 1,
               "Accelerator: gradient_accumulation_steps must be >= 1, got {}", options_.gradient_accumulation_steps);
   REMAT_CHECK(options_.bucket_bytes > 0, "Accelerator: bucket_bytes must be > 0, got {}", options_.bucket_bytes);
-  if (!comm_) comm_ = comm::world();
+  REMAT_CHECK(!device_.is_meta(), "Accelerator: device meta holds no values to train");
+  if (comm_) return;
+  if (!device_.is_cuda() || !comm::Mpi::launched_by_mpi()) {
+    comm_ = comm::world();
+    return;
+  }
+#if REMAT_HAVE_NCCL
+  bootstrap_ = std::make_unique<comm::Mpi>();
+  auto nccl = std::make_shared<comm::Nccl>(*bootstrap_);
+  device_ = Device::cuda(nccl->device());
+  comm_ = std::move(nccl);
+#else
+  REMAT_FAIL("Accelerator: device {} under mpirun needs NCCL, which this build has not (CMake found no NCCL)",
+             device_.str());
+#endif
 }
 
 void Accelerator::prepare(nn::Module& model) {
   model_ = &model;
+  model.to(device_);
   if (num_processes() > 1) comm::broadcast_buckets(*comm_, model.parameters(), 0, options_.bucket_bytes);
 }
 
@@ -34,6 +55,7 @@ data::DataLoader Accelerator::prepare(const data::DataLoader& loader) {
   REMAT_CHECK(options.num_shards == 1, "Accelerator: the loader is already split into {} shards", options.num_shards);
   options.num_shards = num_processes();
   options.shard = rank();
+  options.device = device_;
   data::DataLoader sharded(loader.dataset(), options);
   if (batch_rows_.empty()) {  // the first loader prepared is the training loader
     for (int64_t i = 0; i < sharded.size(); ++i) batch_rows_.push_back(sharded.batch_rows(i));
@@ -111,12 +133,15 @@ void Accelerator::backward(const Tensor& loss) {
 Tensor Accelerator::gather(const Tensor& values) const {
   REMAT_CHECK(values.defined() && values.dim() >= 1, "Accelerator::gather: need a tensor with a leading axis, got {}",
               values.defined() ? values.str() : "an undefined tensor");
-  const Tensor local = dense(values);
+  // NCCL gathers GPU buffers only; the result comes back to the CPU.
+  const Device where = comm_->backend() == "nccl" ? device_ : Device::cpu();
+  const Tensor local = to(dense(values), where);
   Shape shape = local.shape();
   shape[0] *= num_processes();
-  Tensor out(shape, local.dtype());
+  Tensor out(shape, local.dtype(), where);
+  synchronize(where);
   comm_->allgather(local.raw_data(), out.raw_data(), local.numel(), local.dtype());
-  return out;
+  return to(out, Device::cpu());
 }
 
 }  // namespace remat::train

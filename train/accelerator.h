@@ -32,6 +32,7 @@
 
 #include "comm/buckets.h"
 #include "comm/communicator.h"
+#include "comm/mpi.h"
 #include "nn/module.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -42,7 +43,12 @@ namespace remat::train {
 struct AcceleratorOptions {
   int64_t gradient_accumulation_steps = 1;  // >= 1
   int64_t bucket_bytes = comm::kDefaultBucketBytes;
-  // Null: comm::world() (MPI when started by mpirun, else a single process).
+  // Where the model trains: prepare(model) moves it there and a prepared
+  // loader's batches arrive there, as Accelerate's device placement.
+  Device device = Device::cpu();
+  // Null: comm::world() (MPI when started by mpirun, else a single
+  // process); on a GPU under mpirun, NCCL bootstrapped over MPI, one rank
+  // per GPU (each rank's device is then the GPU of its local rank).
   std::shared_ptr<comm::Communicator> communicator;
 };
 
@@ -88,6 +94,7 @@ class Accelerator {
   int num_processes() const { return comm_->world_size(); }
   bool is_main_process() const { return rank() == 0; }
   comm::Communicator& communicator() const { return *comm_; }
+  Device device() const { return device_; }
   const AcceleratorOptions& options() const { return options_; }
 
   // Prints on rank 0 only (a line per message, to stdout, flushed).
@@ -99,8 +106,9 @@ class Accelerator {
     std::fflush(stdout);
   }
 
-  // The model whose gradients backward() synchronises; its parameters are
-  // broadcast from rank 0, so every rank starts from the same model.
+  // The model whose gradients backward() synchronises, moved to device();
+  // its parameters are broadcast from rank 0, so every rank starts from the
+  // same model.
   void prepare(nn::Module& model);
   // The same loader over this rank's shard (its seed is kept: ranks must
   // share it). The first loader prepared is the training loader: its batch
@@ -139,6 +147,8 @@ class Accelerator {
   void begin_micro_batch(nn::Module& model);
 
   AcceleratorOptions options_;
+  Device device_;
+  std::unique_ptr<comm::Mpi> bootstrap_;  // NCCL's, when the Accelerator made it
   std::shared_ptr<comm::Communicator> comm_;
   nn::Module* model_ = nullptr;
   // Epoch geometry from the first prepared loader: its batches' rows.

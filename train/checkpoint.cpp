@@ -88,10 +88,14 @@ std::vector<std::pair<std::string, Tensor>> copies(const std::vector<std::pair<s
 void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer, int64_t step,
                      nn::SafetensorsMetadata metadata, const LocalSGD* local_sgd) {
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, p] : model.named_parameters()) tensors.emplace_back(std::string(kModel) + name, p);
-  for (const auto& [name, t] : optimizer.state_dict()) tensors.emplace_back(std::string(kOptimizer) + name, t);
+  // Read on the CPU (a GPU's tensors are copied).
+  const auto add = [&](std::string_view prefix, const std::string& name, const Tensor& t) {
+    tensors.emplace_back(std::string(prefix) + name, to(t, Device::cpu()));
+  };
+  for (const auto& [name, p] : model.named_parameters()) add(kModel, name, p);
+  for (const auto& [name, t] : optimizer.state_dict()) add(kOptimizer, name, t);
   if (local_sgd != nullptr) {
-    for (const auto& [name, t] : local_sgd->state_dict()) tensors.emplace_back(std::string(kLocalSgd) + name, t);
+    for (const auto& [name, t] : local_sgd->state_dict()) add(kLocalSgd, name, t);
     metadata["local_sgd_steps"] = std::to_string(local_sgd->steps());
   }
   // A run that diverged must not replace its last good checkpoint.
@@ -159,10 +163,7 @@ int64_t load_checkpoint(const std::string& path, nn::Module& model, optim::Optim
     optimizer.load_state_dict(optimizer_state);
   }
   NoGradGuard no_grad;
-  for (const auto& [name, p] : parameters) {
-    std::memcpy(p.raw_data(), model_tensors.at(name).raw_data(), p.nbytes());
-    p.storage()->bump_version();
-  }
+  for (const auto& [name, p] : parameters) copy_into(p, model_tensors.at(name));
   return step;
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "engine/error.h"
+#include "engine/factory.h"
 #include "engine/rng.h"
 
 namespace remat::data {
@@ -107,7 +108,11 @@ Batch DataLoader::gather(const std::vector<int64_t>& rows) const {
     }
     return out;
   };
-  return Batch{take(dataset_.inputs), take(dataset_.targets)};
+  return to(Batch{take(dataset_.inputs), take(dataset_.targets)}, options_.device);
+}
+
+Batch to(const Batch& batch, Device device) {
+  return {remat::to(batch.inputs, device), remat::to(batch.targets, device)};
 }
 
 Batch DataLoader::Epoch::batch(int64_t index) const {

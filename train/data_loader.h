@@ -34,6 +34,8 @@ struct Batch {
   Tensor inputs;   // (B, ...) contiguous copies of the chosen rows
   Tensor targets;  // (B, ...)
 };
+// The batch on `device` (itself where it is there already).
+Batch to(const Batch& batch, Device device);
 
 struct LoaderOptions {
   int64_t batch_size = 64;  // > 0
@@ -47,6 +49,9 @@ struct LoaderOptions {
   // its first rows so that every shard has ceil(N / num_shards) rows.
   int64_t num_shards = 1;  // >= 1
   int64_t shard = 0;       // in [0, num_shards)
+  // Where batches arrive: gathered on the CPU, then copied there (an
+  // Accelerator's prepared loader sets its device).
+  Device device = Device::cpu();
 };
 
 class DataLoader {

@@ -34,7 +34,7 @@ std::pair<double, double> evaluate(nn::Module& model, const data::Dataset& datas
   const int64_t n = dataset.size(), ranks = accelerator.num_processes();
   std::vector<int64_t> rows;
   for (int64_t i = accelerator.rank(); i < n; i += ranks) rows.push_back(i);
-  const data::DataLoader all(dataset, {.batch_size = 1000});
+  const data::DataLoader all(dataset, {.batch_size = 1000, .device = accelerator.device()});
   double loss_sum = 0, correct = 0;
   for (size_t first = 0; first < rows.size(); first += 1000) {
     const data::Batch batch =
@@ -75,6 +75,7 @@ std::vector<Setting> shared_settings(const FashionMnistOptions& o) {
 
 // Every option, before the data is read.
 void check_options(const FashionMnistOptions& o) {
+  REMAT_CHECK(!device_from_name(o.device).is_meta(), "train: --device meta holds no values to train");
   REMAT_CHECK(o.epochs >= 1, "train: --epochs must be at least 1, got {}", o.epochs);
   REMAT_CHECK(o.batch_size >= 1, "train: --batch-size must be at least 1, got {}", o.batch_size);
   REMAT_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr must be > 0, got {}", o.lr);
@@ -92,7 +93,8 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
   check_options(options);
   kernels::cpu::set_num_threads(options.threads);
 
-  Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps});
+  Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps,
+                           .device = device_from_name(options.device)});
   check_ranks_agree(accelerator.communicator(), shared_settings(options), "train");
   const data::Dataset train_set = data::load_fashion_mnist("train", options.data_dir);
   const data::Dataset test_set = data::load_fashion_mnist("test", options.data_dir);
@@ -111,7 +113,7 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
   accelerator.set_epoch_length(planned);
 
   std::vector<EpochResult> results;
-  Allocator& allocator = cpu_allocator();
+  Allocator& allocator = allocator_for(accelerator.device());
   // One guard over all epochs, so that H counts on across them and DiLoCo's
   // outer momentum lives on; finish() averages before each evaluation.
   LocalSGD local_sgd(accelerator, model,
@@ -126,7 +128,7 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
     for (const data::Batch& batch : loader.epoch(epoch)) {
       if (batches == planned) break;
       const int64_t transient_before = allocator.stats().live_transient;
-      ScopedPeak peak;
+      ScopedPeak peak(accelerator.device());
       auto window = accelerator.accumulate(model);
       Tensor loss = cross_entropy(model.forward(batch.inputs), batch.targets);
       accelerator.backward(loss);

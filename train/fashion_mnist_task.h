@@ -17,6 +17,7 @@
 namespace remat::train {
 
 struct FashionMnistOptions {
+  std::string device = "cpu";  // cpu, or cuda[:N]
   int epochs = 3;
   int64_t batch_size = 64;
   double lr = 1e-3;

@@ -42,7 +42,7 @@ double validation_loss(nn::GPT& model, const data::TextWindows& windows, int64_t
   model.eval();
   double total = 0;
   for (int64_t i = 0; i < batches; ++i) {
-    const data::Batch batch = windows.batch(i);
+    const data::Batch batch = data::to(windows.batch(i), accelerator.device());
     total += model.forward(batch.inputs, batch.targets).loss.item<double>();
   }
   model.train();
@@ -128,6 +128,7 @@ std::vector<std::pair<std::string, std::string>> other_world_checkpoints(const s
 // Every option, before anything runs: a bad value found when training ends
 // (a --temperature of 0 at sampling time) would lose the trained model.
 void check_options(const KjvGptOptions& o) {
+  REMAT_CHECK(!device_from_name(o.device).is_meta(), "train: --device meta holds no values to train");
   REMAT_CHECK(o.n_layer >= 1 && o.n_head >= 1 && o.n_embd >= 1 && o.block_size >= 1, "train: --n-layer, --n-head, "
               "--n-embd and --block-size must be at least 1, got {}, {}, {} and {}", o.n_layer, o.n_head, o.n_embd,
               o.block_size);
@@ -168,7 +169,8 @@ void check_options(const KjvGptOptions& o) {
 KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval) {
   check_options(options);
   kernels::cpu::set_num_threads(options.threads);
-  Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps});
+  Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps,
+                           .device = device_from_name(options.device)});
 
   // Every output can be written, no two flags name one file, and no other
   // run is writing this checkpoint: found now, not after training.
@@ -266,7 +268,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   }
   result.parameters = model.num_parameters();
   result.vocab_size = tokenizer.vocab_size();
-  Allocator& allocator = cpu_allocator();
+  Allocator& allocator = allocator_for(accelerator.device());
   const auto start = Clock::now();
   const int64_t k = options.gradient_accumulation_steps;
   const int64_t ranks = accelerator.num_processes();
@@ -288,21 +290,23 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   if (options.checkpointing_budget && options.checkpointing_profile.empty() && result.first_step < options.max_steps) {
     // The first step within the budget too (or the run refused before it):
     // planned from a rehearsal of it on the meta device.
-    const data::Batch batch = train_windows.batch(result.first_step * k * ranks + accelerator.rank());
+    const data::Batch batch =
+        data::to(train_windows.batch(result.first_step * k * ranks + accelerator.rank()), accelerator.device());
     model.rehearse_checkpointing([&] { model.forward(batch.inputs, batch.targets).loss.backward(); });
   }
   for (int64_t step = result.first_step; step < options.max_steps; ++step) {
     int64_t step_peak = 0;
     for (int64_t micro = 0; micro < k; ++micro) {
       // Each rank its own windows; one rank without accumulation draws batch(step).
-      const data::Batch batch = train_windows.batch((step * k + micro) * ranks + accelerator.rank());
+      const data::Batch batch =
+          data::to(train_windows.batch((step * k + micro) * ranks + accelerator.rank()), accelerator.device());
       auto window = accelerator.accumulate(model);
       double loss_value = 0;
       {
         // The peak of forward and backward, the span a checkpointing budget
         // bounds (clipping's and AdamW's temporaries come after it).
         const int64_t transient_before = allocator.stats().live_transient;
-        ScopedPeak scope;
+        ScopedPeak scope(accelerator.device());
         Tensor loss = model.forward(batch.inputs, batch.targets).loss;
         loss_value = loss.item<double>();
         accelerator.backward(loss);

@@ -15,6 +15,7 @@
 namespace remat::train {
 
 struct KjvGptOptions {
+  std::string device = "cpu";  // cpu, or cuda[:N]
   // Model.
   int64_t n_layer = 4;
   int64_t n_head = 4;

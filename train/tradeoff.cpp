@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/factory.h"
 #include "train/limits.h"
 
 namespace remat::train {
@@ -26,8 +27,10 @@ constexpr double kMiB = 1024.0 * 1024.0;
 double mib(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 
 void check_options(const TradeoffOptions& options) {
-  REMAT_CHECK(options.workload == "W1" || options.workload == "W2",
-              "tradeoff: unknown workload '{}' (available: W1, W2)", options.workload);
+  REMAT_CHECK(options.workload == "W1" || options.workload == "W2" || options.workload == "W3",
+              "tradeoff: unknown workload '{}' (available: W1, W2, W3)", options.workload);
+  REMAT_CHECK(options.workload != "W3" || device_from_name(options.device).is_cuda(), "tradeoff: W3 (GPT-2 124M) "
+              "is a GPU workload: give --device cuda (on the CPU a step takes minutes)");
   check_threads(options.threads, "tradeoff");
   REMAT_CHECK(options.steps >= 1, "tradeoff: steps must be at least 1, got {}", options.steps);
   REMAT_CHECK(options.rounds >= 1, "tradeoff: rounds must be at least 1, got {}", options.rounds);
@@ -66,7 +69,7 @@ std::string cell(std::optional<double> value, const char* format) {
 std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
   check_options(options);
   const WorkloadOptions base{.workload = options.workload, .threads = options.threads, .steps = options.steps,
-                             .warmup = options.warmup, .seed = options.seed};
+                             .warmup = options.warmup, .seed = options.seed, .device = options.device};
   const size_t runs = 4 + 2 * options.budget_fractions.size();
   std::vector<TradeoffRow> rows;
   auto say = [&](const std::string& line) {

@@ -24,6 +24,7 @@ namespace remat::train {
 
 struct TradeoffOptions {
   std::string workload = "W1";
+  std::string device = "cpu";  // cpu, or cuda[:N] (train/workload.h)
   int threads = 1;
   int steps = 3;   // timed steps per run
   int warmup = 1;  // untimed steps first; at least 1 (the checkpointer's profiling step)

@@ -229,7 +229,6 @@ class Run {
     std::optional<TraceRecorder> trace;
     if (traced) trace.emplace();
     ScopedPeak peak(device_);
-    reset_recompute_stats();
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     optimizer_->zero_grad();

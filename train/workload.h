@@ -70,7 +70,7 @@ struct WorkloadReport {
   // Bytes backward reads that the plan keeps, and that it drops (replays).
   int64_t kept_bytes = 0, dropped_bytes = 0;
   int64_t replayed_nodes = 0;
-  // Time and FLOPs of replayed nodes in a step (engine's RecomputeStats).
+  // Time and FLOPs of replayed nodes in a step (its Checkpointer's Profiler).
   double recompute_ms = 0;
   // The plan's price for its replays, and the step time of the profile it
   // was made from (StepReport), for seeing how far the measured figures moved.

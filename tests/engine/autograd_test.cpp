@@ -157,27 +157,6 @@ TEST(Autograd, ActivationBytesReturnToZeroAfterAStep) {
   EXPECT_EQ(cpu_allocator().stats().live_of(MemoryCategory::Temporary), 0);
 }
 
-TEST(Autograd, TheRootRecordsItsPassFirstTouchesApart) {
-  // mul's backward makes w's 4 MiB gradient. With the allocator's cache
-  // empty that is a fresh block whose pages the pass maps; the next pass
-  // finds it cached. A planner leaves that time out of a step's.
-  Tensor w = uniform({1024, 1024}, -1.0, 1.0).requires_grad_();
-  const Tensor x = uniform({1024, 1024}, -1.0, 1.0);
-  auto pass = [&] {
-    w.set_grad(Tensor());  // its block back to the cache
-    const Tensor loss = sum(mul(w, x));
-    loss.backward();
-    return loss.grad_fn()->record();
-  };
-  cpu_allocator().empty_cache();
-  const NodeRecord cold = pass();
-  EXPECT_GT(cold.backward_pass_first_touch_ms, 0.0);
-  EXPECT_LE(cold.backward_pass_first_touch_ms, cold.backward_pass_ms);
-  const NodeRecord warm = pass();
-  EXPECT_EQ(warm.backward_pass_first_touch_ms, 0.0);
-  EXPECT_GT(warm.backward_pass_ms, 0.0);
-}
-
 TEST(Autograd, SavedActivationsAreFreedDuringBackward) {
   // A chain of 8 relus on (256, 256) float32 (256 KiB each). Each node saves
   // its output; backward frees them one by one, so the peak during backward
@@ -232,9 +211,6 @@ TEST(Autograd, ALinearLayerLetsGoOfItsInputBeforeAllocatingItsInputGradient) {
   const int64_t dy = 64 * 32 * 4, dw = 32 * 1024 * 4, hidden = 64 * 1024 * 4;
   EXPECT_LE(scope.stats().peak_transient - after_forward, 4 + dy + dw);
   EXPECT_LT(scope.stats().peak_transient - after_forward, hidden);
-  EXPECT_EQ(second_linear->record().released_early, 0);  // its saved input
-  EXPECT_EQ(gelu_node->record().released_early, -1);
-  EXPECT_EQ(gelu_node->record().grad_bytes, std::vector<int64_t>{kGradientAliasesOutput});
 }
 
 TEST(Autograd, AGradientTheCallerHoldsIsNeverOverwritten) {

@@ -2,6 +2,7 @@
 // fill colour per tag, views dashed, blocks as clusters, one edge per input
 // made inside the graph, escaped names. Graphviz itself is not needed.
 #include "scheduler/dot.h"
+#include "scheduler/profiler.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@ namespace {
 // x (8, 4) -> [block: linear(4 -> 3) -> gelu -> relu] -> transpose view -> sum,
 // after backward.
 GraphProfile tiny_graph() {
+  Profiling profiling;  // measure the graph recorded here
   Tensor w = ones({3, 4}).requires_grad_();
   Tensor x = ones({8, 4});
   Tensor h;

@@ -3,6 +3,7 @@
 // every time it is read, and malformed or edited files are errors that say
 // what is wrong.
 #include "scheduler/profile_json.h"
+#include "scheduler/profiler.h"
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@ namespace {
 // A profile of a small GPT's step with dropout (views, layer norms with
 // side results, constants made between nodes, early releases).
 GraphProfile gpt_profile() {
+  Profiling profiling;  // measure the graph recorded here
   nn::GPT model(nn::GPTConfig{.vocab_size = 13, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16,
                               .dropout = 0.1, .seed = 4});
   Generator g(5);

@@ -1,6 +1,7 @@
 // The profile of a recorded graph: order, bytes, FLOPs, block marks and
 // signatures, on graphs small enough to count by hand.
 #include "scheduler/profile.h"
+#include "scheduler/profiler.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@ namespace {
 
 // x (8, 4) -> linear(4 -> 3) -> relu -> transpose view -> sum
 Tensor small_graph(int64_t rows) {
+  Profiling profiling;  // measure the graph recorded here
   Tensor w = ones({3, 4}).requires_grad_();
   Tensor x = ones({rows, 4});
   Tensor h;
@@ -119,6 +121,7 @@ TEST(Profile, TheMediansIntervalIsTheBinomialOrderStatistics) {
 // one per storage, placed by when they were made and when the caller let
 // go; the leaf, made before the graph's first node, has none.
 TEST(Profile, ConstantsMadeBetweenNodesAreOutsideInputs) {
+  Profiling profiling;  // measure the graph recorded here
   Generator g(5);
   const Tensor w = normal({8, 16}, 0, 1, DType::Float32, g).requires_grad_();
   Tensor loss;
@@ -164,6 +167,7 @@ class ConvLike final : public Node {
 // list of op names in the planner: before, any op but matmul, linear and
 // affine counted as memory-bound, and `cost` would have replayed it.
 TEST(Profile, AnOpDeclaresWhetherItIsComputeBound) {
+  Profiling profiling;  // measure the graph recorded here
   Tensor x = ones({16, 8}).requires_grad_();
   const Tensor loss = sum(gelu(apply_op(std::make_shared<ConvLike>(), {gelu(linear(x, ones({8, 8})))})));
   const GraphProfile p = profile_graph(loss);

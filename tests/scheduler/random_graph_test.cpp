@@ -23,6 +23,7 @@
 #include "engine/allocator.h"
 #include "ops/ops.h"
 #include "scheduler/checkpointer.h"
+#include "scheduler/profiler.h"
 #include "scheduler/plan.h"
 #include "scheduler/simulate.h"
 #include "tests/support/errors.h"
@@ -373,6 +374,7 @@ struct Reference {
 
 // A step with no checkpointing at all.
 Reference reference_step(RandomGraph& graph) {
+  Profiling profiling;  // measure the graph recorded here
   graph.zero_grads();
   const Tensor loss = graph.build();
   loss.backward();

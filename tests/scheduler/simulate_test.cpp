@@ -4,6 +4,7 @@
 // plan that replays one node, none or all of them. Random graphs check the
 // same under the planners' plans (random_graph_test.cpp).
 #include "scheduler/simulate.h"
+#include "scheduler/profiler.h"
 
 #include <gtest/gtest.h>
 
@@ -51,6 +52,7 @@ Measured measure(const Tensor& w, const std::vector<Tag>& tags) {
 }
 
 TEST(Simulate, ConstantsMadeBetweenNodesArePredictedExactly) {
+  Profiling profiling;  // measure the graph recorded here
   Generator g(5);
   const Tensor w = normal({8, 16}, 0, 1, DType::Float32, g).requires_grad_();
   GraphProfile profile;

@@ -1,0 +1,170 @@
+// The Profiler; see profiler.h.
+#include "scheduler/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/error.h"
+#include "engine/meta.h"
+
+namespace remat::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+struct Profiler::Frame {
+  enum class Kind { Forward, Replay, Backward, Pass };
+  Kind kind = Kind::Forward;
+  Node* node = nullptr;
+  // A backward or pass is measured on its first run only.
+  bool measured = true;
+  Clock::time_point start = Clock::now();
+  double first_touch_at_start = first_touch_ms();
+  // A forward's or backward's rise of transient bytes (on the allocator its
+  // outputs come from: the meta one in a rehearsal).
+  Allocator* allocator = nullptr;
+  int64_t start_level = 0;
+  std::unique_ptr<TransientPeakWatch> whole;
+  // A backward's early release (NodeMeasures): the rise before it, the
+  // live bytes either side of it, which saved value it freed, and the rise
+  // after it.
+  int64_t early_rise = 0, live_before_release = 0, live_after_release = 0;
+  int released = -1;
+  std::unique_ptr<TransientPeakWatch> late;
+  ReplayStats replays_at_start;  // a pass's
+
+  void watch(Device device) {
+    allocator = &allocator_for(placement(device));
+    start_level = allocator->stats().live_transient;
+    whole = std::make_unique<TransientPeakWatch>(*allocator);
+  }
+  // Wall time since the start, less first touches of fresh memory.
+  double warm_ms() const { return ms_since(start) - (first_touch_ms() - first_touch_at_start); }
+};
+
+std::vector<Profiler::Frame>& Profiler::frames() {
+  thread_local std::vector<Frame> stack;
+  return stack;
+}
+
+std::optional<Profiler::Frame> Profiler::take(Node& node) {
+  std::vector<Frame>& stack = frames();
+  const auto innermost = std::find_if(stack.rbegin(), stack.rend(), [&](const Frame& f) { return f.node == &node; });
+  if (innermost == stack.rend()) return std::nullopt;
+  const auto at = std::prev(innermost.base());
+  std::optional<Frame> frame(std::move(*at));
+  stack.erase(at, stack.end());
+  return frame;
+}
+
+void Profiler::forward_started(Node& node, Device device) {
+  Frame frame{.kind = Frame::Kind::Forward, .node = &node};
+  frame.watch(device);
+  frames().push_back(std::move(frame));
+}
+
+void Profiler::forward_finished(Node& node) {
+  const std::optional<Frame> frame = take(node);
+  if (!frame) return;
+  NodeMeasures& measured = node.shared_record()->measured;
+  measured.observed = true;
+  measured.forward_ms = frame->warm_ms();
+  measured.forward_peak_bytes = frame->whole->rise();
+}
+
+void Profiler::replay_started(Node& node) { frames().push_back(Frame{.kind = Frame::Kind::Replay, .node = &node}); }
+
+void Profiler::replayed(Node& node, bool in_place) {
+  const std::optional<Frame> frame = take(node);
+  if (!frame) return;
+  // As forward times leave out first touches of fresh memory, so do replays.
+  const double ms = frame->warm_ms();
+  NodeRecord& record = *node.shared_record();
+  record.measured.replay_ms = in_place ? 0.0 : ms;
+  record.measured.replay_in_place_ms = in_place ? ms : 0.0;
+  std::lock_guard lock(mutex_);
+  replays_.nodes += 1;
+  replays_.ms += ms;
+  replays_.flops += record.replay_flops;
+}
+
+void Profiler::backward_started(Node& node, const Tensor& grad_output) {
+  Frame frame{.kind = Frame::Kind::Backward, .node = &node, .measured = !node.record().measured.backward_ran};
+  if (frame.measured) frame.watch(grad_output.device());
+  frames().push_back(std::move(frame));
+}
+
+void Profiler::saved_value_releasing(Node& node) {
+  std::vector<Frame>& stack = frames();
+  if (stack.empty() || stack.back().node != &node || !stack.back().measured) return;
+  Frame& frame = stack.back();
+  frame.early_rise = frame.whole->rise();
+  frame.live_before_release = frame.allocator->stats().live_transient;
+}
+
+void Profiler::saved_value_released(Node& node, int record_index) {
+  std::vector<Frame>& stack = frames();
+  if (stack.empty() || stack.back().node != &node || !stack.back().measured) return;
+  Frame& frame = stack.back();
+  REMAT_CHECK(frame.released < 0, "{}: backward released a second saved value early; the profile has room for one",
+              node.name());
+  frame.released = record_index;
+  frame.live_after_release = frame.allocator->stats().live_transient;
+  frame.late = std::make_unique<TransientPeakWatch>(*frame.allocator);
+}
+
+void Profiler::backward_finished(Node& node, const Tensor& grad_output, const Tensors& grads) {
+  const std::optional<Frame> frame = take(node);
+  if (!frame || !frame->measured) return;
+  NodeMeasures& measured = node.shared_record()->measured;
+  measured.released_early = frame->released;
+  if (frame->released < 0) {
+    measured.backward_peak_bytes = frame->whole->rise();
+    measured.backward_late_peak_bytes = 0;
+  } else {
+    const int64_t freed = frame->live_before_release - frame->live_after_release;
+    measured.backward_peak_bytes = frame->early_rise;
+    measured.backward_late_peak_bytes = frame->live_after_release + frame->late->rise() + freed - frame->start_level;
+  }
+  measured.backward_ms = frame->warm_ms();
+  measured.grad_bytes.assign(node.next_edges().size(), kNoGradient);
+  for (size_t i = 0; i < grads.size() && i < measured.grad_bytes.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    measured.grad_bytes[i] = grads[i].storage() == grad_output.storage()
+                                 ? kGradientAliasesOutput
+                                 : static_cast<int64_t>(grads[i].storage()->nbytes());
+  }
+  measured.backward_ran = true;
+}
+
+void Profiler::pass_started(Node& root) {
+  Frame frame{.kind = Frame::Kind::Pass, .node = &root, .measured = !root.record().measured.backward_ran};
+  frame.replays_at_start = replays();
+  frames().push_back(std::move(frame));
+}
+
+void Profiler::pass_finished(Node& root) {
+  const std::optional<Frame> frame = take(root);
+  if (!frame || !frame->measured) return;
+  NodeMeasures& measured = root.shared_record()->measured;
+  measured.backward_pass_ms = ms_since(frame->start);
+  measured.backward_pass_replay_ms = replays().ms - frame->replays_at_start.ms;
+  measured.backward_pass_first_touch_ms = first_touch_ms() - frame->first_touch_at_start;
+}
+
+void Profiler::failed(Node& node) { take(node); }
+
+ReplayStats Profiler::replays() const {
+  std::lock_guard lock(mutex_);
+  return replays_;
+}
+
+Profiling::Profiling() : profiler_(std::make_shared<Profiler>()), scope_(profiler_) {}
+
+}  // namespace remat::scheduler
