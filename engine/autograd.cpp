@@ -186,7 +186,7 @@ Tensor Node::rebuild() {
   for (SavedValue& input : replay_inputs_) input.release();
   NoGradGuard no_grad;
   CategoryGuard activations(MemoryCategory::Activation);
-  if (observer_) observer_->replay_started(*this);
+  if (observer_) observer_->replay_started(*this, inputs.empty() ? Device::cpu() : inputs.front().device());
   TraceSpan span("replay", name());
   replaying_ = true;
   try {

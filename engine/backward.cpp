@@ -166,7 +166,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   const std::shared_ptr<Node> root_fn = root.grad_fn();
   GraphObserver* observer = root_fn ? root_fn->observer() : nullptr;
   if (!observer) return run_pass(root, grad, retain_graph);
-  observer->pass_started(*root_fn);
+  observer->pass_started(*root_fn, root.device());
   try {
     run_pass(root, grad, retain_graph);
   } catch (...) {

@@ -43,9 +43,10 @@ class GraphObserver {
   virtual void forward_finished(Node& node) {}
   // The node is in the graph: record, edges and saved values are set.
   virtual void recorded(Node& node) {}
-  // rebuild(): a replay of the node's forward, which wrote its output over
-  // an input or into a new block (Note [Replays in place]).
-  virtual void replay_started(Node& node) {}
+  // rebuild(): a replay of the node's forward on inputs of `device`, which
+  // wrote its output over an input or into a new block (Note [Replays in
+  // place]).
+  virtual void replay_started(Node& node, Device device) {}
   virtual void replayed(Node& node, bool in_place) {}
   // The node's backward() is about to run (its saved values materialised),
   // and has returned `grads`.
@@ -55,8 +56,9 @@ class GraphObserver {
   // NodeFacts::saved) is being freed during the node's backward.
   virtual void saved_value_releasing(Node& node) {}
   virtual void saved_value_released(Node& node, int record_index) {}
-  // A backward pass from `root` begins, and has run every node.
-  virtual void pass_started(Node& root) {}
+  // A backward pass from `root` (a tensor on `device`) begins, and has run
+  // every node.
+  virtual void pass_started(Node& root, Device device) {}
   virtual void pass_finished(Node& root) {}
   // The innermost started event of `node` threw (it is not finished).
   virtual void failed(Node& node) {}

@@ -198,6 +198,7 @@ void Checkpointer::settle_last_step() {
   if (records_.empty()) return;
   report_ = report();  // freeze the last step's measured figures
   if (!records_.back()->measured.backward_ran) return;  // no backward: nothing to plan from
+  profiler_->resolve();  // a GPU's times, read now that the step has run
   GraphProfile graph = profile_records(records_, step_start_);
   // The step's wall time as far as it can be seen from here: the recorded
   // forward and the backward pass, less that step's replays and, as node

@@ -14,6 +14,7 @@
 
 #include "engine/backward.h"
 #include "engine/hash.h"
+#include "scheduler/profiler.h"
 
 namespace remat::scheduler {
 namespace {
@@ -253,6 +254,8 @@ GraphProfile profile_graph(const Tensor& root) {
     Node* node = stack.back();
     stack.pop_back();
     if (!node || !seen.insert(node).second || dynamic_cast<AccumulateGrad*>(node)) continue;
+    // A GPU's times are read once the work has run.
+    if (auto* profiler = dynamic_cast<Profiler*>(node->observer())) profiler->resolve();
     records.push_back(&node->record());
     for (const Edge& edge : node->next_edges()) stack.push_back(edge.node.get());
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "engine/error.h"
 #include "engine/meta.h"
@@ -22,6 +23,7 @@ struct Profiler::Frame {
   enum class Kind { Forward, Replay, Backward, Pass };
   Kind kind = Kind::Forward;
   Node* node = nullptr;
+  Profiler* owner = nullptr;
   // A backward or pass is measured on its first run only.
   bool measured = true;
   Clock::time_point start = Clock::now();
@@ -38,7 +40,15 @@ struct Profiler::Frame {
   int released = -1;
   std::unique_ptr<TransientPeakWatch> late;
   ReplayStats replays_at_start;  // a pass's
+  // On a GPU: the span's events, and a pass's replay time as its replays
+  // resolve (shared with their Pending).
+  std::optional<GpuSpan> gpu;
+  std::shared_ptr<double> pass_replay_ms;
 
+  void time_on(Device device) {
+    GpuSpan span(device);
+    if (span.timed()) gpu.emplace(std::move(span));
+  }
   void watch(Device device) {
     allocator = &allocator_for(placement(device));
     start_level = allocator->stats().live_transient;
@@ -63,29 +73,58 @@ std::optional<Profiler::Frame> Profiler::take(Node& node) {
   return frame;
 }
 
+void Profiler::add_pending(Pending pending) {
+  pending.span.stop();
+  std::lock_guard lock(mutex_);
+  pending_.push_back(std::move(pending));
+}
+
 void Profiler::forward_started(Node& node, Device device) {
-  Frame frame{.kind = Frame::Kind::Forward, .node = &node};
+  Frame frame{.kind = Frame::Kind::Forward, .node = &node, .owner = this};
   frame.watch(device);
+  frame.time_on(device);
   frames().push_back(std::move(frame));
 }
 
 void Profiler::forward_finished(Node& node) {
-  const std::optional<Frame> frame = take(node);
+  std::optional<Frame> frame = take(node);
   if (!frame) return;
   NodeMeasures& measured = node.shared_record()->measured;
   measured.observed = true;
-  measured.forward_ms = frame->warm_ms();
   measured.forward_peak_bytes = frame->whole->rise();
+  if (frame->gpu) {
+    add_pending({.field = Pending::Field::Forward, .record = node.shared_record(), .span = std::move(*frame->gpu)});
+  } else {
+    measured.forward_ms = frame->warm_ms();
+  }
 }
 
-void Profiler::replay_started(Node& node) { frames().push_back(Frame{.kind = Frame::Kind::Replay, .node = &node}); }
+void Profiler::replay_started(Node& node, Device device) {
+  Frame frame{.kind = Frame::Kind::Replay, .node = &node, .owner = this};
+  frame.time_on(device);
+  frames().push_back(std::move(frame));
+}
 
 void Profiler::replayed(Node& node, bool in_place) {
-  const std::optional<Frame> frame = take(node);
+  std::optional<Frame> frame = take(node);
   if (!frame) return;
+  NodeRecord& record = *node.shared_record();
+  if (frame->gpu) {
+    // Its time, when resolved, goes to the pass it ran in too.
+    const std::vector<Frame>& stack = frames();
+    const auto pass = std::find_if(stack.rbegin(), stack.rend(), [this](const Frame& f) {
+      return f.kind == Frame::Kind::Pass && f.owner == this && f.pass_replay_ms;
+    });
+    add_pending({.field = in_place ? Pending::Field::ReplayInPlace : Pending::Field::Replay,
+                 .record = node.shared_record(), .span = std::move(*frame->gpu),
+                 .pass_replay_ms = pass == stack.rend() ? nullptr : pass->pass_replay_ms});
+    std::lock_guard lock(mutex_);
+    replays_.nodes += 1;
+    replays_.flops += record.replay_flops;
+    return;
+  }
   // As forward times leave out first touches of fresh memory, so do replays.
   const double ms = frame->warm_ms();
-  NodeRecord& record = *node.shared_record();
   record.measured.replay_ms = in_place ? 0.0 : ms;
   record.measured.replay_in_place_ms = in_place ? ms : 0.0;
   std::lock_guard lock(mutex_);
@@ -95,8 +134,12 @@ void Profiler::replayed(Node& node, bool in_place) {
 }
 
 void Profiler::backward_started(Node& node, const Tensor& grad_output) {
-  Frame frame{.kind = Frame::Kind::Backward, .node = &node, .measured = !node.record().measured.backward_ran};
-  if (frame.measured) frame.watch(grad_output.device());
+  Frame frame{.kind = Frame::Kind::Backward, .node = &node, .owner = this,
+              .measured = !node.record().measured.backward_ran};
+  if (frame.measured) {
+    frame.watch(grad_output.device());
+    frame.time_on(grad_output.device());
+  }
   frames().push_back(std::move(frame));
 }
 
@@ -120,7 +163,7 @@ void Profiler::saved_value_released(Node& node, int record_index) {
 }
 
 void Profiler::backward_finished(Node& node, const Tensor& grad_output, const Tensors& grads) {
-  const std::optional<Frame> frame = take(node);
+  std::optional<Frame> frame = take(node);
   if (!frame || !frame->measured) return;
   NodeMeasures& measured = node.shared_record()->measured;
   measured.released_early = frame->released;
@@ -132,7 +175,11 @@ void Profiler::backward_finished(Node& node, const Tensor& grad_output, const Te
     measured.backward_peak_bytes = frame->early_rise;
     measured.backward_late_peak_bytes = frame->live_after_release + frame->late->rise() + freed - frame->start_level;
   }
-  measured.backward_ms = frame->warm_ms();
+  if (frame->gpu) {
+    add_pending({.field = Pending::Field::Backward, .record = node.shared_record(), .span = std::move(*frame->gpu)});
+  } else {
+    measured.backward_ms = frame->warm_ms();
+  }
   measured.grad_bytes.assign(node.next_edges().size(), kNoGradient);
   for (size_t i = 0; i < grads.size() && i < measured.grad_bytes.size(); ++i) {
     if (!grads[i].defined()) continue;
@@ -143,16 +190,28 @@ void Profiler::backward_finished(Node& node, const Tensor& grad_output, const Te
   measured.backward_ran = true;
 }
 
-void Profiler::pass_started(Node& root) {
-  Frame frame{.kind = Frame::Kind::Pass, .node = &root, .measured = !root.record().measured.backward_ran};
-  frame.replays_at_start = replays();
+void Profiler::pass_started(Node& root, Device device) {
+  Frame frame{.kind = Frame::Kind::Pass, .node = &root, .owner = this,
+              .measured = !root.record().measured.backward_ran};
+  if (frame.measured) frame.time_on(device);
+  if (frame.gpu) {
+    frame.pass_replay_ms = std::make_shared<double>(0.0);
+  } else {
+    std::lock_guard lock(mutex_);
+    frame.replays_at_start = replays_;
+  }
   frames().push_back(std::move(frame));
 }
 
 void Profiler::pass_finished(Node& root) {
-  const std::optional<Frame> frame = take(root);
+  std::optional<Frame> frame = take(root);
   if (!frame || !frame->measured) return;
   NodeMeasures& measured = root.shared_record()->measured;
+  if (frame->gpu) {
+    add_pending({.field = Pending::Field::Pass, .record = root.shared_record(), .span = std::move(*frame->gpu),
+                 .pass_replay_ms = frame->pass_replay_ms});
+    return;
+  }
   measured.backward_pass_ms = ms_since(frame->start);
   measured.backward_pass_replay_ms = replays().ms - frame->replays_at_start.ms;
   measured.backward_pass_first_touch_ms = first_touch_ms() - frame->first_touch_at_start;
@@ -160,9 +219,44 @@ void Profiler::pass_finished(Node& root) {
 
 void Profiler::failed(Node& node) { take(node); }
 
-ReplayStats Profiler::replays() const {
+ReplayStats Profiler::replays() {
+  resolve();
   std::lock_guard lock(mutex_);
   return replays_;
+}
+
+void Profiler::resolve() {
+  std::vector<Pending> pending;
+  {
+    std::lock_guard lock(mutex_);
+    pending.swap(pending_);
+  }
+  double replay_ms = 0;
+  // In the order they were queued: a pass after the replays it ran.
+  for (Pending& p : pending) {
+    const double ms = p.span.ms();
+    NodeMeasures& measured = p.record->measured;
+    switch (p.field) {
+      case Pending::Field::Forward: measured.forward_ms = ms; break;
+      case Pending::Field::Backward: measured.backward_ms = ms; break;
+      case Pending::Field::Replay:
+      case Pending::Field::ReplayInPlace: {
+        const bool in_place = p.field == Pending::Field::ReplayInPlace;
+        measured.replay_ms = in_place ? 0.0 : ms;
+        measured.replay_in_place_ms = in_place ? ms : 0.0;
+        if (p.pass_replay_ms) *p.pass_replay_ms += ms;
+        replay_ms += ms;
+        break;
+      }
+      case Pending::Field::Pass:
+        measured.backward_pass_ms = ms;
+        measured.backward_pass_replay_ms = *p.pass_replay_ms;
+        measured.backward_pass_first_touch_ms = 0;  // the GPU maps no pages
+        break;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  replays_.ms += replay_ms;
 }
 
 Profiling::Profiling() : profiler_(std::make_shared<Profiler>()), scope_(profiler_) {}

@@ -6,6 +6,12 @@
 // phases around an early release), the bytes of each gradient, and a pass's
 // time with the part its replays took. It counts the replays it saw too.
 //
+// On a GPU a kernel call only queues work, so the times are the GPU's: CUDA
+// events around each span on the compute stream (engine/device_clock.h),
+// read when the profile is taken (resolve(), which profile_graph and a
+// Checkpointer call, once the step's work has been queued), and first
+// touches of fresh memory, a CPU matter, are not subtracted.
+//
 //   Profiling profiling;                       // nodes recorded from here on are measured
 //   Tensor loss = model.forward(ids, targets).loss;
 //   loss.backward();
@@ -22,6 +28,7 @@
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
+#include "engine/device_clock.h"
 #include "engine/observer.h"
 
 namespace remat::scheduler {
@@ -37,18 +44,22 @@ class Profiler final : public GraphObserver {
  public:
   void forward_started(Node& node, Device device) override;
   void forward_finished(Node& node) override;
-  void replay_started(Node& node) override;
+  void replay_started(Node& node, Device device) override;
   void replayed(Node& node, bool in_place) override;
   void backward_started(Node& node, const Tensor& grad_output) override;
   void backward_finished(Node& node, const Tensor& grad_output, const Tensors& grads) override;
   void saved_value_releasing(Node& node) override;
   void saved_value_released(Node& node, int record_index) override;
-  void pass_started(Node& root) override;
+  void pass_started(Node& root, Device device) override;
   void pass_finished(Node& root) override;
   void failed(Node& node) override;
 
-  // The replays of nodes it observed, on every thread, since it was made.
-  ReplayStats replays() const;
+  // The replays of nodes it observed, on every thread, since it was made
+  // (resolved first).
+  ReplayStats replays();
+  // Writes the GPU times still in flight into their records, waiting for
+  // the work they time; nothing to do on the CPU.
+  void resolve();
 
  private:
   // One open event of this thread: a forward, a replay, a backward or a
@@ -60,8 +71,21 @@ class Profiler final : public GraphObserver {
   // any left above it); empty if there is none.
   static std::optional<Frame> take(Node& node);
 
-  mutable std::mutex mutex_;
+  // A GPU span whose time goes into a record once resolved.
+  struct Pending {
+    enum class Field { Forward, Replay, ReplayInPlace, Backward, Pass };
+    Field field = Field::Forward;
+    std::shared_ptr<NodeRecord> record;
+    GpuSpan span;
+    // A replay adds its time to its pass's; a pass reads the sum.
+    std::shared_ptr<double> pass_replay_ms;
+  };
+  void add_pending(Pending pending);
+
+  std::mutex mutex_;
   ReplayStats replays_;
+  std::vector<Pending> pending_;
+
 };
 
 // Makes a new Profiler current on this thread while it lives: the nodes

@@ -75,7 +75,7 @@ std::vector<Setting> shared_settings(const FashionMnistOptions& o) {
 
 // Every option, before the data is read.
 void check_options(const FashionMnistOptions& o) {
-  REMAT_CHECK(!device_from_name(o.device).is_meta(), "train: --device meta holds no values to train");
+  check_device(o.device, "train");
   REMAT_CHECK(o.epochs >= 1, "train: --epochs must be at least 1, got {}", o.epochs);
   REMAT_CHECK(o.batch_size >= 1, "train: --batch-size must be at least 1, got {}", o.batch_size);
   REMAT_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr must be > 0, got {}", o.lr);

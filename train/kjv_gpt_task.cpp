@@ -128,7 +128,7 @@ std::vector<std::pair<std::string, std::string>> other_world_checkpoints(const s
 // Every option, before anything runs: a bad value found when training ends
 // (a --temperature of 0 at sampling time) would lose the trained model.
 void check_options(const KjvGptOptions& o) {
-  REMAT_CHECK(!device_from_name(o.device).is_meta(), "train: --device meta holds no values to train");
+  check_device(o.device, "train");
   REMAT_CHECK(o.n_layer >= 1 && o.n_head >= 1 && o.n_embd >= 1 && o.block_size >= 1, "train: --n-layer, --n-head, "
               "--n-embd and --block-size must be at least 1, got {}, {}, {} and {}", o.n_layer, o.n_head, o.n_embd,
               o.block_size);

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <thread>
 
+#include "engine/allocator.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 #include "kernels/cpu/parallel.h"
 
 namespace remat::train {
@@ -13,6 +15,13 @@ namespace remat::train {
 // Never above the kernels' own bound (kernels/cpu/parallel.h).
 int max_threads() {
   return std::min(kernels::cpu::kMaxThreads, std::max(16, 4 * static_cast<int>(std::thread::hardware_concurrency())));
+}
+
+Device check_device(const std::string& name, std::string_view what) {
+  const Device device = device_from_name(name);
+  REMAT_CHECK(!device.is_meta(), "{}: --device meta holds no values to train", what);
+  if (device.is_cuda()) allocator_for(device);  // an error naming the GPUs there are
+  return device;
 }
 
 void check_threads(int threads, std::string_view what) {

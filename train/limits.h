@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "comm/averaging.h"
+#include "engine/device.h"
 
 namespace remat::train {
 
@@ -19,6 +21,9 @@ int max_threads();
 // Errors unless 1 <= threads <= max_threads(); `what` names the command
 // ("train", "bench") for the message.
 void check_threads(int threads, std::string_view what);
+// The device named by --device, checked before any work: a known name, not
+// meta (it holds no values to train), and a GPU this process has.
+Device check_device(const std::string& name, std::string_view what);
 
 // The distribution flags both tasks take: micro-batches per step >= 1,
 // LocalSGD's H >= 0, and DiLoCo (which needs H > 0) with an outer lr > 0

@@ -131,4 +131,24 @@ Stream compute_stream(int device) {
   return {stream, device};
 }
 
+Event record_event(Stream stream) {
+  use(stream.device);
+  cudaEvent_t event = nullptr;
+  REMAT_CUDA_CHECK(cudaEventCreate(&event));
+  REMAT_CUDA_CHECK(cudaEventRecord(event, raw(stream)));
+  return {event, stream.device};
+}
+
+double elapsed_ms(Event start, Event end) {
+  use(end.device);
+  REMAT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(end.handle)));
+  float ms = 0;
+  REMAT_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.handle), static_cast<cudaEvent_t>(end.handle)));
+  return ms;
+}
+
+void destroy_event(Event event) noexcept {
+  if (event.handle) cudaEventDestroy(static_cast<cudaEvent_t>(event.handle));
+}
+
 }  // namespace remat::kernels::cuda

@@ -41,4 +41,15 @@ void synchronize(Stream stream);
 // The stream every op of `device` runs on (one per device so far).
 Stream compute_stream(int device);
 
+// A timing marker queued on a stream (a cudaEvent_t): it completes once the
+// work queued before it has run.
+struct Event {
+  void* handle = nullptr;
+  int device = 0;
+};
+Event record_event(Stream stream);
+// The GPU's milliseconds from `start` to `end`, waiting for `end` to complete.
+double elapsed_ms(Event start, Event end);
+void destroy_event(Event event) noexcept;
+
 }  // namespace remat::kernels::cuda

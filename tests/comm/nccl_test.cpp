@@ -23,9 +23,15 @@ TEST(NcclTest, NotBuilt) { GTEST_SKIP() << "NCCL backend not built (no CUDA tool
 #include <string>
 #include <vector>
 
+#include "comm/buckets.h"
 #include "comm/mpi.h"
 #include "comm/nccl.h"
+#include "engine/factory.h"
 #include "engine/tensor.h"
+#include "nn/mlp.h"
+#include "ops/ops.h"
+#include "optim/sgd.h"
+#include "train/accelerator.h"
 
 namespace remat::comm {
 namespace {
@@ -195,6 +201,71 @@ TEST_F(NcclTest, MismatchedCountThrowsOnEveryRank) {
     EXPECT_NE(std::string(error.what()).find("different element counts"), std::string::npos) << error.what();
   }
   nccl_->barrier();
+}
+
+// The gradients of a small MLP on this rank's GPU, the same on every rank.
+struct GpuMlp {
+  explicit GpuMlp(Device device) : generator(3), model({16, 32, 32, 4}, generator) { model.to(device); }
+  void backward(Device device) {
+    Generator data(5);
+    const Tensor x = to(normal({8, 16}, 0, 1, DType::Float32, data), device);
+    const Tensor y = to(randint(4, {8}, data), device);
+    cross_entropy(model.forward(x), y).backward();
+  }
+  Generator generator;
+  nn::MLP model;
+};
+
+std::vector<std::vector<float>> host_grads(const std::vector<Tensor>& params) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& p : params) out.push_back(p.grad().to_vector<float>());
+  return out;
+}
+
+TEST_F(NcclTest, BucketedGradientAveragingWorksOnGpuTensors) {
+  const Device device = Device::cuda(nccl_->device());
+  GpuMlp mlp(device);
+  mlp.backward(device);
+  const std::vector<Tensor> params = mlp.model.parameters();
+  const auto before = host_grads(params);
+  nccl_->reset_stats();
+  // 2 KiB buckets: several tensors share one, copied through a flat buffer.
+  average_gradients(*nccl_, params, 2048);
+  EXPECT_EQ(nccl_->stats().allreduce_calls, static_cast<int64_t>(plan_buckets(params, 2048).size()));
+  const auto after = host_grads(params);
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(first_mismatch(after[i], before[i], 1e-6), -1) << "parameter " << i;  // every rank's are equal
+  }
+}
+
+TEST_F(NcclTest, AnAcceleratorTrainsOnTheGpuThroughNcclAsOnTheCpu) {
+  // Two windows of two micro-batches, on the GPU through NCCL and on the CPU
+  // alone; every rank has the same batches, so the average is the local one.
+  const auto run = [&](Device device, std::shared_ptr<Communicator> comm) {
+    train::Accelerator accelerator({.gradient_accumulation_steps = 2, .device = device, .communicator = comm});
+    Generator init(3);
+    nn::MLP model({16, 32, 4}, init);
+    accelerator.prepare(model);
+    optim::SGD sgd(model.parameters(), {.lr = 0.1});
+    train::PreparedOptimizer optimizer = accelerator.prepare(sgd);
+    Generator data(5);
+    for (int micro = 0; micro < 4; ++micro) {
+      const Tensor x = to(normal({8, 16}, 0, 1, DType::Float32, data), accelerator.device());
+      const Tensor y = to(randint(4, {8}, data), accelerator.device());
+      auto window = accelerator.accumulate(model);
+      accelerator.backward(cross_entropy(model.forward(x), y));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    std::vector<std::vector<float>> weights;
+    for (const Tensor& p : model.parameters()) weights.push_back(p.to_vector<float>());
+    return weights;
+  };
+  const std::shared_ptr<Communicator> nccl(nccl_.get(), [](Communicator*) {});  // owned by the fixture
+  const auto gpu = run(Device::cuda(nccl_->device()), nccl);
+  const auto cpu = run(Device::cpu(), std::make_shared<SingleProcess>());
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (size_t i = 0; i < gpu.size(); ++i) EXPECT_EQ(first_mismatch(gpu[i], cpu[i], 1e-5), -1) << "parameter " << i;
 }
 
 TEST_F(NcclTest, RejectsCpuTensor) {

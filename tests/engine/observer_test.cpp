@@ -24,7 +24,7 @@ struct EventLog final : GraphObserver {
   void forward_started(Node& node, Device) override { note("forward_started", node); }
   void forward_finished(Node& node) override { note("forward_finished", node); }
   void recorded(Node& node) override { note("recorded", node); }
-  void replay_started(Node& node) override { note("replay_started", node); }
+  void replay_started(Node& node, Device) override { note("replay_started", node); }
   void replayed(Node& node, bool in_place) override { note(in_place ? "replayed_in_place" : "replayed", node); }
   void backward_started(Node& node, const Tensor&) override { note("backward_started", node); }
   void backward_finished(Node& node, const Tensor&, const Tensors&) override { note("backward_finished", node); }
@@ -32,7 +32,7 @@ struct EventLog final : GraphObserver {
   void saved_value_released(Node& node, int index) override {
     note(("saved_value_released " + std::to_string(index)).c_str(), node);
   }
-  void pass_started(Node& root) override { note("pass_started", root); }
+  void pass_started(Node& root, Device) override { note("pass_started", root); }
   void pass_finished(Node& root) override { note("pass_finished", root); }
   void failed(Node& node) override { note("failed", node); }
 };

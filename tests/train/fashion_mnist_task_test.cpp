@@ -41,6 +41,13 @@ TEST(FashionMnistTask, OptionsOutOfRangeAreErrorsBeforeTheData) {
   o = options;
   o.gradient_accumulation_steps = 0;
   expect_error(o, "--gradient-accumulation-steps must be at least 1, got 0");
+  o = options;
+  o.device = "tpu";
+  expect_error(o, "device 'tpu': expected cpu, cuda, cuda:N or meta");
+  o.device = "meta";
+  expect_error(o, "--device meta holds no values to train");
+  o.device = "cuda:99";
+  expect_error(o, "cuda:99");  // no such GPU (or no CUDA in the build)
   expect_error(options, "/nonexistent/fashion-mnist");  // and with good options, the data's
 }
 
