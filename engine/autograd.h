@@ -198,7 +198,8 @@ struct NodeFacts {
 
 // What a GraphObserver measured of one node (Note [Graph events]): the
 // scheduler's Profiler fills it; a node recorded under no observer keeps
-// these zeros (observed false).
+// these zeros (observed false). Times are wall times less first touches on
+// the CPU, and CUDA events' times on a GPU (scheduler/profiler.h).
 struct NodeMeasures {
   bool observed = false;  // a Profiler saw the node's forward
   // The forward's wall time in milliseconds (first touches of fresh memory

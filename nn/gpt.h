@@ -119,6 +119,7 @@ class GPT : public Module {
   // The generator every Dropout of the model draws from; its offset is part
   // of a training checkpoint.
   Generator& dropout_generator() { return dropout_generator_; }
+  std::vector<Generator*> random_generators() override { return {&dropout_generator_}; }
 
  private:
   GPTConfig config_;

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/rng.h"
 #include "engine/tensor.h"
 #include "scheduler/checkpointer.h"
 
@@ -40,6 +41,9 @@ class Module {
   // The default throws remat::Error naming type_name(): a module that is only
   // a container of parameters has no forward.
   virtual Tensor forward(const Tensor& x);
+  // The random generators its forward draws from in training (dropout's):
+  // their offsets are part of a training checkpoint. Default: none.
+  virtual std::vector<Generator*> random_generators() { return {}; }
 
   // Makes `value` a leaf that requires grad, moves its storage's bytes to
   // MemoryCategory::Parameter, and records it under `name`. Returns the

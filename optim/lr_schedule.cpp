@@ -45,10 +45,16 @@ double warmup_linear(int64_t step, const ScheduleOptions& options) {
   return warmup_then(step, options, "warmup_linear", [](double p) { return 1 - p; });
 }
 
+double warmup_constant(int64_t step, const ScheduleOptions& options) {
+  check(step, options, "warmup_constant");
+  return step < options.warmup_steps ? static_cast<double>(step) / static_cast<double>(options.warmup_steps) : 1.0;
+}
+
 std::string_view schedule_name(ScheduleKind kind) {
   switch (kind) {
     case ScheduleKind::WarmupCosine: return "warmup_cosine";
     case ScheduleKind::WarmupLinear: return "warmup_linear";
+    case ScheduleKind::WarmupConstant: return "warmup_constant";
   }
   return "?";
 }
@@ -57,6 +63,7 @@ double schedule_factor(ScheduleKind kind, int64_t step, const ScheduleOptions& o
   switch (kind) {
     case ScheduleKind::WarmupCosine: return warmup_cosine(step, options);
     case ScheduleKind::WarmupLinear: return warmup_linear(step, options);
+    case ScheduleKind::WarmupConstant: return warmup_constant(step, options);
   }
   REMAT_FAIL("schedule_factor: unknown schedule kind {}", static_cast<int>(kind));
 }

@@ -34,8 +34,13 @@ struct ScheduleOptions {
 double warmup_cosine(int64_t step, const ScheduleOptions& options);
 double warmup_linear(int64_t step, const ScheduleOptions& options);
 
-enum class ScheduleKind { WarmupCosine, WarmupLinear };
-std::string_view schedule_name(ScheduleKind kind);  // "warmup_cosine", "warmup_linear"
+// Warm-up then constant: 1 from warmup_steps on (min_lr_ratio unused);
+// Hugging Face's constant_with_warmup, and its constant with no warm-up.
+double warmup_constant(int64_t step, const ScheduleOptions& options);
+
+enum class ScheduleKind { WarmupCosine, WarmupLinear, WarmupConstant };
+// "warmup_cosine", "warmup_linear", "warmup_constant"
+std::string_view schedule_name(ScheduleKind kind);
 double schedule_factor(ScheduleKind kind, int64_t step, const ScheduleOptions& options);
 
 // Drives optimizer.lr() along a schedule. base_lr is optimizer.lr() at

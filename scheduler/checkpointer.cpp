@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/factory.h"
 #include "engine/meta.h"
 #include "scheduler/search.h"
 
@@ -46,6 +47,9 @@ Checkpointer::Recording::Recording(Checkpointer& owner)
 
 Checkpointer::Recording::~Recording() {
   t_recording = false;
+  // On a GPU the forward's time is its kernels': wait for them (the pass
+  // is timed by the GPU's events, Note [Graph events]).
+  synchronize(placement(owner_.device_));
   owner_.forward_wall_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count() -
                            (first_touch_ms() - first_touch_at_start_);
 }

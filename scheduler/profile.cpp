@@ -244,9 +244,6 @@ double GraphProfile::training_step_ms() const {
 
 GraphProfile profile_graph(const Tensor& root) {
   REMAT_CHECK(root.defined() && root.grad_fn(), "profile_graph: tensor {} has no recorded graph", root.str());
-  REMAT_CHECK(root.grad_fn()->record().measured.observed, "profile_graph: the graph of {} was recorded unmeasured; "
-              "record it inside a scheduler::Profiling scope (scheduler/profiler.h) or a Checkpointer's record()",
-              root.str());
   std::vector<const NodeRecord*> records;
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack{root.grad_fn().get()};
@@ -254,6 +251,9 @@ GraphProfile profile_graph(const Tensor& root) {
     Node* node = stack.back();
     stack.pop_back();
     if (!node || !seen.insert(node).second || dynamic_cast<AccumulateGrad*>(node)) continue;
+    REMAT_CHECK(node->record().measured.observed, "profile_graph: node {} ({}) of the graph of {} was recorded "
+                "unmeasured; record the graph inside a scheduler::Profiling scope (scheduler/profiler.h) or a "
+                "Checkpointer's record()", node->record().sequence_nr, node->name(), root.str());
     // A GPU's times are read once the work has run.
     if (auto* profiler = dynamic_cast<Profiler*>(node->observer())) profiler->resolve();
     records.push_back(&node->record());

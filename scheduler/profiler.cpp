@@ -46,7 +46,7 @@ struct Profiler::Frame {
   std::shared_ptr<double> pass_replay_ms;
 
   void time_on(Device device) {
-    GpuSpan span(device);
+    GpuSpan span(placement(device));  // nothing in a rehearsal (meta)
     if (span.timed()) gpu.emplace(std::move(span));
   }
   void watch(Device device) {

@@ -74,6 +74,17 @@ void Accelerator::set_epoch_length(int64_t batches) {
   position_ = 0;
 }
 
+void Accelerator::resume_at(int64_t optimizer_steps, int64_t batch) {
+  REMAT_CHECK(!window_open_, "Accelerator::resume_at: a micro-batch is open");
+  REMAT_CHECK(optimizer_steps >= 0 && batch >= 0 && batch % options_.gradient_accumulation_steps == 0 &&
+                  (epoch_length_ == 0 || batch < epoch_length_),
+              "Accelerator::resume_at: step {} at batch {} is not the start of a window (accumulation {}, epoch of "
+              "{} batches)", optimizer_steps, batch, options_.gradient_accumulation_steps, epoch_length_);
+  optimizer_steps_ = optimizer_steps;
+  position_ = batch;
+  sync_gradients_ = true;
+}
+
 Accelerator::Window Accelerator::accumulate(nn::Module& model) {
   begin_micro_batch(model);
   return Window(*this);

@@ -94,6 +94,10 @@ class Accelerator {
   int num_processes() const { return comm_->world_size(); }
   bool is_main_process() const { return rank() == 0; }
   comm::Communicator& communicator() const { return *comm_; }
+  // For values in host memory (settings checked across ranks, a stop
+  // flag): the communicator itself, or with NCCL (device buffers only) the
+  // MPI communicator it was bootstrapped over.
+  comm::Communicator& host_communicator() const { return bootstrap_ ? *bootstrap_ : *comm_; }
   Device device() const { return device_; }
   const AcceleratorOptions& options() const { return options_; }
 
@@ -134,6 +138,9 @@ class Accelerator {
   bool sync_gradients() const { return sync_gradients_; }
   // Optimizer steps so far: windows completed.
   int64_t optimizer_steps() const { return optimizer_steps_; }
+  // Continues a saved run: `optimizer_steps` windows done, and the next
+  // micro-batch the `batch`-th of its epoch (the first of a window).
+  void resume_at(int64_t optimizer_steps, int64_t batch);
 
   // LocalSGD turns gradient averaging off while it runs.
   void set_gradient_allreduce(bool enabled) { gradient_allreduce_ = enabled; }

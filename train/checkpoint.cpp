@@ -148,7 +148,8 @@ int64_t load_checkpoint(const std::string& path, nn::Module& model, optim::Optim
   REMAT_CHECK(model_tensors.size() == parameters.size(), "load_checkpoint '{}': the file has {} model tensors, the "
               "model {} parameters", path, model_tensors.size(), parameters.size());
   // Each load is all or nothing on its own; LocalSGD's goes back to what it
-  // was if the optimizer's fails. The model copy below cannot fail.
+  // was if the optimizer's fails. The model copy below cannot fail on the CPU
+  // (onto a GPU only a CUDA error would stop it).
   if (local_sgd != nullptr) {
     const auto before = copies(local_sgd->state_dict());
     local_sgd->load_state_dict(local_sgd_state);

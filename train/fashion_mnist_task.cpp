@@ -75,7 +75,8 @@ std::vector<Setting> shared_settings(const FashionMnistOptions& o) {
 
 // Every option, before the data is read.
 void check_options(const FashionMnistOptions& o) {
-  check_device(o.device, "train");
+  REMAT_CHECK(check_device(o.device, "train").is_cpu() || !o.diloco, "train: --diloco's outer step runs on the "
+              "CPU only, not on --device {}", o.device);
   REMAT_CHECK(o.epochs >= 1, "train: --epochs must be at least 1, got {}", o.epochs);
   REMAT_CHECK(o.batch_size >= 1, "train: --batch-size must be at least 1, got {}", o.batch_size);
   REMAT_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr must be > 0, got {}", o.lr);
@@ -95,7 +96,7 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
 
   Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps,
                            .device = device_from_name(options.device)});
-  check_ranks_agree(accelerator.communicator(), shared_settings(options), "train");
+  check_ranks_agree(accelerator.host_communicator(), shared_settings(options), "train");
   const data::Dataset train_set = data::load_fashion_mnist("train", options.data_dir);
   const data::Dataset test_set = data::load_fashion_mnist("test", options.data_dir);
   std::vector<int64_t> sizes{train_set.inputs.size(1)};

@@ -56,7 +56,7 @@ double validation_loss(nn::GPT& model, const data::TextWindows& windows, int64_t
 bool out_of_time(const KjvGptOptions& options, double seconds, const Accelerator& accelerator) {
   if (options.time_limit_seconds <= 0) return false;
   int64_t stop = seconds >= options.time_limit_seconds ? 1 : 0;
-  if (accelerator.num_processes() > 1) accelerator.communicator().broadcast(&stop, 1, DType::Int64, 0);
+  if (accelerator.num_processes() > 1) accelerator.host_communicator().broadcast(&stop, 1, DType::Int64, 0);
   return stop != 0;
 }
 
@@ -128,7 +128,8 @@ std::vector<std::pair<std::string, std::string>> other_world_checkpoints(const s
 // Every option, before anything runs: a bad value found when training ends
 // (a --temperature of 0 at sampling time) would lose the trained model.
 void check_options(const KjvGptOptions& o) {
-  check_device(o.device, "train");
+  REMAT_CHECK(check_device(o.device, "train").is_cpu() || !o.diloco, "train: --diloco's outer step runs on the "
+              "CPU only, not on --device {}", o.device);
   REMAT_CHECK(o.n_layer >= 1 && o.n_head >= 1 && o.n_embd >= 1 && o.block_size >= 1, "train: --n-layer, --n-head, "
               "--n-embd and --block-size must be at least 1, got {}, {}, {} and {}", o.n_layer, o.n_head, o.n_embd,
               o.block_size);
@@ -207,7 +208,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     REMAT_FAIL("train: --prompt '{}' cannot start a sample of this text: {}", options.prompt, e.what());
   }
   const uint64_t text_fingerprint = data::fingerprint(text);
-  check_ranks_agree(accelerator.communicator(), shared_settings(options, text_fingerprint), "train");
+  check_ranks_agree(accelerator.host_communicator(), shared_settings(options, text_fingerprint), "train");
   const nn::SafetensorsMetadata run = describe_run(options, tokenizer, text_fingerprint, accelerator);
   if (resuming) check_checkpoint_matches(checkpoint_path, run);
   data::TextSplit split;

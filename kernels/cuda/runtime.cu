@@ -135,7 +135,10 @@ Event record_event(Stream stream) {
   use(stream.device);
   cudaEvent_t event = nullptr;
   REMAT_CUDA_CHECK(cudaEventCreate(&event));
-  REMAT_CUDA_CHECK(cudaEventRecord(event, raw(stream)));
+  if (const cudaError_t error = cudaEventRecord(event, raw(stream)); error != cudaSuccess) {
+    cudaEventDestroy(event);
+    REMAT_CUDA_CHECK(error);
+  }
   return {event, stream.device};
 }
 
@@ -148,7 +151,9 @@ double elapsed_ms(Event start, Event end) {
 }
 
 void destroy_event(Event event) noexcept {
-  if (event.handle) cudaEventDestroy(static_cast<cudaEvent_t>(event.handle));
+  if (!event.handle) return;
+  cudaSetDevice(event.device);
+  cudaEventDestroy(static_cast<cudaEvent_t>(event.handle));
 }
 
 }  // namespace remat::kernels::cuda

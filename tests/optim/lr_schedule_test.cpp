@@ -44,6 +44,15 @@ TEST(LRSchedule, LinearAtHandPicks) {
   EXPECT_DOUBLE_EQ(warmup_linear(500, kOptions), 0.1);
 }
 
+TEST(LRSchedule, ConstantAfterItsWarmUp) {
+  const ScheduleOptions o{.warmup_steps = 4, .total_steps = 10, .min_lr_ratio = 0.5};
+  EXPECT_DOUBLE_EQ(warmup_constant(0, o), 0.0);
+  EXPECT_DOUBLE_EQ(warmup_constant(2, o), 0.5);
+  EXPECT_DOUBLE_EQ(warmup_constant(4, o), 1.0);
+  EXPECT_DOUBLE_EQ(warmup_constant(25, o), 1.0);  // past total_steps too: no floor, no decay
+  EXPECT_DOUBLE_EQ(schedule_factor(ScheduleKind::WarmupConstant, 0, {.warmup_steps = 0}), 1.0);
+}
+
 TEST(LRSchedule, NoWarmupAndNoFloor) {
   const ScheduleOptions o{.warmup_steps = 0, .total_steps = 4, .min_lr_ratio = 0};
   EXPECT_EQ(warmup_cosine(0, o), 1.0);  // no warm-up: full lr at once

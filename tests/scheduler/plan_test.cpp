@@ -416,7 +416,7 @@ TEST(Plan, ReplaysWriteOverLinksNothingElseReads) {
   }
 }
 
-// The engine times each replay (NodeRecord::replay_ms) and notes whether it
+// The Profiler times each replay (NodeMeasures::replay_ms) and notes whether it
 // ran in place; plans price a replay at what replays of its kind took, not
 // at its forward's time.
 TEST(Plan, ReplaysArePricedAtTheirTimedReplays) {

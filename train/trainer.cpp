@@ -1,0 +1,504 @@
+// Trainer; see trainer.h.
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/factory.h"
+#include "nn/safetensors.h"
+#include "ops/ops.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/lr_schedule.h"
+#include "train/accelerator.h"
+#include "train/checkpoint.h"
+#include "train/limits.h"
+#include "train/local_sgd.h"
+#include "train/parse.h"
+#include "train/run_files.h"
+
+namespace remat::train {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// A number as Python's repr would show a logged float, to 4 decimals
+// (integers stay integers).
+std::string shown(double value) {
+  if (std::isfinite(value) && value == std::round(value) && std::abs(value) < 1e15) {
+    return fmt::format("{}", static_cast<int64_t>(value));
+  }
+  return fmt::format("{:.4f}", value);
+}
+
+optim::ScheduleKind schedule_kind(const std::string& type) {
+  if (type == "cosine") return optim::ScheduleKind::WarmupCosine;
+  if (type == "linear") return optim::ScheduleKind::WarmupLinear;
+  return optim::ScheduleKind::WarmupConstant;  // constant, constant_with_warmup
+}
+
+// The step of a "checkpoint-STEP" folder name, or -1.
+int64_t step_of(const fs::path& folder) {
+  const std::string name = folder.filename().string();
+  if (!name.starts_with("checkpoint-") || name.size() == 11) return -1;
+  const std::string_view digits = std::string_view(name).substr(11);
+  if (digits.find_first_not_of("0123456789") != std::string_view::npos) return -1;
+  return parse_integer<int64_t>(digits, "checkpoint folder");
+}
+
+// output_dir's checkpoint folders, oldest first.
+std::vector<fs::path> checkpoints_in(const std::string& output_dir) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code error;
+  if (output_dir.empty() || !fs::is_directory(output_dir, error)) return {};
+  for (const fs::directory_entry& entry : fs::directory_iterator(output_dir)) {
+    const int64_t step = step_of(entry.path());
+    if (step >= 0 && entry.is_directory()) found.emplace_back(step, entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& [step, path] : found) out.push_back(std::move(path));
+  return out;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream file(tmp);
+    file << text;
+    file.close();
+    REMAT_CHECK(file.good(), "Trainer: cannot write '{}'", tmp.string());
+  }
+  fs::rename(tmp, path);  // whole or not at all
+}
+
+}  // namespace
+
+ForwardFn classifier_forward() {
+  return [](nn::Module& model, const data::Batch& batch) {
+    Tensor logits = model.forward(batch.inputs);
+    Tensor loss = cross_entropy(logits, batch.targets);
+    return ModelOutput{std::move(loss), std::move(logits)};
+  };
+}
+
+std::string format_metrics(const Metrics& metrics) {
+  std::string out = "{";
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    out += fmt::format("{}'{}': {}", i ? ", " : "", metrics[i].first,
+                       metrics[i].first == "epoch" ? fmt::format("{:.1f}", metrics[i].second)
+                                                   : shown(metrics[i].second));
+  }
+  return out + "}";
+}
+
+struct Trainer::Run {
+  std::unique_ptr<optim::AdamW> adamw;
+  std::unique_ptr<optim::LRScheduler> schedule;
+  std::unique_ptr<LocalSGD> local_sgd;
+  std::optional<data::DataLoader> loader;
+  int64_t batches = 0;          // per epoch, this rank
+  int64_t steps_per_epoch = 0;  // optimizer steps
+  int64_t total_steps = 0;
+  int64_t next_epoch = 0, next_batch = 0;  // where the loop continues
+};
+
+Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset& train_dataset,
+                 const data::Dataset* eval_dataset, ComputeMetrics compute_metrics, ForwardFn forward,
+                 TrainerCallbacks callbacks)
+    : model_(model), args_(std::move(args)), train_dataset_(train_dataset), eval_dataset_(eval_dataset),
+      compute_metrics_(std::move(compute_metrics)), forward_(std::move(forward)), callbacks_(std::move(callbacks)) {
+  check(args_);
+  REMAT_CHECK(forward_ != nullptr, "Trainer: no forward function");
+  REMAT_CHECK(args_.eval_strategy == "no" || eval_dataset_ != nullptr, "Trainer: eval_strategy {} needs an "
+              "eval_dataset", args_.eval_strategy);
+  const Device device = check_device(args_.device, "Trainer");
+  accelerator_ = std::make_unique<Accelerator>(
+      AcceleratorOptions{.gradient_accumulation_steps = args_.gradient_accumulation_steps, .device = device});
+  if (args_.gradient_checkpointing && !model_.is_gradient_checkpointing()) {
+    const GradientCheckpointingKwargs& k = args_.gradient_checkpointing_kwargs;
+    model_.gradient_checkpointing_enable(
+        {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute}});
+  }
+  accelerator_->prepare(model_);
+  if (!args_.output_dir.empty()) {
+    std::error_code error;
+    fs::create_directories(args_.output_dir, error);
+    REMAT_CHECK(!error && fs::is_directory(args_.output_dir), "Trainer: output_dir '{}' cannot be made ({})",
+                args_.output_dir, error ? error.message() : "not a folder");
+    lock_ = std::make_unique<RunLock>((fs::path(args_.output_dir) / "trainer").string(), "output_dir");
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::log(Metrics metrics) {
+  if (!accelerator_->is_main_process()) return;
+  if (callbacks_.on_log) {
+    callbacks_.on_log(metrics);
+  } else {
+    fmt::print("{}\n", format_metrics(metrics));
+    std::fflush(stdout);
+  }
+  nlohmann::ordered_json entry;
+  for (const auto& [name, value] : metrics) entry[name] = value;
+  entry["step"] = global_step_;
+  log_history_.push_back(std::move(entry));
+}
+
+Trainer::Evaluation Trainer::run_evaluation(const data::Dataset& dataset) {
+  NoGradGuard no_grad;
+  const bool was_training = model_.is_training();
+  model_.eval();
+  const int64_t n = dataset.size(), ranks = accelerator_->num_processes();
+  REMAT_CHECK(n > 0, "Trainer: the evaluation dataset is empty");
+  std::vector<int64_t> rows;
+  for (int64_t i = accelerator_->rank(); i < n; i += ranks) rows.push_back(i);
+  const data::DataLoader all(dataset, {.batch_size = args_.per_device_eval_batch_size, .device = accelerator_->device()});
+  double loss_sum = 0;
+  std::vector<double> scores;
+  std::vector<int64_t> labels;
+  int64_t classes = -1;  // scores per row, when the model gives (B, C) logits
+  const auto chunk = static_cast<size_t>(args_.per_device_eval_batch_size);
+  for (size_t first = 0; first < rows.size(); first += chunk) {
+    const std::vector<int64_t> part(rows.begin() + static_cast<std::ptrdiff_t>(first),
+                                    rows.begin() + static_cast<std::ptrdiff_t>(std::min(first + chunk, rows.size())));
+    const data::Batch batch = all.gather(part);
+    const ModelOutput out = forward_(model_, batch);
+    loss_sum += out.loss.item<double>() * static_cast<double>(part.size());
+    if (out.logits.defined() && out.logits.dim() == 2 && batch.targets.dim() == 1) {
+      classes = out.logits.size(1);
+      const std::vector<double> s = to_dtype(to(out.logits, Device::cpu()), DType::Float64).to_vector<double>();
+      scores.insert(scores.end(), s.begin(), s.end());
+      const std::vector<int64_t> l = to(batch.targets, Device::cpu()).to_vector<int64_t>();
+      labels.insert(labels.end(), l.begin(), l.end());
+    }
+  }
+  if (was_training) model_.train();
+  // Every rank's sums, and its rows padded to one length (marked invalid),
+  // gathered in rank order.
+  const std::vector<double> sums = accelerator_->gather(
+      from_vector(std::vector<double>{loss_sum, static_cast<double>(rows.size())}, {2})).to_vector<double>();
+  double total_loss = 0, total_rows = 0;
+  for (size_t r = 0; r < sums.size(); r += 2) {
+    total_loss += sums[r];
+    total_rows += sums[r + 1];
+  }
+  Evaluation result{.loss = total_loss / total_rows};
+  const auto padded = (n + ranks - 1) / ranks;
+  // A rank with no rows has seen no logits: it takes the others' width.
+  double widest = -1;
+  for (const double c :
+       accelerator_->gather(from_vector(std::vector<double>{static_cast<double>(classes)}, {1})).to_vector<double>()) {
+    widest = std::max(widest, c);
+  }
+  if (widest < 0) return result;  // no per-row scores to gather
+  classes = static_cast<int64_t>(widest);
+  const auto local = static_cast<int64_t>(labels.size());
+  scores.resize(static_cast<size_t>(padded * classes), 0.0);
+  labels.resize(static_cast<size_t>(padded), -1);
+  std::vector<double> valid(static_cast<size_t>(padded), 0.0);
+  std::fill(valid.begin(), valid.begin() + local, 1.0);
+  const std::vector<double> all_scores = accelerator_->gather(from_vector(scores, {padded, classes})).to_vector<double>();
+  const std::vector<int64_t> all_labels = accelerator_->gather(from_vector(labels, {padded})).to_vector<int64_t>();
+  const std::vector<double> all_valid = accelerator_->gather(from_vector(valid, {padded})).to_vector<double>();
+  std::vector<double> kept_scores;
+  std::vector<int64_t> kept_labels;
+  for (size_t i = 0; i < all_valid.size(); ++i) {
+    if (all_valid[i] == 0) continue;
+    kept_labels.push_back(all_labels[i]);
+    kept_scores.insert(kept_scores.end(), all_scores.begin() + static_cast<std::ptrdiff_t>(i * classes),
+                       all_scores.begin() + static_cast<std::ptrdiff_t>((i + 1) * classes));
+  }
+  const auto kept = static_cast<int64_t>(kept_labels.size());
+  result.predictions = from_vector(kept_scores, {kept, classes});
+  result.labels = from_vector(kept_labels, {kept});
+  return result;
+}
+
+Metrics Trainer::evaluate(const data::Dataset* dataset, const std::string& prefix) {
+  const data::Dataset* target = dataset != nullptr ? dataset : eval_dataset_;
+  REMAT_CHECK(target != nullptr, "Trainer::evaluate: no dataset given and no eval_dataset");
+  const auto start = Clock::now();
+  const Evaluation e = run_evaluation(*target);
+  const double seconds = seconds_since(start);
+  Metrics metrics{{"epoch", epoch_}, {prefix + "_loss", e.loss}};
+  if (compute_metrics_ && e.predictions.defined()) {
+    for (const auto& [name, value] : compute_metrics_({.predictions = e.predictions, .label_ids = e.labels})) {
+      metrics.emplace_back(prefix + "_" + name, value);
+    }
+  }
+  const auto samples = static_cast<double>(target->size());
+  const double steps = std::ceil(samples / static_cast<double>(args_.per_device_eval_batch_size *
+                                                               accelerator_->num_processes()));
+  metrics.emplace_back(prefix + "_runtime", seconds);
+  metrics.emplace_back(prefix + "_samples_per_second", samples / seconds);
+  metrics.emplace_back(prefix + "_steps_per_second", steps / seconds);
+  log(metrics);
+  if (!args_.output_dir.empty() && accelerator_->is_main_process()) {
+    write_state((fs::path(args_.output_dir) / "trainer_state.json").string());
+  }
+  return metrics;
+}
+
+PredictionOutput Trainer::predict(const data::Dataset& dataset) {
+  const Evaluation e = run_evaluation(dataset);
+  PredictionOutput out{.predictions = e.predictions, .label_ids = e.labels, .metrics = {{"test_loss", e.loss}}};
+  if (compute_metrics_ && e.predictions.defined()) {
+    for (const auto& [name, value] : compute_metrics_({.predictions = e.predictions, .label_ids = e.labels})) {
+      out.metrics.emplace_back("test_" + name, value);
+    }
+  }
+  return out;
+}
+
+bool Trainer::better(double value) const {
+  const std::string& name = args_.metric_for_best_model;
+  const bool greater = args_.greater_is_better.value_or(name != "loss" && name != "eval_loss");
+  return !best_metric_ || (greater ? value > *best_metric_ : value < *best_metric_);
+}
+
+void Trainer::write_state(const std::string& path) const {
+  nlohmann::ordered_json state;
+  state["global_step"] = global_step_;
+  state["epoch"] = epoch_;
+  state["best_metric"] = best_metric_ ? nlohmann::ordered_json(*best_metric_) : nlohmann::ordered_json(nullptr);
+  state["best_model_checkpoint"] =
+      best_checkpoint_.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(best_checkpoint_);
+  state["log_history"] = log_history_;
+  write_text(path, state.dump(2) + "\n");
+}
+
+void Trainer::save_checkpoint(Run& run) {
+  if (run.local_sgd) run.local_sgd->finish();  // every rank holds the model rank 0 writes
+  if (!accelerator_->is_main_process()) return;
+  const fs::path folder = fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_);
+  const fs::path tmp = fs::path(args_.output_dir) / fmt::format(".checkpoint-{}.tmp-{}", global_step_, getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  nn::SafetensorsMetadata metadata{{"next_epoch", std::to_string(run.next_epoch)},
+                                   {"next_batch", std::to_string(run.next_batch)},
+                                   {"world_size", std::to_string(accelerator_->num_processes())},
+                                   {"per_device_train_batch_size", std::to_string(args_.per_device_train_batch_size)},
+                                   {"gradient_accumulation_steps", std::to_string(args_.gradient_accumulation_steps)},
+                                   {"seed", std::to_string(args_.seed)}};
+  const std::vector<Generator*> generators = model_.random_generators();
+  for (size_t i = 0; i < generators.size(); ++i) {
+    metadata[fmt::format("rng_offset.{}", i)] = std::to_string(generators[i]->offset());
+  }
+  train::save_checkpoint((tmp / kCheckpointFile).string(), model_, *run.adamw, global_step_, metadata,
+                         run.local_sgd.get());
+  write_text(tmp / "training_args.json", to_json(args_).dump(2) + "\n");
+  write_state((tmp / "trainer_state.json").string());
+  fs::remove_all(folder);
+  fs::rename(tmp, folder);
+  rotate_checkpoints();
+}
+
+void Trainer::rotate_checkpoints() {
+  if (!args_.save_total_limit) return;
+  std::vector<fs::path> folders = checkpoints_in(args_.output_dir);
+  // The best stays: it is moved to the newest end, as Hugging Face does.
+  const auto best = std::find_if(folders.begin(), folders.end(), [&](const fs::path& p) {
+    return !best_checkpoint_.empty() && fs::equivalent(p, best_checkpoint_);
+  });
+  if (best != folders.end()) std::rotate(best, best + 1, folders.end());
+  const auto limit = static_cast<size_t>(*args_.save_total_limit);
+  for (size_t i = 0; i + limit < folders.size(); ++i) fs::remove_all(folders[i]);
+}
+
+std::string Trainer::checkpoint_to_resume() const {
+  const std::string& asked = args_.resume_from_checkpoint;
+  if (asked.empty()) return "";
+  if (asked != "latest" && asked != "true") return asked;
+  const std::vector<fs::path> folders = checkpoints_in(args_.output_dir);
+  REMAT_CHECK(!folders.empty(), "Trainer: resume_from_checkpoint {}: no checkpoint-STEP folder in output_dir '{}'",
+              asked, args_.output_dir);
+  return folders.back().string();
+}
+
+void Trainer::resume(Run& run, const std::string& folder) {
+  const std::string file = (fs::path(folder) / kCheckpointFile).string();
+  REMAT_CHECK(fs::exists(file), "Trainer: resume_from_checkpoint '{}' holds no {}", folder, kCheckpointFile);
+  check_checkpoint_matches(file, {{"world_size", std::to_string(accelerator_->num_processes())},
+                                  {"per_device_train_batch_size", std::to_string(args_.per_device_train_batch_size)},
+                                  {"gradient_accumulation_steps", std::to_string(args_.gradient_accumulation_steps)},
+                                  {"seed", std::to_string(args_.seed)}});
+  global_step_ = load_checkpoint(file, model_, *run.adamw, run.local_sgd.get());
+  const nn::SafetensorsMetadata metadata = nn::read_safetensors_metadata(file);
+  const auto number = [&](const std::string& key) {
+    const auto it = metadata.find(key);
+    REMAT_CHECK(it != metadata.end(), "Trainer: checkpoint '{}' has no \"{}\" in its metadata", file, key);
+    return parse_integer<uint64_t>(it->second, fmt::format("checkpoint '{}': {}", file, key));
+  };
+  run.next_epoch = static_cast<int64_t>(number("next_epoch"));
+  run.next_batch = static_cast<int64_t>(number("next_batch"));
+  const std::vector<Generator*> generators = model_.random_generators();
+  for (size_t i = 0; i < generators.size(); ++i) generators[i]->set_offset(number(fmt::format("rng_offset.{}", i)));
+  for (int64_t s = 0; s < global_step_; ++s) run.schedule->step();
+  accelerator_->resume_at(global_step_, run.next_batch);
+  epoch_ = static_cast<double>(run.next_epoch) + static_cast<double>(run.next_batch) / static_cast<double>(run.batches);
+  std::ifstream state_file(fs::path(folder) / "trainer_state.json");
+  const nlohmann::json state = nlohmann::json::parse(state_file, nullptr, /*allow_exceptions=*/false);
+  if (!state.is_discarded() && state.contains("log_history")) {
+    log_history_ = nlohmann::ordered_json::parse(state["log_history"].dump());
+    if (state["best_metric"].is_number()) best_metric_ = state["best_metric"].get<double>();
+    if (state["best_model_checkpoint"].is_string()) best_checkpoint_ = state["best_model_checkpoint"].get<std::string>();
+  }
+}
+
+TrainOutput Trainer::train() {
+  Run run;
+  const std::vector<Tensor> params = model_.parameters();
+  run.adamw = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{
+      .lr = args_.learning_rate, .beta1 = args_.adam_beta1, .beta2 = args_.adam_beta2, .eps = args_.adam_epsilon,
+      .weight_decay = args_.weight_decay});
+  run.loader.emplace(accelerator_->prepare(data::DataLoader(
+      train_dataset_, {.batch_size = args_.per_device_train_batch_size, .shuffle = true, .seed = args_.seed})));
+  const int64_t k = args_.gradient_accumulation_steps;
+  run.batches = run.loader->size();
+  run.steps_per_epoch = (run.batches + k - 1) / k;
+  run.total_steps = args_.max_steps > 0 ? args_.max_steps
+                                        : static_cast<int64_t>(std::ceil(args_.num_train_epochs *
+                                                                         static_cast<double>(run.steps_per_epoch)));
+  const int64_t warmup = args_.lr_scheduler_type == "constant" ? 0
+                         : args_.warmup_steps > 0
+                             ? args_.warmup_steps
+                             : static_cast<int64_t>(std::ceil(args_.warmup_ratio * static_cast<double>(run.total_steps)));
+  run.schedule = std::make_unique<optim::LRScheduler>(
+      *run.adamw, schedule_kind(args_.lr_scheduler_type),
+      optim::ScheduleOptions{.warmup_steps = std::min(warmup, run.total_steps), .total_steps = run.total_steps});
+  if (args_.local_sgd_steps > 0) {
+    run.local_sgd = std::make_unique<LocalSGD>(
+        *accelerator_, model_,
+        LocalSGDOptions{.local_sgd_steps = args_.local_sgd_steps, .enabled = true,
+                        .diloco = args_.diloco ? std::optional<comm::DiLoCoOptions>(
+                                                     comm::DiLoCoOptions{args_.outer_lr, args_.outer_momentum})
+                                               : std::nullopt});
+  }
+  const std::string resume_from = checkpoint_to_resume();
+  const bool saving = !args_.output_dir.empty() && args_.save_strategy != "no";
+  if (!resume_from.empty()) {
+    resume(run, resume_from);
+  } else if (saving && !checkpoints_in(args_.output_dir).empty()) {
+    REMAT_CHECK(args_.overwrite_output_dir, "Trainer: output_dir '{}' already holds checkpoints; give "
+                "resume_from_checkpoint to continue, or overwrite_output_dir to start over",
+                args_.output_dir);
+    if (accelerator_->is_main_process()) {
+      for (const fs::path& folder : checkpoints_in(args_.output_dir)) fs::remove_all(folder);
+    }
+  }
+  PreparedOptimizer optimizer = accelerator_->prepare(*run.adamw);
+  PreparedScheduler scheduler = accelerator_->prepare(*run.schedule);
+  const int64_t eval_every = args_.eval_steps.value_or(args_.logging_steps);
+  const int64_t first_step = global_step_;
+  const auto start = Clock::now();
+  double logged_loss = 0, window_loss = 0, run_loss = 0, grad_norm = 0;
+  int64_t logged_steps = 0, window_batches = 0;
+  bool stop = global_step_ >= run.total_steps;
+  // The step's evaluation and save; the best checkpoint is the one saved at
+  // the step of the best evaluation.
+  const auto after_step = [&](bool eval_now, bool save_now) {
+    std::optional<double> metric;
+    if (eval_now) {
+      if (run.local_sgd) run.local_sgd->finish();  // every rank evaluates the same model
+      const std::string name = args_.metric_for_best_model.starts_with("eval_") ? args_.metric_for_best_model
+                                                                                : "eval_" + args_.metric_for_best_model;
+      for (const auto& [key, value] : evaluate()) {
+        if (key == name) metric = value;
+      }
+      REMAT_CHECK(!args_.load_best_model_at_end || metric, "Trainer: metric_for_best_model {} is not among the "
+                  "evaluation's metrics", name);
+    }
+    if (save_now && saving) {
+      if (metric && better(*metric)) {
+        best_metric_ = metric;
+        best_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
+      }
+      save_checkpoint(run);
+    }
+  };
+  for (int64_t epoch = run.next_epoch; !stop; ++epoch) {
+    bool epoch_done = false;  // its last batch ran
+    const data::DataLoader::Epoch batches = run.loader->epoch(epoch);
+    const int64_t first_batch = epoch == run.next_epoch ? run.next_batch : 0;
+    for (int64_t b = first_batch; b < run.batches && !stop; ++b) {
+      {
+        const data::Batch batch = batches.batch(b);
+        auto window = accelerator_->accumulate(model_);
+        const ModelOutput out = forward_(model_, batch);
+        const double loss = out.loss.item<double>();
+        REMAT_CHECK(std::isfinite(loss), "Trainer: step {}: the loss is {}; training stopped (a smaller "
+                    "learning_rate, now {}, may help)", global_step_ + 1, loss, args_.learning_rate);
+        accelerator_->backward(out.loss);
+        window_loss += loss;
+        ++window_batches;
+        if (accelerator_->sync_gradients() && args_.max_grad_norm > 0) {
+          grad_norm = optim::clip_grad_norm(params, args_.max_grad_norm);
+        }
+        optimizer.step();
+        scheduler.step();
+        optimizer.zero_grad();
+        if (run.local_sgd) run.local_sgd->step();
+      }
+      if (!accelerator_->sync_gradients()) continue;
+      ++global_step_;
+      run.next_epoch = b + 1 == run.batches ? epoch + 1 : epoch;
+      run.next_batch = b + 1 == run.batches ? 0 : b + 1;
+      epoch_ = static_cast<double>(epoch) + static_cast<double>(b + 1) / static_cast<double>(run.batches);
+      const double step_loss = window_loss / static_cast<double>(window_batches);
+      logged_loss += step_loss;
+      run_loss += step_loss;
+      ++logged_steps;
+      window_loss = 0;
+      window_batches = 0;
+      if (global_step_ % args_.logging_steps == 0) {
+        log({{"loss", logged_loss / static_cast<double>(logged_steps)}, {"grad_norm", grad_norm},
+             {"learning_rate", run.schedule->last_lr()}, {"epoch", epoch_}});
+        logged_loss = 0;
+        logged_steps = 0;
+      }
+      stop = global_step_ >= run.total_steps || (args_.max_time && seconds_since(start) >= *args_.max_time) ||
+             (callbacks_.should_stop && callbacks_.should_stop(global_step_));
+      epoch_done = b + 1 == run.batches;
+      // An epoch's own evaluation and save come after its last step.
+      after_step(args_.eval_strategy == "steps" && global_step_ % eval_every == 0,
+                 (args_.save_strategy == "steps" && (global_step_ % args_.save_steps == 0 || stop)) ||
+                     (args_.save_strategy == "epoch" && stop && !epoch_done));
+    }
+    if (epoch_done) after_step(args_.eval_strategy == "epoch", args_.save_strategy == "epoch");
+  }
+  if (run.local_sgd) run.local_sgd->finish();
+  if (args_.load_best_model_at_end && !best_checkpoint_.empty()) {
+    load_checkpoint((fs::path(best_checkpoint_) / kCheckpointFile).string(), model_, *run.adamw,
+                    run.local_sgd.get());
+  }
+  const double seconds = seconds_since(start);
+  const int64_t steps = global_step_ - first_step;
+  const double samples = static_cast<double>(steps * k * args_.per_device_train_batch_size *
+                                             accelerator_->num_processes());
+  TrainOutput output{.global_step = global_step_,
+                     .training_loss = steps > 0 ? run_loss / static_cast<double>(steps) : 0.0,
+                     .metrics = {{"train_runtime", seconds}, {"train_samples_per_second", samples / seconds},
+                                 {"train_steps_per_second", static_cast<double>(steps) / seconds}}};
+  output.metrics.emplace_back("train_loss", output.training_loss);
+  output.metrics.emplace_back("epoch", epoch_);
+  log(output.metrics);
+  if (!args_.output_dir.empty() && accelerator_->is_main_process()) {
+    write_state((fs::path(args_.output_dir) / "trainer_state.json").string());
+  }
+  return output;
+}
+
+}  // namespace remat::train

@@ -1,0 +1,138 @@
+// Trainer: Hugging Face's training loop over a model and datasets, built on
+// the Accelerator and LocalSGD (train/accelerator.h, train/local_sgd.h).
+//
+//   TrainingArguments args{.output_dir = "results", .gradient_accumulation_steps = 4,
+//                          .gradient_checkpointing = true};
+//   args.eval_strategy = "epoch";
+//   Trainer trainer(model, args, train_set, &validation_set, classification_metrics);
+//   trainer.train();
+//   // {'epoch': 1.0, 'eval_loss': 0.3673, 'eval_accuracy': 0.8681, 'eval_f1': 0.8667, ...}
+//
+// One optimizer step per window of gradient_accumulation_steps batches
+// (AdamW with the arguments' betas, epsilon and decoupled weight decay, the
+// gradients clipped to max_grad_norm, the learning rate on its schedule).
+// Every logging_steps steps rank 0 prints the training dict ({'loss': ...,
+// 'grad_norm': ..., 'learning_rate': ..., 'epoch': ...}); each evaluation
+// prints its dict and, with an output_dir, appends it to
+// output_dir/trainer_state.json's log_history. Metrics are computed over
+// every rank's predictions.
+//
+// Saved runs (an output_dir and save_strategy not "no"):
+// output_dir/checkpoint-STEP/ holds checkpoint.safetensors (weights under
+// "model.", AdamW's state, LocalSGD's, and in its metadata the step, the
+// epoch and batch to continue from, and the model's random generators'
+// offsets), trainer_state.json and training_args.json. A checkpoint is
+// written into a temporary folder and renamed into place, so a killed run
+// leaves the last complete one; the newest save_total_limit are kept (and
+// the best, with load_best_model_at_end). resume_from_checkpoint continues
+// bit for bit: N steps, stopped, then resumed to 2N, equal 2N steps run at
+// once. The output folder is locked while a Trainer uses it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/module.h"
+#include "train/data_loader.h"
+#include "train/metrics.h"
+#include "train/training_arguments.h"
+
+namespace remat::train {
+
+// What a model computes for a batch: the mean loss, and the scores that
+// predictions are made of (Hugging Face models take the labels in forward).
+struct ModelOutput {
+  Tensor loss;
+  Tensor logits;
+};
+using ForwardFn = std::function<ModelOutput(nn::Module& model, const data::Batch& batch)>;
+// cross_entropy(model.forward(inputs), targets), and the logits.
+ForwardFn classifier_forward();
+
+struct TrainOutput {
+  int64_t global_step = 0;
+  double training_loss = 0;  // mean over the steps this call ran
+  Metrics metrics;           // train_runtime, train_samples_per_second, ..., epoch
+};
+
+struct PredictionOutput {
+  Tensor predictions;  // (N, C) logits on the CPU, every rank's
+  Tensor label_ids;    // (N)
+  Metrics metrics;     // test_loss and compute_metrics', prefixed "test_"
+};
+
+// Hooks of a training run (Hugging Face's TrainerCallback, in small).
+struct TrainerCallbacks {
+  // Every dict the Trainer logs (training, evaluation, the final summary),
+  // on rank 0; default: printed as Python prints a dict.
+  std::function<void(const Metrics&)> on_log;
+  // Asked after each optimizer step: true stops training there (the state
+  // is saved first when saving is on).
+  std::function<bool(int64_t global_step)> should_stop;
+};
+
+class Accelerator;
+class RunLock;
+
+class Trainer {
+ public:
+  Trainer(nn::Module& model, TrainingArguments args, const data::Dataset& train_dataset,
+          const data::Dataset* eval_dataset = nullptr, ComputeMetrics compute_metrics = {},
+          ForwardFn forward = classifier_forward(), TrainerCallbacks callbacks = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  TrainOutput train();
+  // The eval dataset's (or `dataset`'s) loss and metrics, named
+  // prefix + "_" + name; logged, and added to the log history.
+  Metrics evaluate(const data::Dataset* dataset = nullptr, const std::string& prefix = "eval");
+  PredictionOutput predict(const data::Dataset& dataset);
+
+  const TrainingArguments& args() const { return args_; }
+  int64_t global_step() const { return global_step_; }
+  double epoch() const { return epoch_; }
+  const nlohmann::ordered_json& log_history() const { return log_history_; }
+  // The checkpoint folder with the best metric so far ("" if none).
+  const std::string& best_model_checkpoint() const { return best_checkpoint_; }
+
+ private:
+  struct Run;  // one train() call's optimizer, schedule, LocalSGD and loader
+  struct Evaluation {
+    double loss = 0;
+    Tensor predictions, labels;
+  };
+  Evaluation run_evaluation(const data::Dataset& dataset);
+  void log(Metrics metrics);
+  void save_checkpoint(Run& run);
+  void resume(Run& run, const std::string& folder);
+  std::string checkpoint_to_resume() const;
+  void rotate_checkpoints();
+  void write_state(const std::string& path) const;
+  bool better(double value) const;
+
+  nn::Module& model_;
+  TrainingArguments args_;
+  const data::Dataset& train_dataset_;
+  const data::Dataset* eval_dataset_;
+  ComputeMetrics compute_metrics_;
+  ForwardFn forward_;
+  TrainerCallbacks callbacks_;
+  std::unique_ptr<Accelerator> accelerator_;
+  std::unique_ptr<RunLock> lock_;
+  int64_t global_step_ = 0;
+  double epoch_ = 0;
+  nlohmann::ordered_json log_history_ = nlohmann::ordered_json::array();
+  std::optional<double> best_metric_;
+  std::string best_checkpoint_;
+};
+
+// A dict as Python prints it: {'eval_loss': 0.3673, 'epoch': 1.0}.
+std::string format_metrics(const Metrics& metrics);
+
+}  // namespace remat::train

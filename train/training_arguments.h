@@ -1,0 +1,99 @@
+// TrainingArguments: what a Trainer is told, with Hugging Face's names,
+// defaults and meanings where they exist (transformers 4.40), read from a
+// JSON file and from --flag forms of the same names.
+//
+//   TrainingArguments args{.output_dir = "results", .gradient_accumulation_steps = 4,
+//                          .gradient_checkpointing = true};
+//   args.eval_strategy = "epoch";
+//   apply_flags(args, {"--learning_rate", "3e-4", "--save_total_limit=2"});
+//   check(args);   // every value in range, every name known
+//
+// Where remat differs: an empty output_dir writes nothing (Hugging Face
+// requires one); `device` and DiLoCo's options are remat's; max_time (in
+// seconds) stops training at the next optimizer step, and has no default.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace remat::train {
+
+// gradient_checkpointing_kwargs: how the model checkpoints its activations
+// (scheduler/plan.h): a policy, a byte budget for cost and optimal ("64MiB"
+// or a number of bytes in JSON), and ops every plan keeps or replays.
+struct GradientCheckpointingKwargs {
+  std::string policy = "cost";
+  std::optional<int64_t> budget;
+  std::vector<std::string> must_keep, must_recompute;
+};
+
+struct TrainingArguments {
+  std::string output_dir;  // checkpoint-STEP/ folders and trainer_state.json; empty: nothing written
+  bool overwrite_output_dir = false;
+  double num_train_epochs = 3;
+  int64_t max_steps = -1;  // > 0: optimizer steps, overriding num_train_epochs
+  int64_t per_device_train_batch_size = 8;
+  int64_t per_device_eval_batch_size = 8;
+  double learning_rate = 5e-5;
+  double weight_decay = 0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1;  // 0: no clipping
+  std::string lr_scheduler_type = "linear";  // linear, cosine, constant, constant_with_warmup
+  int64_t warmup_steps = 0;
+  double warmup_ratio = 0;  // of the total steps, where warmup_steps is 0
+  std::string eval_strategy = "no";  // no, steps, epoch ("evaluation_strategy" is read as this)
+  std::optional<int64_t> eval_steps;  // with eval_strategy steps; unset: logging_steps
+  int64_t logging_steps = 500;
+  std::string save_strategy = "steps";  // no, steps, epoch
+  int64_t save_steps = 500;
+  std::optional<int64_t> save_total_limit;  // checkpoints kept (the best one too, with load_best_model_at_end)
+  bool load_best_model_at_end = false;
+  std::string metric_for_best_model = "loss";  // an eval metric, with or without "eval_"
+  std::optional<bool> greater_is_better;       // unset: false for loss, true for any other metric
+  int64_t gradient_accumulation_steps = 1;
+  bool gradient_checkpointing = false;
+  GradientCheckpointingKwargs gradient_checkpointing_kwargs;
+  int64_t local_sgd_steps = 0;  // under mpirun: optimizer steps between averages (0: data parallel)
+  bool diloco = false;          // with local_sgd_steps: DiLoCo's outer Nesterov step
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  uint64_t seed = 42;
+  // A checkpoint folder, or "latest" (the newest checkpoint-STEP in
+  // output_dir); empty: start from the beginning.
+  std::string resume_from_checkpoint;
+  std::optional<double> max_time;  // seconds; unset: no limit
+  std::string device = "cpu";
+};
+
+// The names every reader accepts, in declaration order.
+const std::vector<std::string_view>& training_argument_names();
+
+// Sets the fields named in a JSON object (unknown names and values of the
+// wrong type or range are errors naming them and `source`).
+void apply_json(TrainingArguments& args, const nlohmann::json& object, std::string_view source);
+// The same from a JSON file.
+TrainingArguments load_training_arguments(const std::string& path);
+
+// Sets fields from "--name value", "--name=value" and, for a flag of type
+// bool, a bare "--name"; dashes and underscores in a name are the same
+// ("--per-device-train-batch-size"). Errors name the flag and the value.
+void apply_flags(TrainingArguments& args, const std::vector<std::string>& flags);
+// One field from text, as a flag gives it.
+void set_training_argument(TrainingArguments& args, std::string_view name, std::string_view value);
+bool is_training_argument(std::string_view name);
+bool is_bool_training_argument(std::string_view name);
+
+nlohmann::ordered_json to_json(const TrainingArguments& args);
+
+// Every value in its range and every choice one of its names; an error
+// names the argument and the value.
+void check(const TrainingArguments& args);
+
+}  // namespace remat::train
