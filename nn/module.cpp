@@ -43,7 +43,8 @@ const scheduler::GraphProfile* Module::checkpointing_profile() const {
 }
 
 std::unique_ptr<scheduler::Checkpointer::Recording> Module::record_forward() {
-  if (!checkpointer_ || scheduler::Checkpointer::recording_on_this_thread()) return nullptr;
+  // No graph without grad (an evaluation): nothing to record or plan.
+  if (!checkpointer_ || !grad_enabled() || scheduler::Checkpointer::recording_on_this_thread()) return nullptr;
   return checkpointer_->record();
 }
 

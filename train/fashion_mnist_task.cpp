@@ -5,18 +5,20 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
+#include "comm/mpi.h"
 #include "engine/allocator.h"
 #include "engine/factory.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
-#include "optim/adamw.h"
 #include "train/accelerator.h"
 #include "train/data_loader.h"
 #include "train/limits.h"
-#include "train/local_sgd.h"
 #include "train/rank_agreement.h"
+#include "train/trainer.h"
+#include "train/training_arguments.h"
 
 namespace remat::train {
 namespace {
@@ -25,37 +27,42 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Mean loss and accuracy of `model` over a dataset, in eval mode without
-// grad: each rank takes its shard of the rows, and the sums are gathered.
-std::pair<double, double> evaluate(nn::Module& model, const data::Dataset& dataset, const Accelerator& accelerator) {
-  NoGradGuard no_grad;
-  model.eval();
-  // Without padding: shard r holds rows r, r + w, ... below N.
-  const int64_t n = dataset.size(), ranks = accelerator.num_processes();
-  std::vector<int64_t> rows;
-  for (int64_t i = accelerator.rank(); i < n; i += ranks) rows.push_back(i);
-  const data::DataLoader all(dataset, {.batch_size = 1000, .device = accelerator.device()});
-  double loss_sum = 0, correct = 0;
-  for (size_t first = 0; first < rows.size(); first += 1000) {
-    const data::Batch batch =
-        all.gather(std::vector<int64_t>(rows.begin() + static_cast<std::ptrdiff_t>(first),
-                                        rows.begin() + static_cast<std::ptrdiff_t>(std::min(first + 1000, rows.size()))));
-    const Tensor logits = model.forward(batch.inputs);
-    const int64_t count = batch.targets.numel();
-    loss_sum += cross_entropy(logits, batch.targets).item<double>() * static_cast<double>(count);
-    const std::vector<int64_t> predicted = argmax(logits, 1).to_vector<int64_t>();
-    const std::vector<int64_t> truth = batch.targets.to_vector<int64_t>();
-    for (int64_t i = 0; i < count; ++i) correct += predicted[static_cast<size_t>(i)] == truth[static_cast<size_t>(i)];
+// The first `rows` rows of `dataset` (all of them when it has fewer).
+data::Dataset first_rows(const data::Dataset& dataset, int64_t rows) {
+  if (rows >= dataset.size()) return dataset;
+  const auto take = [rows](const Tensor& t) {
+    Shape shape = t.shape();
+    shape[0] = rows;
+    Tensor out(shape, t.dtype());
+    std::memcpy(out.raw_data(), t.raw_data(), t.nbytes() / static_cast<size_t>(t.size(0)) * static_cast<size_t>(rows));
+    return out;
+  };
+  CategoryGuard data(MemoryCategory::Data);
+  return {take(dense(dataset.inputs)), take(dense(dataset.targets))};
+}
+
+// The task's Trainer arguments: its defaults, its flags, then the Trainer
+// flags by Hugging Face's names.
+TrainingArguments trainer_arguments(const FashionMnistOptions& o) {
+  TrainingArguments args;
+  args.num_train_epochs = o.epochs;
+  args.per_device_train_batch_size = o.batch_size;
+  args.per_device_eval_batch_size = 1000;
+  args.learning_rate = o.lr;
+  args.weight_decay = o.weight_decay;
+  args.eval_strategy = "epoch";
+  args.save_strategy = "epoch";  // where an output_dir is given
+  args.gradient_accumulation_steps = o.gradient_accumulation_steps;
+  args.local_sgd_steps = o.local_sgd_steps;
+  if (o.diloco) {
+    args.diloco = true;
+    args.outer_lr = o.diloco->outer_lr;
+    args.outer_momentum = o.diloco->momentum;
   }
-  model.train();
-  const std::vector<double> sums =
-      accelerator.gather(from_vector(std::vector<double>{loss_sum, correct}, {2})).to_vector<double>();
-  double total_loss = 0, total_correct = 0;
-  for (size_t r = 0; r < sums.size(); r += 2) {
-    total_loss += sums[r];
-    total_correct += sums[r + 1];
-  }
-  return {total_loss / static_cast<double>(n), total_correct / static_cast<double>(n)};
+  args.seed = o.seed;
+  args.device = o.device;
+  apply_flags(args, o.trainer_flags);
+  return args;
 }
 
 // What must be the same on every rank: the model, the shuffle, the epoch's
@@ -68,7 +75,8 @@ std::vector<Setting> shared_settings(const FashionMnistOptions& o) {
           {"--gradient-accumulation-steps", text(o.gradient_accumulation_steps)},
           {"--local-sgd-steps", text(o.local_sgd_steps)},
           {"--diloco", o.diloco ? fmt::format("outer lr {}, momentum {}", o.diloco->outer_lr, o.diloco->momentum)
-                                : std::string("off")}};
+                                : std::string("off")},
+          {"trainer arguments", fmt::format("{}", fmt::join(o.trainer_flags, " "))}};
 }
 
 }  // namespace
@@ -86,78 +94,57 @@ void check_options(const FashionMnistOptions& o) {
   REMAT_CHECK(o.max_batches >= 0, "train: --max-batches must be >= 0 (0: all), got {}", o.max_batches);
   check_threads(o.threads, "train");
   check_distribution(o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
+  check(trainer_arguments(o));
 }
 
 std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
                                              const std::function<void(const EpochResult&)>& on_epoch,
-                                             const std::function<void(int64_t, int64_t, double)>& on_progress) {
+                                             const std::function<void(int64_t, int64_t, double)>& on_progress,
+                                             const std::function<void(const Metrics&)>& on_log) {
   check_options(options);
   kernels::cpu::set_num_threads(options.threads);
-
-  Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps,
-                           .device = device_from_name(options.device)});
-  check_ranks_agree(accelerator.host_communicator(), shared_settings(options), "train");
-  const data::Dataset train_set = data::load_fashion_mnist("train", options.data_dir);
+  const TrainingArguments args = trainer_arguments(options);
+  const data::Dataset all_train = data::load_fashion_mnist("train", options.data_dir);
   const data::Dataset test_set = data::load_fashion_mnist("test", options.data_dir);
+  const int64_t ranks = std::max(1, comm::Mpi::launch_size());
+  const data::Dataset train_set =
+      options.max_batches > 0 ? first_rows(all_train, options.max_batches * options.batch_size * ranks) : all_train;
   std::vector<int64_t> sizes{train_set.inputs.size(1)};
   sizes.insert(sizes.end(), options.hidden.begin(), options.hidden.end());
   sizes.push_back(data::kFashionMnistClasses);
 
   Generator generator(options.seed);
   nn::MLP model(sizes, generator);
-  accelerator.prepare(model);
-  optim::AdamW adamw(model.parameters(), {.lr = options.lr, .weight_decay = options.weight_decay});
-  PreparedOptimizer optimizer = accelerator.prepare(adamw);
-  const data::DataLoader loader = accelerator.prepare(
-      data::DataLoader(train_set, {.batch_size = options.batch_size, .shuffle = true, .seed = options.seed}));
-  const int64_t planned = options.max_batches > 0 ? std::min(options.max_batches, loader.size()) : loader.size();
-  accelerator.set_epoch_length(planned);
-
   std::vector<EpochResult> results;
-  Allocator& allocator = allocator_for(accelerator.device());
-  // One guard over all epochs, so that H counts on across them and DiLoCo's
-  // outer momentum lives on; finish() averages before each evaluation.
-  LocalSGD local_sgd(accelerator, model,
-                     {.local_sgd_steps = std::max<int64_t>(options.local_sgd_steps, 1),
-                      .enabled = options.local_sgd_steps > 0, .diloco = options.diloco});
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    const auto start = Clock::now();
-    auto last_report = start;
-    EpochResult result{.epoch = epoch + 1};
-    double loss_sum = 0;
-    int64_t batches = 0;
-    for (const data::Batch& batch : loader.epoch(epoch)) {
-      if (batches == planned) break;
-      const int64_t transient_before = allocator.stats().live_transient;
-      ScopedPeak peak(accelerator.device());
-      auto window = accelerator.accumulate(model);
-      Tensor loss = cross_entropy(model.forward(batch.inputs), batch.targets);
-      accelerator.backward(loss);
-      optimizer.step();
-      optimizer.zero_grad();
-      local_sgd.step();
-      result.peak_activation_bytes =
-          std::max(result.peak_activation_bytes, peak.stats().peak_transient - transient_before);
-      loss_sum += loss.item<double>();
-      ++batches;
-      if (on_progress && accelerator.is_main_process() && seconds_since(last_report) > 5.0) {
-        on_progress(batches, planned, loss_sum / static_cast<double>(batches));
-        last_report = Clock::now();
-      }
+  Trainer* running = nullptr;
+  TrainerCallbacks callbacks{.on_log = on_log};
+  callbacks.on_epoch_end = [&](const EpochStats& stats) {
+    EpochResult result{.epoch = static_cast<int>(stats.epoch), .train_loss = stats.train_loss,
+                       .seconds = stats.seconds, .peak_activation_bytes = stats.peak_activation_bytes,
+                       .optimizer_steps = stats.optimizer_steps};
+    for (const auto& [name, value] : stats.eval) {
+      if (name == "eval_loss") result.test_loss = value;
+      if (name == "eval_accuracy") result.test_accuracy = value;
+      if (name == "eval_f1") result.test_f1 = value;
     }
-    local_sgd.finish();  // every rank evaluates the same model
-    result.train_loss = loss_sum / static_cast<double>(batches);
-    std::tie(result.test_loss, result.test_accuracy) = evaluate(model, test_set, accelerator);
-    result.seconds = seconds_since(start);
-    result.optimizer_steps = accelerator.optimizer_steps();
-    const comm::CommStats& traffic = accelerator.communicator().stats();
+    const comm::CommStats& traffic = running->accelerator().communicator().stats();
     result.allreduce_calls = traffic.allreduce_calls;
     result.allreduce_bytes = traffic.allreduce_bytes;
     result.comm_seconds = traffic.seconds;
-    result.ranks = accelerator.num_processes();
+    result.ranks = running->accelerator().num_processes();
     results.push_back(result);
-    if (on_epoch && accelerator.is_main_process()) on_epoch(result);
-  }
+    if (on_epoch) on_epoch(result);
+  };
+  auto last_report = Clock::now();
+  callbacks.on_step_end = [&](int64_t step, int64_t steps, double loss) {
+    if (!on_progress || seconds_since(last_report) <= 5.0) return;
+    on_progress(step, steps, loss);
+    last_report = Clock::now();
+  };
+  Trainer trainer(model, args, train_set, &test_set, classification_metrics, classifier_forward(), callbacks);
+  running = &trainer;
+  check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options), "train");
+  trainer.train();
   return results;
 }
 

@@ -1,8 +1,10 @@
 // The Fashion-MNIST task: an MLP 784-256-256-10 trained with AdamW on the
-// images of Debian's dataset-fashion-mnist, evaluated on the test split after
-// every epoch. Called by `remat train --task fashion-mnist`. It writes no
-// files (so it takes no lock); under mpirun the ranks first check that they
-// share every setting that must match (train/rank_agreement.h).
+// images of Debian's dataset-fashion-mnist by the Trainer (train/trainer.h),
+// evaluated on the test split after every epoch (loss, accuracy, macro F1,
+// precision and recall). Called by `remat train --task fashion-mnist`. It
+// writes files only when given an output_dir (Trainer arguments); under
+// mpirun the ranks first check that they share every setting that must
+// match (train/rank_agreement.h).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 
 #include "comm/averaging.h"
 #include "train/fashion_mnist.h"
+#include "train/metrics.h"
 
 namespace remat::train {
 
@@ -20,7 +23,7 @@ struct FashionMnistOptions {
   std::string device = "cpu";  // cpu, or cuda[:N]
   int epochs = 3;
   int64_t batch_size = 64;
-  double lr = 1e-3;
+  double lr = 2e-3;
   double weight_decay = 1e-2;
   std::vector<int64_t> hidden = {256, 256};
   uint64_t seed = 0;
@@ -36,6 +39,10 @@ struct FashionMnistOptions {
   int64_t gradient_accumulation_steps = 1;
   int64_t local_sgd_steps = 0;
   std::optional<comm::DiLoCoOptions> diloco;
+  // Trainer arguments by Hugging Face's names, applied last (for example
+  // {"--gradient-checkpointing", "--eval-strategy", "epoch"}; see
+  // train/training_arguments.h).
+  std::vector<std::string> trainer_flags;
 };
 
 struct EpochResult {
@@ -43,6 +50,7 @@ struct EpochResult {
   double train_loss = 0;        // mean over the epoch's batches (rank 0's shard)
   double test_loss = 0;         // mean over the test split
   double test_accuracy = 0;     // fraction in [0, 1]
+  double test_f1 = 0;           // macro F1 over the ten classes
   double seconds = 0;           // training and evaluation of this epoch
   int64_t peak_activation_bytes = 0;  // peak rise of activation + temporary bytes over a training step
   int64_t optimizer_steps = 0;        // so far, on each rank
@@ -57,10 +65,12 @@ struct EpochResult {
 // Trains and returns one result per epoch (the test figures are over the
 // whole test split, shared out among the ranks); on_epoch is called as each
 // ends, on_progress(batch, batches, running loss) every few seconds, both on
-// rank 0 only. The loop is the seed's Accelerator loop (DESIGN.md).
+// rank 0 only; on_log gets each dict the Trainer logs (training,
+// evaluation, summary; empty: printed as Python prints a dict).
 std::vector<EpochResult> train_fashion_mnist(
     const FashionMnistOptions& options, const std::function<void(const EpochResult&)>& on_epoch = {},
-    const std::function<void(int64_t, int64_t, double)>& on_progress = {});
+    const std::function<void(int64_t, int64_t, double)>& on_progress = {},
+    const std::function<void(const Metrics&)>& on_log = {});
 
 // The check of every option's range that train_fashion_mnist starts with (the
 // CLI calls it before printing its header): an error names the flag and value.

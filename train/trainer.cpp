@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/allocator.h"
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "nn/safetensors.h"
@@ -96,9 +97,12 @@ ForwardFn classifier_forward() {
 std::string format_metrics(const Metrics& metrics) {
   std::string out = "{";
   for (size_t i = 0; i < metrics.size(); ++i) {
-    out += fmt::format("{}'{}': {}", i ? ", " : "", metrics[i].first,
-                       metrics[i].first == "epoch" ? fmt::format("{:.1f}", metrics[i].second)
-                                                   : shown(metrics[i].second));
+    // The epoch to 2 decimals, as Hugging Face rounds it (1.0, 1.07).
+    const double epoch = std::round(metrics[i].second * 100) / 100;
+    const std::string value = metrics[i].first != "epoch" ? shown(metrics[i].second)
+                              : epoch == std::round(epoch) ? fmt::format("{:.1f}", epoch)
+                                                           : fmt::format("{}", epoch);
+    out += fmt::format("{}'{}': {}", i ? ", " : "", metrics[i].first, value);
   }
   return out + "}";
 }
@@ -411,11 +415,13 @@ TrainOutput Trainer::train() {
   // the step of the best evaluation.
   const auto after_step = [&](bool eval_now, bool save_now) {
     std::optional<double> metric;
+    Metrics evaluated;
     if (eval_now) {
       if (run.local_sgd) run.local_sgd->finish();  // every rank evaluates the same model
       const std::string name = args_.metric_for_best_model.starts_with("eval_") ? args_.metric_for_best_model
                                                                                 : "eval_" + args_.metric_for_best_model;
-      for (const auto& [key, value] : evaluate()) {
+      evaluated = evaluate();
+      for (const auto& [key, value] : evaluated) {
         if (key == name) metric = value;
       }
       REMAT_CHECK(!args_.load_best_model_at_end || metric, "Trainer: metric_for_best_model {} is not among the "
@@ -428,20 +434,31 @@ TrainOutput Trainer::train() {
       }
       save_checkpoint(run);
     }
+    return evaluated;
   };
+  Allocator& allocator = allocator_for(accelerator_->device());
   for (int64_t epoch = run.next_epoch; !stop; ++epoch) {
     bool epoch_done = false;  // its last batch ran
+    const auto epoch_start = Clock::now();
+    double epoch_loss = 0;
+    int64_t epoch_steps = 0, epoch_peak = 0;
     const data::DataLoader::Epoch batches = run.loader->epoch(epoch);
     const int64_t first_batch = epoch == run.next_epoch ? run.next_batch : 0;
     for (int64_t b = first_batch; b < run.batches && !stop; ++b) {
       {
         const data::Batch batch = batches.batch(b);
         auto window = accelerator_->accumulate(model_);
-        const ModelOutput out = forward_(model_, batch);
-        const double loss = out.loss.item<double>();
-        REMAT_CHECK(std::isfinite(loss), "Trainer: step {}: the loss is {}; training stopped (a smaller "
-                    "learning_rate, now {}, may help)", global_step_ + 1, loss, args_.learning_rate);
-        accelerator_->backward(out.loss);
+        const int64_t transient_before = allocator.stats().live_transient;
+        double loss = 0;
+        {
+          ScopedPeak peak(accelerator_->device());
+          const ModelOutput out = forward_(model_, batch);
+          loss = out.loss.item<double>();
+          REMAT_CHECK(std::isfinite(loss), "Trainer: step {}: the loss is {}; training stopped (a smaller "
+                      "learning_rate, now {}, may help)", global_step_ + 1, loss, args_.learning_rate);
+          accelerator_->backward(out.loss);
+          epoch_peak = std::max(epoch_peak, peak.stats().peak_transient - transient_before);
+        }
         window_loss += loss;
         ++window_batches;
         if (accelerator_->sync_gradients() && args_.max_grad_norm > 0) {
@@ -460,7 +477,12 @@ TrainOutput Trainer::train() {
       const double step_loss = window_loss / static_cast<double>(window_batches);
       logged_loss += step_loss;
       run_loss += step_loss;
+      epoch_loss += step_loss;
+      ++epoch_steps;
       ++logged_steps;
+      if (callbacks_.on_step_end && accelerator_->is_main_process()) {
+        callbacks_.on_step_end(global_step_, run.total_steps, run_loss / static_cast<double>(global_step_ - first_step));
+      }
       window_loss = 0;
       window_batches = 0;
       if (global_step_ % args_.logging_steps == 0) {
@@ -477,7 +499,16 @@ TrainOutput Trainer::train() {
                  (args_.save_strategy == "steps" && (global_step_ % args_.save_steps == 0 || stop)) ||
                      (args_.save_strategy == "epoch" && stop && !epoch_done));
     }
-    if (epoch_done) after_step(args_.eval_strategy == "epoch", args_.save_strategy == "epoch");
+    if (!epoch_done) continue;
+    const Metrics evaluated = after_step(args_.eval_strategy == "epoch", args_.save_strategy == "epoch");
+    if (callbacks_.on_epoch_end && accelerator_->is_main_process()) {
+      callbacks_.on_epoch_end({.epoch = epoch + 1,
+                               .train_loss = epoch_steps > 0 ? epoch_loss / static_cast<double>(epoch_steps) : 0.0,
+                               .seconds = seconds_since(epoch_start),
+                               .peak_activation_bytes = epoch_peak,
+                               .optimizer_steps = global_step_,
+                               .eval = evaluated});
+    }
   }
   if (run.local_sgd) run.local_sgd->finish();
   if (args_.load_best_model_at_end && !best_checkpoint_.empty()) {

@@ -66,6 +66,18 @@ struct PredictionOutput {
   Metrics metrics;     // test_loss and compute_metrics', prefixed "test_"
 };
 
+// One epoch of training as the Trainer saw it (on rank 0).
+struct EpochStats {
+  int64_t epoch = 0;          // 1-based
+  double train_loss = 0;      // mean over its optimizer steps
+  double seconds = 0;         // its training and evaluation
+  // The highest rise of activation + temporary bytes over a micro-batch's
+  // forward and backward (the allocator's figure).
+  int64_t peak_activation_bytes = 0;
+  int64_t optimizer_steps = 0;  // so far
+  Metrics eval;               // its evaluation's, if it had one
+};
+
 // Hooks of a training run (Hugging Face's TrainerCallback, in small).
 struct TrainerCallbacks {
   // Every dict the Trainer logs (training, evaluation, the final summary),
@@ -74,6 +86,10 @@ struct TrainerCallbacks {
   // Asked after each optimizer step: true stops training there (the state
   // is saved first when saving is on).
   std::function<bool(int64_t global_step)> should_stop;
+  // After each epoch that ran to its end, and after each optimizer step
+  // (the steps so far, of how many, and the running mean loss), on rank 0.
+  std::function<void(const EpochStats&)> on_epoch_end;
+  std::function<void(int64_t step, int64_t steps, double loss)> on_step_end;
 };
 
 class Accelerator;
@@ -95,6 +111,7 @@ class Trainer {
   PredictionOutput predict(const data::Dataset& dataset);
 
   const TrainingArguments& args() const { return args_; }
+  Accelerator& accelerator() const { return *accelerator_; }
   int64_t global_step() const { return global_step_; }
   double epoch() const { return epoch_; }
   const nlohmann::ordered_json& log_history() const { return log_history_; }

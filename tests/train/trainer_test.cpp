@@ -1,0 +1,192 @@
+// The Trainer (train/trainer.h) on a small classification problem: the
+// evaluation dicts, saved runs and their rotation, a bit-exact resume, and
+// accumulation with checkpointing against one larger batch.
+#include "train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/factory.h"
+#include "nn/mlp.h"
+#include "tests/support/errors.h"
+
+namespace remat::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::contains;
+using testing::error_of;
+
+// Three Gaussian blobs in 4 dimensions, `n` rows.
+data::Dataset blobs(int64_t n, uint64_t seed) {
+  Generator g(seed);
+  const std::vector<float> noise = normal({n, 4}, 0, 0.6, DType::Float32, g).to_vector<float>();
+  std::vector<float> x(noise.size());
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    y[static_cast<size_t>(i)] = i % 3;
+    for (int64_t d = 0; d < 4; ++d) {
+      const auto at = static_cast<size_t>(i * 4 + d);
+      x[at] = noise[at] + (d == i % 3 ? 2.0f : 0.0f);
+    }
+  }
+  return {from_vector(x, {n, 4}), from_vector(y, {n})};
+}
+
+// A fresh output folder under the test's temporary directory.
+std::string fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("remat_trainer_test_" + name);
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+std::vector<std::vector<float>> weights_of(const nn::Module& model) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& p : model.parameters()) out.push_back(p.to_vector<float>());
+  return out;
+}
+
+TrainingArguments small_args() {
+  TrainingArguments a;
+  a.per_device_train_batch_size = 8;
+  a.per_device_eval_batch_size = 16;
+  a.learning_rate = 1e-2;
+  a.logging_steps = 5;
+  a.save_strategy = "no";
+  return a;
+}
+
+TEST(Trainer, EachEvaluationIsADictInTheLogHistoryAndTheStateFile) {
+  const data::Dataset train_set = blobs(96, 1), eval_set = blobs(30, 2);
+  Generator g(3);
+  nn::MLP model({4, 16, 3}, g);
+  TrainingArguments args = small_args();
+  args.output_dir = fresh_dir("eval");
+  args.eval_strategy = "epoch";
+  args.num_train_epochs = 2;
+  std::vector<std::string> printed;
+  Trainer trainer(model, args, train_set, &eval_set, classification_metrics, classifier_forward(),
+                  {.on_log = [&](const Metrics& m) { printed.push_back(format_metrics(m)); }});
+  const TrainOutput out = trainer.train();
+  EXPECT_EQ(out.global_step, 24);  // 12 batches of 8 per epoch
+  std::vector<nlohmann::ordered_json> evals;
+  for (const auto& entry : trainer.log_history()) {
+    if (entry.contains("eval_loss")) evals.push_back(entry);
+  }
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_EQ(evals[0]["epoch"].get<double>(), 1.0);
+  EXPECT_EQ(evals[1]["epoch"].get<double>(), 2.0);
+  for (const char* key : {"eval_accuracy", "eval_f1", "eval_precision", "eval_recall", "eval_runtime"}) {
+    EXPECT_TRUE(evals[1].contains(key)) << key;
+  }
+  EXPECT_GT(evals[1]["eval_accuracy"].get<double>(), 0.8);
+  EXPECT_LT(evals[1]["eval_loss"].get<double>(), evals[0]["eval_loss"].get<double>() + 1e-9);
+  const auto eval_line = std::find_if(printed.begin(), printed.end(), [](const std::string& s) {
+    return s.starts_with("{'epoch': 1.0, 'eval_loss': ");
+  });
+  ASSERT_NE(eval_line, printed.end());
+  EXPECT_TRUE(contains(*eval_line, "'eval_accuracy': 0.")) << *eval_line;
+  std::ifstream state(fs::path(args.output_dir) / "trainer_state.json");
+  const nlohmann::json j = nlohmann::json::parse(state);
+  EXPECT_EQ(j["global_step"].get<int64_t>(), 24);
+  EXPECT_EQ(j["log_history"].size(), trainer.log_history().size());
+  const Metrics alone = trainer.evaluate();
+  EXPECT_EQ(alone[1].first, "eval_loss");
+  EXPECT_DOUBLE_EQ(alone[1].second, evals[1]["eval_loss"].get<double>());  // the same model, evaluated again
+}
+
+TEST(Trainer, SavedCheckpointsRotateAndKeepTheirFiles) {
+  const data::Dataset train_set = blobs(64, 1);
+  Generator g(3);
+  nn::MLP model({4, 8, 3}, g);
+  TrainingArguments args = small_args();
+  args.output_dir = fresh_dir("rotate");
+  args.max_steps = 7;
+  args.save_strategy = "steps";
+  args.save_steps = 2;
+  args.save_total_limit = 2;
+  Trainer(model, args, train_set).train();
+  std::vector<std::string> folders;
+  for (const auto& entry : fs::directory_iterator(args.output_dir)) {
+    if (entry.is_directory()) folders.push_back(entry.path().filename().string());
+  }
+  std::sort(folders.begin(), folders.end());
+  EXPECT_EQ(folders, (std::vector<std::string>{"checkpoint-6", "checkpoint-7"}));  // 2, 4 rotated out; 7 at the stop
+  for (const char* file : {"checkpoint.safetensors", "trainer_state.json", "training_args.json"}) {
+    EXPECT_TRUE(fs::exists(fs::path(args.output_dir) / "checkpoint-7" / file)) << file;
+  }
+  // A second run into the same folder must say what to do.
+  nn::MLP other({4, 8, 3}, g);
+  const std::string message = error_of([&] { Trainer(other, args, train_set).train(); });
+  EXPECT_TRUE(contains(message, "already holds checkpoints")) << message;
+}
+
+TEST(Trainer, AResumedRunContinuesBitForBit) {
+  const data::Dataset train_set = blobs(40, 1);  // 5 batches: an epoch ends mid-run
+  TrainingArguments args = small_args();
+  args.max_steps = 12;
+  args.lr_scheduler_type = "cosine";
+  args.warmup_steps = 3;
+  args.weight_decay = 0.01;
+  const auto fresh_model = [] {
+    Generator g(3);
+    return std::make_unique<nn::MLP>(std::vector<int64_t>{4, 16, 3}, g);
+  };
+  const auto straight = fresh_model();
+  Trainer(*straight, args, train_set).train();
+
+  args.output_dir = fresh_dir("resume");
+  args.save_strategy = "steps";
+  args.save_steps = 1000;  // saved only where it stops
+  const auto first = fresh_model();
+  Trainer(*first, args, train_set, nullptr, {}, classifier_forward(),
+          {.should_stop = [](int64_t step) { return step == 7; }}).train();
+  ASSERT_TRUE(fs::exists(fs::path(args.output_dir) / "checkpoint-7"));
+  args.resume_from_checkpoint = "latest";
+  const auto resumed = fresh_model();  // other weights until the checkpoint is loaded
+  Trainer trainer(*resumed, args, train_set);
+  EXPECT_EQ(trainer.train().global_step, 12);
+  EXPECT_EQ(weights_of(*resumed), weights_of(*straight));
+}
+
+TEST(Trainer, AccumulationWithCheckpointingEqualsOneLargerBatch) {
+  const data::Dataset train_set = blobs(64, 1);
+  const auto run = [&](int64_t batch, int64_t accumulation, bool checkpointing) {
+    Generator g(3);
+    nn::MLP model({4, 32, 32, 3}, g);
+    TrainingArguments args = small_args();
+    args.per_device_train_batch_size = batch;
+    args.gradient_accumulation_steps = accumulation;
+    args.gradient_checkpointing = checkpointing;
+    args.max_steps = 2;
+    Trainer(model, args, train_set).train();
+    return weights_of(model);
+  };
+  const auto accumulated = run(8, 4, true), large = run(32, 1, false);
+  ASSERT_EQ(accumulated.size(), large.size());
+  for (size_t i = 0; i < large.size(); ++i) {
+    for (size_t j = 0; j < large[i].size(); ++j) {
+      ASSERT_NEAR(accumulated[i][j], large[i][j], 1e-5) << "parameter " << i << " element " << j;
+    }
+  }
+}
+
+TEST(Trainer, AnEvalStrategyWithoutAnEvalDatasetIsAnError) {
+  const data::Dataset train_set = blobs(16, 1);
+  Generator g(3);
+  nn::MLP model({4, 3}, g);
+  TrainingArguments args = small_args();
+  args.eval_strategy = "steps";
+  const std::string message = error_of([&] { Trainer(model, args, train_set); });
+  EXPECT_TRUE(contains(message, "eval_strategy steps needs an eval_dataset")) << message;
+}
+
+TEST(Trainer, MetricsPrintAsPythonPrintsADict) {
+  EXPECT_EQ(format_metrics({{"epoch", 1.0}, {"eval_loss", 0.36734}, {"eval_samples", 30}}),
+            "{'epoch': 1.0, 'eval_loss': 0.3673, 'eval_samples': 30}");
+}
+
+}  // namespace
+}  // namespace remat::train

@@ -1,0 +1,105 @@
+// TrainingArguments (train/training_arguments.h): Hugging Face's names and
+// defaults, read from JSON and from flags, and refused when wrong.
+#include "train/training_arguments.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/errors.h"
+
+namespace remat::train {
+namespace {
+
+using testing::contains;
+using testing::error_of;
+
+TEST(TrainingArguments, DefaultsAreHuggingFaces) {
+  const TrainingArguments a;
+  EXPECT_EQ(a.num_train_epochs, 3.0);
+  EXPECT_EQ(a.per_device_train_batch_size, 8);
+  EXPECT_EQ(a.learning_rate, 5e-5);
+  EXPECT_EQ(a.adam_beta2, 0.999);
+  EXPECT_EQ(a.max_grad_norm, 1.0);
+  EXPECT_EQ(a.lr_scheduler_type, "linear");
+  EXPECT_EQ(a.eval_strategy, "no");
+  EXPECT_EQ(a.save_steps, 500);
+  EXPECT_EQ(a.seed, 42u);
+  EXPECT_FALSE(a.max_time.has_value());  // no time limit unless asked
+  EXPECT_NO_THROW(check(a));
+}
+
+TEST(TrainingArguments, FlagsTakeEveryFormAndTheOlderEvaluationStrategy) {
+  TrainingArguments a;
+  apply_flags(a, {"--per-device-train-batch-size", "64", "--learning_rate=3e-4", "--gradient_checkpointing",
+                  "--evaluation_strategy", "epoch", "--save_total_limit", "2", "--max_time", "none",
+                  "--gradient-checkpointing-kwargs", R"({"policy": "cost", "budget": "64MiB", "must_keep": ["gelu"]})",
+                  "--overwrite_output_dir", "false"});
+  EXPECT_EQ(a.per_device_train_batch_size, 64);
+  EXPECT_EQ(a.learning_rate, 3e-4);
+  EXPECT_TRUE(a.gradient_checkpointing);
+  EXPECT_EQ(a.eval_strategy, "epoch");
+  EXPECT_EQ(a.save_total_limit, 2);
+  EXPECT_FALSE(a.max_time.has_value());
+  EXPECT_EQ(a.gradient_checkpointing_kwargs.budget, int64_t{64} << 20);
+  EXPECT_EQ(a.gradient_checkpointing_kwargs.must_keep, std::vector<std::string>{"gelu"});
+  EXPECT_FALSE(a.overwrite_output_dir);
+  EXPECT_NO_THROW(check(a));
+}
+
+TEST(TrainingArguments, AJsonFileSetsWhatItNamesAndRoundTrips) {
+  const auto path = std::filesystem::temp_directory_path() / "remat_training_args_test.json";
+  {
+    std::ofstream file(path);
+    file << R"({"output_dir": "./results", "evaluation_strategy": "epoch", "gradient_accumulation_steps": 4,
+                "gradient_checkpointing": true, "max_steps": 100, "warmup_ratio": 0.1, "save_total_limit": null})";
+  }
+  const TrainingArguments a = load_training_arguments(path.string());
+  EXPECT_EQ(a.output_dir, "./results");
+  EXPECT_EQ(a.eval_strategy, "epoch");
+  EXPECT_EQ(a.gradient_accumulation_steps, 4);
+  EXPECT_EQ(a.max_steps, 100);
+  EXPECT_EQ(a.warmup_ratio, 0.1);
+  TrainingArguments b;
+  apply_json(b, nlohmann::json::parse(to_json(a).dump()), "round trip");
+  EXPECT_EQ(to_json(b), to_json(a));
+  std::filesystem::remove(path);
+}
+
+TEST(TrainingArguments, UnknownNamesAndBadValuesAreErrorsNamingThem) {
+  TrainingArguments a;
+  std::string message = error_of([&] { apply_flags(a, {"--learnin_rate", "1e-3"}); });
+  EXPECT_TRUE(contains(message, "unknown training argument 'learnin_rate'")) << message;
+  EXPECT_TRUE(contains(message, "learning_rate")) << message;  // the known names are listed
+  message = error_of([&] { apply_flags(a, {"--max_steps", "ten"}); });
+  EXPECT_TRUE(contains(message, "max_steps: 'ten' is not an integer")) << message;
+  message = error_of([&] { apply_json(a, nlohmann::json::parse(R"({"seed": -1})"), "args.json"); });
+  EXPECT_TRUE(contains(message, "seed: '-1' is not a non-negative integer")) << message;
+  message = error_of([&] { apply_json(a, nlohmann::json::parse(R"({"gradient_checkpointing": "yes"})"), "f"); });
+  EXPECT_TRUE(contains(message, "is not a bool")) << message;
+  message = error_of([&] { apply_flags(a, {"--learning_rate"}); });
+  EXPECT_TRUE(contains(message, "--learning_rate needs a value")) << message;
+  const auto refused = [](auto edit, const std::string& part) {
+    TrainingArguments b;
+    edit(b);
+    const std::string m = error_of([&] { check(b); });
+    EXPECT_TRUE(contains(m, part)) << m;
+  };
+  refused([](TrainingArguments& b) { b.eval_strategy = "daily"; }, "eval_strategy: 'daily' is not one of no, steps, epoch");
+  refused([](TrainingArguments& b) { b.learning_rate = 0; }, "learning_rate: must be more than 0, got 0");
+  refused([](TrainingArguments& b) { b.max_steps = 0; }, "max_steps: must be more than 0, or -1");
+  refused([](TrainingArguments& b) { b.lr_scheduler_type = "step"; }, "lr_scheduler_type: 'step' is not one of");
+  refused([](TrainingArguments& b) { b.load_best_model_at_end = true; }, "load_best_model_at_end: needs eval_strategy");
+  refused([](TrainingArguments& b) {
+    b.gradient_checkpointing = true;
+    b.gradient_checkpointing_kwargs = {.policy = "blocks", .budget = 1 << 20};
+  }, "policy blocks takes no budget");
+  refused([](TrainingArguments& b) {
+    b.gradient_checkpointing = true;
+    b.gradient_checkpointing_kwargs.policy = "magic";
+  }, "magic");
+}
+
+}  // namespace
+}  // namespace remat::train
