@@ -552,17 +552,23 @@ int main(int argc, char** argv) {
     // thread (Note [OpenBLAS core choice] in kernels/cpu/blas.h).
     remat::kernels::cpu::blas_info();
     // A flag of the other task would be silently ignored: say so instead.
+    // kjv-gpt's flags that are Trainer arguments too (--max-steps,
+    // --warmup-steps) go to fashion-mnist's Trainer.
+    std::vector<std::string> trainer_flags;
     for (const auto& [owner, flags] : {std::pair{"kjv-gpt", &kjv_only}, std::pair{"fashion-mnist", &mnist_only}}) {
       if (!*train || task == owner) continue;
       for (const CLI::Option* flag : *flags) {
-        REMAT_CHECK(flag->count() == 0, "train: {} is a flag of --task {}, not of --task {}", flag->get_name(), owner,
-                    task);
+        if (flag->count() == 0) continue;
+        const std::string name = flag->get_name();
+        REMAT_CHECK(task == "fashion-mnist" && remat::train::is_training_argument(name.substr(2)), "train: {} is a "
+                    "flag of --task {}, not of --task {}", name, owner, task);
+        for (const std::string& value : flag->results()) trainer_flags.insert(trainer_flags.end(), {name, value});
       }
     }
     REMAT_CHECK(!kjv.resume || !kjv.checkpoint_path.empty(), "train: --resume needs --checkpoint FILE");
     // What CLI11 does not know goes to the Trainer, by Hugging Face's names
     // (--eval-strategy epoch, --gradient-checkpointing, --output-dir DIR).
-    const std::vector<std::string> trainer_flags = train->remaining();
+    for (const std::string& flag : train->remaining()) trainer_flags.push_back(flag);
     if (*train && task == "fashion-mnist") {
       apply(common, mnist);
       mnist.trainer_flags = trainer_flags;

@@ -108,7 +108,8 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
   const data::Dataset test_set = data::load_fashion_mnist("test", options.data_dir);
   const int64_t ranks = std::max(1, comm::Mpi::launch_size());
   const data::Dataset train_set =
-      options.max_batches > 0 ? first_rows(all_train, options.max_batches * options.batch_size * ranks) : all_train;
+      options.max_batches > 0 ? first_rows(all_train, options.max_batches * args.per_device_train_batch_size * ranks)
+                              : all_train;
   std::vector<int64_t> sizes{train_set.inputs.size(1)};
   sizes.insert(sizes.end(), options.hidden.begin(), options.hidden.end());
   sizes.push_back(data::kFashionMnistClasses);

@@ -40,7 +40,8 @@ std::string shown(double value) {
   if (std::isfinite(value) && value == std::round(value) && std::abs(value) < 1e15) {
     return fmt::format("{}", static_cast<int64_t>(value));
   }
-  return fmt::format("{:.4f}", value);
+  // 4 decimals; a small value (a learning rate) in 4 significant digits.
+  return value != 0 && std::abs(value) < 1e-3 ? fmt::format("{:.4g}", value) : fmt::format("{:.4f}", value);
 }
 
 optim::ScheduleKind schedule_kind(const std::string& type) {
@@ -135,14 +136,25 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset&
     model_.gradient_checkpointing_enable(
         {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute}});
   }
-  accelerator_->prepare(model_);
-  if (!args_.output_dir.empty()) {
+  REMAT_CHECK(!args_.load_best_model_at_end || !args_.output_dir.empty(), "Trainer: load_best_model_at_end needs an "
+              "output_dir to save checkpoints in");
+  if (!args_.output_dir.empty() && accelerator_->is_main_process()) {
     std::error_code error;
     fs::create_directories(args_.output_dir, error);
     REMAT_CHECK(!error && fs::is_directory(args_.output_dir), "Trainer: output_dir '{}' cannot be made ({})",
                 args_.output_dir, error ? error.message() : "not a folder");
     lock_ = std::make_unique<RunLock>((fs::path(args_.output_dir) / "trainer").string(), "output_dir");
+    // What a killed save left (its temporary folder), now that no one else writes here.
+    for (const fs::directory_entry& entry : fs::directory_iterator(args_.output_dir)) {
+      if (entry.path().filename().string().starts_with(".checkpoint-")) fs::remove_all(entry.path());
+    }
   }
+}
+
+void Trainer::prepare_model() {
+  if (prepared_) return;
+  accelerator_->prepare(model_);  // moved to the device, rank 0's parameters everywhere
+  prepared_ = true;
 }
 
 Trainer::~Trainer() = default;
@@ -162,13 +174,23 @@ void Trainer::log(Metrics metrics) {
 }
 
 Trainer::Evaluation Trainer::run_evaluation(const data::Dataset& dataset) {
+  prepare_model();
   NoGradGuard no_grad;
-  const bool was_training = model_.is_training();
-  model_.eval();
+  struct EvalMode {
+    nn::Module& model;
+    bool was_training = model.is_training();
+    EvalMode(nn::Module& m) : model(m) { model.eval(); }
+    ~EvalMode() { model.train(was_training); }
+  } eval_mode(model_);
   const int64_t n = dataset.size(), ranks = accelerator_->num_processes();
   REMAT_CHECK(n > 0, "Trainer: the evaluation dataset is empty");
+  // Each rank a contiguous block of rows, so that gathering in rank order
+  // keeps the dataset's order.
+  const int64_t per_rank = (n + ranks - 1) / ranks;
   std::vector<int64_t> rows;
-  for (int64_t i = accelerator_->rank(); i < n; i += ranks) rows.push_back(i);
+  for (int64_t i = accelerator_->rank() * per_rank; i < std::min(n, (accelerator_->rank() + 1) * per_rank); ++i) {
+    rows.push_back(i);
+  }
   const data::DataLoader all(dataset, {.batch_size = args_.per_device_eval_batch_size, .device = accelerator_->device()});
   double loss_sum = 0;
   std::vector<double> scores;
@@ -189,7 +211,6 @@ Trainer::Evaluation Trainer::run_evaluation(const data::Dataset& dataset) {
       labels.insert(labels.end(), l.begin(), l.end());
     }
   }
-  if (was_training) model_.train();
   // Every rank's sums, and its rows padded to one length (marked invalid),
   // gathered in rank order.
   const std::vector<double> sums = accelerator_->gather(
@@ -269,7 +290,7 @@ PredictionOutput Trainer::predict(const data::Dataset& dataset) {
 
 bool Trainer::better(double value) const {
   const std::string& name = args_.metric_for_best_model;
-  const bool greater = args_.greater_is_better.value_or(name != "loss" && name != "eval_loss");
+  const bool greater = args_.greater_is_better.value_or(!name.ends_with("loss"));
   return !best_metric_ || (greater ? value > *best_metric_ : value < *best_metric_);
 }
 
@@ -286,11 +307,34 @@ void Trainer::write_state(const std::string& path) const {
 
 void Trainer::save_checkpoint(Run& run) {
   if (run.local_sgd) run.local_sgd->finish();  // every rank holds the model rank 0 writes
-  if (!accelerator_->is_main_process()) return;
+  std::string problem;
+  if (accelerator_->is_main_process()) {
+    try {
+      write_checkpoint(run);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  // Every rank learns whether rank 0's save succeeded, once it is done (a
+  // best checkpoint loaded later is complete on every rank).
+  int64_t failed = problem.empty() ? 0 : 1;
+  if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&failed, 1, DType::Int64, 0);
+  REMAT_CHECK(failed == 0, "Trainer: saving checkpoint-{} failed{}", global_step_,
+              problem.empty() ? std::string(" on rank 0") : ": " + problem);
+}
+
+void Trainer::write_checkpoint(Run& run) {
   const fs::path folder = fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_);
   const fs::path tmp = fs::path(args_.output_dir) / fmt::format(".checkpoint-{}.tmp-{}", global_step_, getpid());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
+  struct RemoveUnlessRenamed {
+    const fs::path& path;
+    ~RemoveUnlessRenamed() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } cleanup{tmp};
   nn::SafetensorsMetadata metadata{{"next_epoch", std::to_string(run.next_epoch)},
                                    {"next_batch", std::to_string(run.next_batch)},
                                    {"world_size", std::to_string(accelerator_->num_processes())},
@@ -313,12 +357,16 @@ void Trainer::save_checkpoint(Run& run) {
 void Trainer::rotate_checkpoints() {
   if (!args_.save_total_limit) return;
   std::vector<fs::path> folders = checkpoints_in(args_.output_dir);
-  // The best stays: it is moved to the newest end, as Hugging Face does.
+  auto limit = static_cast<size_t>(*args_.save_total_limit);
+  // As Hugging Face: the best stays, moved next to the newest (which stays
+  // too, to resume from; a limit of 1 becomes 2 for that).
   const auto best = std::find_if(folders.begin(), folders.end(), [&](const fs::path& p) {
     return !best_checkpoint_.empty() && fs::equivalent(p, best_checkpoint_);
   });
-  if (best != folders.end()) std::rotate(best, best + 1, folders.end());
-  const auto limit = static_cast<size_t>(*args_.save_total_limit);
+  if (best != folders.end() && best + 1 != folders.end()) {
+    std::rotate(best, best + 1, folders.end() - 1);
+    limit = std::max<size_t>(limit, 2);
+  }
   for (size_t i = 0; i + limit < folders.size(); ++i) fs::remove_all(folders[i]);
 }
 
@@ -357,12 +405,17 @@ void Trainer::resume(Run& run, const std::string& folder) {
   const nlohmann::json state = nlohmann::json::parse(state_file, nullptr, /*allow_exceptions=*/false);
   if (!state.is_discarded() && state.contains("log_history")) {
     log_history_ = nlohmann::ordered_json::parse(state["log_history"].dump());
-    if (state["best_metric"].is_number()) best_metric_ = state["best_metric"].get<double>();
-    if (state["best_model_checkpoint"].is_string()) best_checkpoint_ = state["best_model_checkpoint"].get<std::string>();
+    if (state.contains("best_metric") && state["best_metric"].is_number()) {
+      best_metric_ = state["best_metric"].get<double>();
+    }
+    if (state.contains("best_model_checkpoint") && state["best_model_checkpoint"].is_string()) {
+      best_checkpoint_ = state["best_model_checkpoint"].get<std::string>();
+    }
   }
 }
 
 TrainOutput Trainer::train() {
+  prepare_model();
   Run run;
   const std::vector<Tensor> params = model_.parameters();
   run.adamw = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{
@@ -372,6 +425,8 @@ TrainOutput Trainer::train() {
       train_dataset_, {.batch_size = args_.per_device_train_batch_size, .shuffle = true, .seed = args_.seed})));
   const int64_t k = args_.gradient_accumulation_steps;
   run.batches = run.loader->size();
+  REMAT_CHECK(run.batches > 0, "Trainer: the training dataset gives no batches (it has {} rows)",
+              train_dataset_.size());
   run.steps_per_epoch = (run.batches + k - 1) / k;
   run.total_steps = args_.max_steps > 0 ? args_.max_steps
                                         : static_cast<int64_t>(std::ceil(args_.num_train_epochs *
@@ -428,7 +483,7 @@ TrainOutput Trainer::train() {
                   "evaluation's metrics", name);
     }
     if (save_now && saving) {
-      if (metric && better(*metric)) {
+      if (metric && args_.load_best_model_at_end && better(*metric)) {
         best_metric_ = metric;
         best_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
       }
@@ -491,8 +546,11 @@ TrainOutput Trainer::train() {
         logged_loss = 0;
         logged_steps = 0;
       }
-      stop = global_step_ >= run.total_steps || (args_.max_time && seconds_since(start) >= *args_.max_time) ||
-             (callbacks_.should_stop && callbacks_.should_stop(global_step_));
+      // Out of time or told to stop: rank 0's decision, for every rank.
+      int64_t told = (args_.max_time && seconds_since(start) >= *args_.max_time) ||
+                     (callbacks_.should_stop && callbacks_.should_stop(global_step_));
+      if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&told, 1, DType::Int64, 0);
+      stop = global_step_ >= run.total_steps || told != 0;
       epoch_done = b + 1 == run.batches;
       // An epoch's own evaluation and save come after its last step.
       after_step(args_.eval_strategy == "steps" && global_step_ % eval_every == 0,

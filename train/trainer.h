@@ -26,7 +26,9 @@
 // leaves the last complete one; the newest save_total_limit are kept (and
 // the best, with load_best_model_at_end). resume_from_checkpoint continues
 // bit for bit: N steps, stopped, then resumed to 2N, equal 2N steps run at
-// once. The output folder is locked while a Trainer uses it.
+// once (under LocalSGD every rank resumes from rank 0's model and optimizer
+// state, and each save averages the models first). Rank 0 writes; the
+// output folder is locked while its Trainer uses it.
 #pragma once
 
 #include <cstdint>
@@ -126,7 +128,9 @@ class Trainer {
   };
   Evaluation run_evaluation(const data::Dataset& dataset);
   void log(Metrics metrics);
-  void save_checkpoint(Run& run);
+  void prepare_model();
+  void save_checkpoint(Run& run);   // every rank
+  void write_checkpoint(Run& run);  // rank 0
   void resume(Run& run, const std::string& folder);
   std::string checkpoint_to_resume() const;
   void rotate_checkpoints();
@@ -147,6 +151,7 @@ class Trainer {
   nlohmann::ordered_json log_history_ = nlohmann::ordered_json::array();
   std::optional<double> best_metric_;
   std::string best_checkpoint_;
+  bool prepared_ = false;  // prepare_model() ran
 };
 
 // A dict as Python prints it: {'eval_loss': 0.3673, 'epoch': 1.0}.

@@ -175,7 +175,7 @@ template <class T>
 Field field(std::string_view name, T Args::*member) {
   return Field{
       .name = name,
-      .is_bool = std::is_same_v<T, bool>,
+      .is_bool = std::is_same_v<T, bool> || std::is_same_v<T, std::optional<bool>>,
       .from_json = [name, member](Args& a, const Json& j) { a.*member = Reader<T>::from_json(name, j); },
       .from_text = [name, member](Args& a, std::string_view t) { a.*member = Reader<T>::from_text(name, t); },
       .to_json = [member](const Args& a) { return Reader<T>::to_json(a.*member); },
@@ -298,13 +298,18 @@ void apply_flags(TrainingArguments& args, const std::vector<std::string>& flags)
     const std::string_view body = std::string_view(flag).substr(2);
     const size_t equals = body.find('=');
     const std::string_view name = body.substr(0, equals);
-    const Field& f = field_named(name, "flags");
+    REMAT_CHECK(find_field(name) != nullptr, "flags: unknown flag --{}: not a training argument (known, with dashes or "
+                "underscores: {})", name, fmt::join(training_argument_names(), ", "));
+    const Field& f = *find_field(name);
     if (equals != std::string_view::npos) {
       f.from_text(args, body.substr(equals + 1));
     } else if (f.is_bool && (i + 1 == flags.size() || flags[i + 1].starts_with("--"))) {
       f.from_text(args, "true");  // a bare bool flag
     } else {
-      REMAT_CHECK(i + 1 < flags.size(), "flags: --{} needs a value", name);
+      REMAT_CHECK(i + 1 < flags.size() && !flags[i + 1].starts_with("--"), "flags: --{} needs a value{}", name,
+                  i + 1 < flags.size() ? fmt::format(", not the flag {} (--{}=VALUE gives a value that starts with "
+                                                     "dashes)", flags[i + 1], name)
+                                       : std::string());
       f.from_text(args, flags[++i]);
     }
   }

@@ -57,12 +57,30 @@ TEST(Cli, UnknownTaskWorkloadAndPolicyAreNamed) {
 }
 
 TEST(Cli, AFlagOfTheOtherTaskIsAnError) {
-  Outcome run = run_remat("train --task fashion-mnist --max-steps 5");
+  Outcome run = run_remat("train --task fashion-mnist --time-limit 5");
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "--max-steps")) << run.output;
+  EXPECT_TRUE(contains(run.output, "--time-limit is a flag of --task kjv-gpt")) << run.output;
+  run = run_remat("train --task kjv-gpt --eval-strategy epoch");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "kjv-gpt does not run on the Trainer yet")) << run.output;
   run = run_remat("train --task kjv-gpt --resume");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output, "--checkpoint")) << run.output;
+}
+
+TEST(Cli, OtherFlagsOfTrainAreTrainerArgumentsCheckedBeforeTheData) {
+  // Accepted (the missing data is the error), whether CLI11 knows the name
+  // for kjv-gpt (--max-steps) or not (--eval-strategy).
+  Outcome run = run_remat("train --task fashion-mnist --data-dir /nonexistent/fashion --max-steps 5 "
+                          "--eval-strategy epoch --gradient-checkpointing");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "/nonexistent/fashion")) << run.output;
+  run = run_remat("train --task fashion-mnist --data-dir /nonexistent/fashion --eval-strategy daily");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "eval_strategy: 'daily' is not one of no, steps, epoch")) << run.output;
+  run = run_remat("train --task fashion-mnist --eval-strtegy epoch");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "unknown flag --eval-strtegy")) << run.output;
 }
 
 TEST(Cli, ExplainPrintsOneRowPerNode) {

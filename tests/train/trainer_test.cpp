@@ -186,6 +186,7 @@ TEST(Trainer, AnEvalStrategyWithoutAnEvalDatasetIsAnError) {
 TEST(Trainer, MetricsPrintAsPythonPrintsADict) {
   EXPECT_EQ(format_metrics({{"epoch", 1.0}, {"eval_loss", 0.36734}, {"eval_samples", 30}}),
             "{'epoch': 1.0, 'eval_loss': 0.3673, 'eval_samples': 30}");
+  EXPECT_EQ(format_metrics({{"learning_rate", 5e-5}, {"epoch", 1.0666}}), "{'learning_rate': 5e-05, 'epoch': 1.07}");
 }
 
 }  // namespace
