@@ -177,9 +177,10 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
 void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
   remat::train::check_options(options);  // before the header
   if (!json && main_process()) {
-    fmt::print("task kjv-gpt: GPT {} layers x {} channels, {} heads, context {}, batch {} per rank, AdamW lr {}, up to "
-               "{} steps or {} s, {} threads; {}\n", options.n_layer, options.n_embd, options.n_head,
-               options.block_size, options.batch_size, options.lr, options.max_steps, options.time_limit_seconds,
+    fmt::print("task kjv-gpt: GPT {} layers x {} channels, {} heads, context {}, batch {} per rank, AdamW lr {}, {} "
+               "steps{}, {} threads; {}\n", options.n_layer, options.n_embd, options.n_head, options.block_size,
+               options.batch_size, options.lr, options.max_steps,
+               options.time_limit_seconds > 0 ? fmt::format(" or {} s", options.time_limit_seconds) : std::string(),
                options.threads, distribution(options));
     set_threads_and_print_gemm(options.threads);
     print_device(options.device);

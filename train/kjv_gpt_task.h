@@ -36,7 +36,7 @@ struct KjvGptOptions {
   // Optimisation.
   int64_t batch_size = 32;
   int64_t max_steps = 1000;          // the cosine schedule ends here
-  double time_limit_seconds = 570;  // stops early at this wall time (0: none)
+  double time_limit_seconds = 0;  // stops early at this wall time (0: none, the default)
   double lr = 3e-3;
   double min_lr_ratio = 0.1;
   int64_t warmup_steps = 100;
