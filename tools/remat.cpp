@@ -36,7 +36,9 @@
 #include "train/fashion_mnist_task.h"
 #include "train/kjv_gpt_task.h"
 #include "train/parse.h"
+#include "train/progress.h"
 #include "train/tradeoff.h"
+#include "train/trainer.h"
 #include "train/training_arguments.h"
 #include "train/workload.h"
 
@@ -150,9 +152,13 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
     if (!options.trainer_flags.empty()) fmt::print("trainer arguments: {}\n", fmt::join(options.trainer_flags, " "));
     std::fflush(stdout);
   }
+  // A bar on a terminal, a line every 5 s elsewhere (train/progress.h).
+  remat::train::Progress progress(static_cast<double>(options.batch_size * options.gradient_accumulation_steps *
+                                                      std::max(1, remat::comm::Mpi::launch_size())));
   // The Trainer prints its dicts ({'epoch': 1.0, 'eval_loss': ...}); after
   // each epoch a line of what remat measured. --json: one JSON line per epoch.
   auto on_epoch = [&](const EpochResult& r) {
+    progress.finish();
     if (json) {
       fmt::print("{{\"epoch\": {}, \"train_loss\": {:.6f}, \"test_loss\": {:.6f}, \"test_accuracy\": {:.4f}, "
                  "\"test_f1\": {:.4f}, \"seconds\": {:.3f}, \"peak_activation_bytes\": {}, \"ranks\": {}, "
@@ -166,12 +172,19 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
     }
     std::fflush(stdout);
   };
-  auto on_progress = [](int64_t step, int64_t steps, double loss) {
-    fmt::print(stderr, "  step {}/{}  running loss {:.4f}\n", step, steps, loss);
+  auto on_progress = [&](int64_t step, int64_t steps, double loss) {
+    progress.update(step, steps, loss);
+    if (step == steps) progress.finish();
   };
-  const auto quiet = [](const remat::train::Metrics&) {};  // JSON lines only
-  remat::train::train_fashion_mnist(options, on_epoch, on_progress,
-                                    json ? std::function<void(const remat::train::Metrics&)>(quiet) : nullptr);
+  // The Trainer's dicts on their own lines, between redraws of the bar;
+  // with --json only the JSON lines.
+  const auto on_log = [&](const remat::train::Metrics& metrics) {
+    if (json) return;
+    progress.finish();
+    fmt::print("{}\n", remat::train::format_metrics(metrics));
+    std::fflush(stdout);
+  };
+  remat::train::train_fashion_mnist(options, on_epoch, on_progress, on_log);
 }
 
 void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {

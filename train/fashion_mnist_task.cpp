@@ -23,10 +23,6 @@
 namespace remat::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 // The first `rows` rows of `dataset` (all of them when it has fewer).
 data::Dataset first_rows(const data::Dataset& dataset, int64_t rows) {
   if (rows >= dataset.size()) return dataset;
@@ -136,12 +132,7 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
     results.push_back(result);
     if (on_epoch) on_epoch(result);
   };
-  auto last_report = Clock::now();
-  callbacks.on_step_end = [&](int64_t step, int64_t steps, double loss) {
-    if (!on_progress || seconds_since(last_report) <= 5.0) return;
-    on_progress(step, steps, loss);
-    last_report = Clock::now();
-  };
+  if (on_progress) callbacks.on_step_end = on_progress;
   Trainer trainer(model, args, train_set, &test_set, classification_metrics, classifier_forward(), callbacks);
   running = &trainer;
   check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options), "train");

@@ -64,8 +64,8 @@ struct EpochResult {
 
 // Trains and returns one result per epoch (the test figures are over the
 // whole test split, shared out among the ranks); on_epoch is called as each
-// ends, on_progress(batch, batches, running loss) every few seconds, both on
-// rank 0 only; on_log gets each dict the Trainer logs (training,
+// ends, on_progress(step, steps, running loss) after each optimizer step,
+// both on rank 0 only; on_log gets each dict the Trainer logs (training,
 // evaluation, summary; empty: printed as Python prints a dict).
 std::vector<EpochResult> train_fashion_mnist(
     const FashionMnistOptions& options, const std::function<void(const EpochResult&)>& on_epoch = {},
