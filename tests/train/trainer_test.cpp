@@ -162,6 +162,10 @@ TEST(Trainer, AccumulationWithCheckpointingEqualsOneLargerBatch) {
     args.gradient_checkpointing = checkpointing;
     args.max_steps = 2;
     Trainer(model, args, train_set).train();
+    EXPECT_EQ(model.is_gradient_checkpointing(), checkpointing);
+    if (checkpointing) {
+      EXPECT_EQ(model.checkpointing_report()->step, 8);  // every micro-batch recorded and planned
+    }
     return weights_of(model);
   };
   const auto accumulated = run(8, 4, true), large = run(32, 1, false);
