@@ -246,6 +246,7 @@ GraphProfile profile_graph(const Tensor& root) {
   REMAT_CHECK(root.defined() && root.grad_fn(), "profile_graph: tensor {} has no recorded graph", root.str());
   std::vector<const NodeRecord*> records;
   std::unordered_set<Node*> seen;
+  std::unordered_set<Profiler*> profilers;
   std::vector<Node*> stack{root.grad_fn().get()};
   while (!stack.empty()) {
     Node* node = stack.back();
@@ -254,11 +255,11 @@ GraphProfile profile_graph(const Tensor& root) {
     REMAT_CHECK(node->record().measured.observed, "profile_graph: node {} ({}) of the graph of {} was recorded "
                 "unmeasured; record the graph inside a scheduler::Profiling scope (scheduler/profiler.h) or a "
                 "Checkpointer's record()", node->record().sequence_nr, node->name(), root.str());
-    // A GPU's times are read once the work has run.
-    if (auto* profiler = dynamic_cast<Profiler*>(node->observer())) profiler->resolve();
+    if (auto* profiler = dynamic_cast<Profiler*>(node->observer())) profilers.insert(profiler);
     records.push_back(&node->record());
     for (const Edge& edge : node->next_edges()) stack.push_back(edge.node.get());
   }
+  for (Profiler* profiler : profilers) profiler->resolve();  // a GPU's times, read once the work has run
   // The root is the latest record; sorting puts it last.
   return build(std::move(records), InputSource::kNone);
 }

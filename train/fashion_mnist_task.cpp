@@ -5,7 +5,7 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
+#include <numeric>
 
 #include "comm/mpi.h"
 #include "engine/allocator.h"
@@ -26,15 +26,11 @@ namespace {
 // The first `rows` rows of `dataset` (all of them when it has fewer).
 data::Dataset first_rows(const data::Dataset& dataset, int64_t rows) {
   if (rows >= dataset.size()) return dataset;
-  const auto take = [rows](const Tensor& t) {
-    Shape shape = t.shape();
-    shape[0] = rows;
-    Tensor out(shape, t.dtype());
-    std::memcpy(out.raw_data(), t.raw_data(), t.nbytes() / static_cast<size_t>(t.size(0)) * static_cast<size_t>(rows));
-    return out;
-  };
+  std::vector<int64_t> first(static_cast<size_t>(rows));
+  std::iota(first.begin(), first.end(), int64_t{0});
   CategoryGuard data(MemoryCategory::Data);
-  return {take(dense(dataset.inputs)), take(dense(dataset.targets))};
+  data::Batch batch = data::DataLoader(dataset, {.batch_size = rows}).gather(first);
+  return {std::move(batch.inputs), std::move(batch.targets)};
 }
 
 // The task's Trainer arguments: its defaults, its flags, then the Trainer
