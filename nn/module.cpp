@@ -38,6 +38,10 @@ std::optional<scheduler::StepReport> Module::checkpointing_report() const {
   return checkpointer_->report();
 }
 
+const scheduler::PlanOptions* Module::checkpointing_options() const {
+  return checkpointer_ ? &checkpointer_->options() : nullptr;
+}
+
 const scheduler::GraphProfile* Module::checkpointing_profile() const {
   return checkpointer_ ? checkpointer_->profile() : nullptr;
 }

@@ -93,6 +93,8 @@ class Module {
                                      const scheduler::GraphProfile* saved_profile = nullptr);
   void gradient_checkpointing_disable();
   bool is_gradient_checkpointing() const { return checkpointer_ != nullptr; }
+  // The policy and budget it plans with; null when checkpointing is off.
+  const scheduler::PlanOptions* checkpointing_options() const;
   // Without a saved profile: plans the first step before it runs, from a
   // rehearsal of it on the meta device (Checkpointer::rehearse), so that a
   // budget holds from the first step too and one below the graph's minimum

@@ -197,27 +197,40 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
                options.threads, distribution(options));
     set_threads_and_print_gemm(options.threads);
     print_device(options.device);
-    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>8} {:>13} {:>16} {:>16} {:>10}\n", "step", "train_loss", "val_loss", "lr",
-               "seconds", "tokens/s/rank", "peak_activation", "first_step_peak", "allreduce");
+    if (!options.trainer_flags.empty()) fmt::print("trainer arguments: {}\n", fmt::join(options.trainer_flags, " "));
+    fmt::print("{:>6} {:>11} {:>9} {:>9} {:>9} {:>8} {:>13} {:>16} {:>16} {:>10}\n", "step", "train_loss", "val_loss",
+               "val_ppl", "lr", "seconds", "tokens/s/rank", "peak_activation", "first_step_peak", "allreduce");
     std::fflush(stdout);
   }
+  // A bar on a terminal, a line every 5 s elsewhere (train/progress.h), and
+  // a row of the table at each validation. --json: one JSON line per row.
+  remat::train::Progress progress(static_cast<double>(options.batch_size * options.gradient_accumulation_steps *
+                                                      std::max(1, remat::comm::Mpi::launch_size())));
   auto on_eval = [&](const KjvEval& e) {
+    progress.finish();
     if (json) {
-      fmt::print("{{\"step\": {}, \"train_loss\": {:.6f}, \"val_loss\": {:.6f}, \"lr\": {:.6g}, \"seconds\": {:.3f}, "
-                 "\"tokens_per_second\": {:.1f}, \"peak_activation_bytes\": {}, "
+      fmt::print("{{\"step\": {}, \"train_loss\": {:.6f}, \"val_loss\": {:.6f}, \"val_perplexity\": {:.6f}, "
+                 "\"lr\": {:.6g}, \"seconds\": {:.3f}, \"tokens_per_second\": {:.1f}, \"peak_activation_bytes\": {}, "
                  "\"first_step_peak_activation_bytes\": {}, \"allreduce_calls\": {}, \"allreduce_bytes\": {}}}\n",
-                 e.step, e.train_loss, e.val_loss, e.lr, e.seconds, e.tokens_per_second, e.peak_activation_bytes,
-                 e.first_step_peak_activation_bytes, e.allreduce_calls, e.allreduce_bytes);
+                 e.step, e.train_loss, e.val_loss, e.val_perplexity, e.lr, e.seconds, e.tokens_per_second,
+                 e.peak_activation_bytes, e.first_step_peak_activation_bytes, e.allreduce_calls, e.allreduce_bytes);
     } else {
-      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.2e} {:>8.1f} {:>13.0f} {:>16} {:>16} {:>10}\n", e.step, e.train_loss,
-                 e.val_loss, e.lr, e.seconds, e.tokens_per_second, mib(e.peak_activation_bytes),
-                 mib(e.first_step_peak_activation_bytes), e.allreduce_calls);
+      fmt::print("{:>6} {:>11.4f} {:>9.4f} {:>9.3f} {:>9.2e} {:>8.1f} {:>13.0f} {:>16} {:>16} {:>10}\n", e.step,
+                 e.train_loss, e.val_loss, e.val_perplexity, e.lr, e.seconds, e.tokens_per_second,
+                 mib(e.peak_activation_bytes), mib(e.first_step_peak_activation_bytes), e.allreduce_calls);
     }
     std::fflush(stdout);
   };
-  const remat::train::KjvResult result = remat::train::train_kjv_gpt(options, on_eval);
+  auto on_step = [&](const remat::train::StepStats& step) {
+    if (!json) progress.update(step.step, step.steps, step.mean_loss);
+  };
+  // The table says what the Trainer's dicts would (they are in
+  // --output-dir's trainer_state.json).
+  const auto on_log = [](const remat::train::Metrics&) {};
+  const remat::train::KjvResult result = remat::train::train_kjv_gpt(options, on_eval, on_step, on_log);
+  progress.finish();
   if (!main_process()) return;
-  if (result.first_step > 0 && !json) fmt::print("(resumed from {} at step {})\n", options.checkpoint_path, result.first_step);
+  if (result.first_step > 0 && !json) fmt::print("(resumed at step {})\n", result.first_step);
   if (json) {
     fmt::print("{}\n", nlohmann::json{{"sample", result.sample}, {"parameters", result.parameters}}.dump());
   } else {
@@ -403,27 +416,6 @@ void add_plan_options(CLI::App* command, remat::train::WorkloadOptions& options,
                       "ops whose outputs every plan replays, e.g. layer_norm")->delimiter(',');
 }
 
-// kjv-gpt does not run on the Trainer yet: of its arguments it takes
-// --gradient-checkpointing (with --gradient-checkpointing-kwargs) as its own
-// --checkpointing policy and budget; any other is an error naming it.
-void apply_trainer_flags_to_kjv(const std::vector<std::string>& flags, remat::train::KjvGptOptions& kjv) {
-  if (flags.empty()) return;
-  remat::train::TrainingArguments args;
-  remat::train::apply_flags(args, flags);  // unknown names and bad values first
-  for (const std::string& flag : flags) {
-    if (!flag.starts_with("--")) continue;
-    std::string name = flag.substr(2, flag.find('=') == std::string::npos ? std::string::npos : flag.find('=') - 2);
-    std::replace(name.begin(), name.end(), '-', '_');
-    REMAT_CHECK(name == "gradient_checkpointing" || name == "gradient_checkpointing_kwargs", "train --task kjv-gpt: "
-                "--{} is a Trainer argument, and kjv-gpt does not run on the Trainer yet (it takes "
-                "--gradient-checkpointing)", name);
-  }
-  if (!args.gradient_checkpointing) return;
-  REMAT_CHECK(kjv.checkpointing.empty(), "train: give --checkpointing or --gradient-checkpointing, not both");
-  kjv.checkpointing = args.gradient_checkpointing_kwargs.policy;
-  kjv.checkpointing_budget = args.gradient_checkpointing_kwargs.budget;
-}
-
 // OpenMP threads that spin while idle take the cores from OpenBLAS's own
 // (pthread) threads: a 2-thread training run was 3x slower with libgomp's
 // default policy. libgomp reads OMP_WAIT_POLICY when it loads, before
@@ -504,10 +496,6 @@ int main(int argc, char** argv) {
   kjv_only.push_back(train->add_option("--temperature", kjv.temperature, "kjv-gpt: sampling temperature")->capture_default_str());
   kjv_only.push_back(train->add_option("--prompt", kjv.prompt, "kjv-gpt: text the sample starts from")->capture_default_str());
   kjv_only.push_back(train->add_option("--text", kjv.text_path, "kjv-gpt: train on this text file instead of the KJV"));
-  kjv_only.push_back(train->add_option("--checkpoint", kjv.checkpoint_path, "kjv-gpt: write a checkpoint here at every validation"));
-  kjv_only.push_back(train->add_flag("--resume", kjv.resume, "kjv-gpt: start from --checkpoint when it exists"));
-  kjv_only.push_back(train->add_flag("--overwrite-checkpoint", kjv.overwrite_checkpoint,
-                                     "kjv-gpt: start over and replace an existing --checkpoint (else an error)"));
   kjv_only.push_back(train->add_option("--save-weights", kjv.weights_path, "kjv-gpt: write the trained weights (GPT-2 names) here"));
   train->add_flag("--json", json, "print JSON lines");
 
@@ -579,7 +567,6 @@ int main(int argc, char** argv) {
         for (const std::string& value : flag->results()) trainer_flags.insert(trainer_flags.end(), {name, value});
       }
     }
-    REMAT_CHECK(!kjv.resume || !kjv.checkpoint_path.empty(), "train: --resume needs --checkpoint FILE");
     // What CLI11 does not know goes to the Trainer, by Hugging Face's names
     // (--eval-strategy epoch, --gradient-checkpointing, --output-dir DIR).
     for (const std::string& flag : train->remaining()) trainer_flags.push_back(flag);
@@ -590,7 +577,7 @@ int main(int argc, char** argv) {
     }
     if (*train && task == "kjv-gpt") {
       apply(common, kjv);
-      apply_trainer_flags_to_kjv(trainer_flags, kjv);
+      kjv.trainer_flags = trainer_flags;
       if (!kjv_budget.empty()) kjv.checkpointing_budget = remat::train::parse_bytes(kjv_budget, "--checkpointing-budget");
       train_kjv_gpt(kjv, json);
     }

@@ -128,7 +128,9 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
     results.push_back(result);
     if (on_epoch) on_epoch(result);
   };
-  if (on_progress) callbacks.on_step_end = on_progress;
+  if (on_progress) {
+    callbacks.on_step_end = [&](const StepStats& step) { on_progress(step.step, step.steps, step.mean_loss); };
+  }
   Trainer trainer(model, args, train_set, &test_set, classification_metrics, classifier_forward(), callbacks);
   running = &trainer;
   check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options), "train");

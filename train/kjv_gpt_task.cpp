@@ -4,70 +4,82 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <optional>
 
+#include "comm/mpi.h"
 #include "engine/allocator.h"
 #include "engine/factory.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/gpt.h"
 #include "nn/safetensors.h"
-#include "ops/ops.h"
-#include "optim/adamw.h"
-#include "optim/clip.h"
-#include "optim/lr_schedule.h"
 #include "scheduler/plan.h"
 #include "scheduler/profile_json.h"
 #include "train/accelerator.h"
-#include "train/checkpoint.h"
+#include "train/data_loader.h"
 #include "train/limits.h"
-#include "train/local_sgd.h"
-#include "train/parse.h"
 #include "train/rank_agreement.h"
 #include "train/run_files.h"
 #include "train/text_data.h"
+#include "train/training_arguments.h"
 
 namespace remat::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Mean loss over a fixed set of validation windows (the same every call),
-// averaged over the ranks' models.
-double validation_loss(nn::GPT& model, const data::TextWindows& windows, int64_t batches,
-                       const Accelerator& accelerator) {
-  NoGradGuard no_grad;
-  model.eval();
-  double total = 0;
-  for (int64_t i = 0; i < batches; ++i) {
-    const data::Batch batch = data::to(windows.batch(i), accelerator.device());
-    total += model.forward(batch.inputs, batch.targets).loss.item<double>();
+// The task's Trainer arguments: its defaults, its flags, then the Trainer
+// flags by Hugging Face's names.
+TrainingArguments trainer_arguments(const KjvGptOptions& o) {
+  TrainingArguments args;
+  args.max_steps = o.max_steps;
+  args.per_device_train_batch_size = o.batch_size;
+  args.per_device_eval_batch_size = o.batch_size;
+  args.learning_rate = o.lr;
+  args.weight_decay = o.weight_decay;
+  args.adam_beta2 = 0.95;
+  args.max_grad_norm = o.grad_clip;
+  args.lr_scheduler_type = "cosine_with_min_lr";
+  args.lr_scheduler_kwargs.min_lr_rate = o.min_lr_ratio;
+  args.warmup_steps = o.warmup_steps;
+  args.eval_strategy = "steps";
+  args.eval_steps = o.eval_interval;
+  args.logging_steps = o.eval_interval;
+  args.save_strategy = "steps";  // where an output_dir is given
+  args.save_steps = o.eval_interval;
+  args.gradient_accumulation_steps = o.gradient_accumulation_steps;
+  args.local_sgd_steps = o.local_sgd_steps;
+  if (o.diloco) {
+    args.diloco = true;
+    args.outer_lr = o.diloco->outer_lr;
+    args.outer_momentum = o.diloco->momentum;
   }
-  model.train();
-  double sum = 0;
-  for (double loss : accelerator.gather(from_vector(std::vector<double>{total}, {1})).to_vector<double>()) sum += loss;
-  return sum / static_cast<double>(batches * accelerator.num_processes());
+  if (!o.checkpointing.empty()) {
+    args.gradient_checkpointing = true;
+    args.gradient_checkpointing_kwargs.policy = o.checkpointing;
+    args.gradient_checkpointing_kwargs.budget = o.checkpointing_budget;
+  }
+  args.seed = o.seed;
+  if (o.time_limit_seconds > 0) args.max_time = o.time_limit_seconds;
+  args.device = o.device;
+  apply_flags(args, o.trainer_flags);
+  // The floor is the cosine's; a constant schedule named by a flag has none.
+  if (args.lr_scheduler_type.starts_with("constant")) args.lr_scheduler_kwargs = {};
+  if (args.lr_scheduler_type == "cosine") args.lr_scheduler_type = "cosine_with_min_lr";
+  return args;
 }
 
-// Whether rank 0 has run out of time: one decision for all ranks, so that
-// they stop at the same step.
-bool out_of_time(const KjvGptOptions& options, double seconds, const Accelerator& accelerator) {
-  if (options.time_limit_seconds <= 0) return false;
-  int64_t stop = seconds >= options.time_limit_seconds ? 1 : 0;
-  if (accelerator.num_processes() > 1) accelerator.host_communicator().broadcast(&stop, 1, DType::Int64, 0);
-  return stop != 0;
-}
-
-std::string rank_path(const std::string& path, const Accelerator& accelerator) {
-  if (path.empty() || accelerator.num_processes() == 1) return path;
-  return fmt::format("{}.rank{}-of-{}", path, accelerator.rank(), accelerator.num_processes());
+// `count` rows of `blocks` spread evenly over it (all when it has fewer):
+// the validation set, the same every measurement.
+data::Dataset spread_rows(const data::Dataset& blocks, int64_t count) {
+  if (count >= blocks.size()) return blocks;
+  std::vector<int64_t> rows(static_cast<size_t>(count));
+  for (int64_t j = 0; j < count; ++j) rows[static_cast<size_t>(j)] = j * blocks.size() / count;
+  CategoryGuard data(MemoryCategory::Data);
+  data::Batch batch = data::DataLoader(blocks, {.batch_size = count}).gather(rows);
+  return {std::move(batch.inputs), std::move(batch.targets)};
 }
 
 // What must be the same on every rank: everything that shapes the model, the
-// data, the schedule and the collectives (rank 0 alone decides the time limit,
-// but only ranks with a limit ask it).
+// data, the schedule and the collectives.
 std::vector<Setting> shared_settings(const KjvGptOptions& o, uint64_t text_fingerprint) {
   const auto text = [](auto value) { return fmt::format("{}", value); };
   return {{"--n-layer", text(o.n_layer)}, {"--n-head", text(o.n_head)}, {"--n-embd", text(o.n_embd)},
@@ -81,46 +93,17 @@ std::vector<Setting> shared_settings(const KjvGptOptions& o, uint64_t text_finge
           {"--local-sgd-steps", text(o.local_sgd_steps)},
           {"--diloco", o.diloco ? fmt::format("outer lr {}, momentum {}", o.diloco->outer_lr, o.diloco->momentum)
                                 : std::string("off")},
-          {"--resume", text(o.resume)},
+          {"trainer arguments", fmt::format("{}", fmt::join(o.trainer_flags, " "))},
           {"--text (a fingerprint of its bytes)", fmt::format("{:016x}", text_fingerprint)}};
 }
 
 // What a checkpoint records about its run, and a resume must match.
 nn::SafetensorsMetadata describe_run(const KjvGptOptions& o, const data::CharTokenizer& tokenizer,
-                                     uint64_t text_fingerprint, const Accelerator& accelerator) {
+                                     uint64_t text_fingerprint) {
   return {{"task", "kjv-gpt"}, {"n_layer", std::to_string(o.n_layer)}, {"n_head", std::to_string(o.n_head)},
           {"n_embd", std::to_string(o.n_embd)}, {"block_size", std::to_string(o.block_size)},
           {"dropout", fmt::format("{}", o.dropout)}, {"vocab_size", std::to_string(tokenizer.vocab_size())},
-          {"symbols", tokenizer.symbols()}, {"data_fingerprint", fmt::format("{:016x}", text_fingerprint)},
-          {"world_size", std::to_string(accelerator.num_processes())}, {"rank", std::to_string(accelerator.rank())}};
-}
-
-bool all_digits(std::string_view text) {
-  return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
-}
-
-// Checkpoints of `path` that a run of another world size wrote: the path
-// itself (one process) when this run has several, and path.rank<r>-of-<w>
-// for another w. As (file, its world size).
-std::vector<std::pair<std::string, std::string>> other_world_checkpoints(const std::string& path, int world) {
-  namespace fs = std::filesystem;
-  std::vector<std::pair<std::string, std::string>> found;
-  std::error_code ec;
-  if (world > 1 && fs::is_regular_file(path, ec)) found.emplace_back(path, "1");
-  fs::path folder = fs::path(path).parent_path();
-  if (folder.empty()) folder = ".";
-  const std::string prefix = fs::path(path).filename().string() + ".rank";
-  for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    const std::string_view rest = std::string_view(name).substr(prefix.size());
-    const size_t of = rest.find("-of-");
-    if (of == std::string_view::npos || !all_digits(rest.substr(0, of)) || !all_digits(rest.substr(of + 4))) continue;
-    const std::string size(rest.substr(of + 4));
-    if (size != std::to_string(world)) found.emplace_back(entry.path().string(), size);
-  }
-  std::sort(found.begin(), found.end());
-  return found;
+          {"symbols", tokenizer.symbols()}, {"data_fingerprint", fmt::format("{:016x}", text_fingerprint)}};
 }
 
 }  // namespace
@@ -142,8 +125,6 @@ void check_options(const KjvGptOptions& o) {
               "ignored)");
   REMAT_CHECK(!o.checkpointing_budget || o.checkpointing == "cost" || o.checkpointing == "optimal",
               "train: --checkpointing {} takes no --checkpointing-budget (cost and optimal do)", o.checkpointing);
-  REMAT_CHECK((o.checkpointing_profile.empty() && o.save_checkpointing_profile.empty()) || !o.checkpointing.empty(),
-              "train: --checkpointing-profile and --save-checkpointing-profile need --checkpointing");
   REMAT_CHECK(!o.checkpointing_budget || *o.checkpointing_budget > 0, "train: --checkpointing-budget must be more "
               "than 0 bytes, got {}", o.checkpointing_budget.value_or(0));
   REMAT_CHECK(o.batch_size >= 1, "train: --batch-size must be at least 1, got {}", o.batch_size);
@@ -165,39 +146,34 @@ void check_options(const KjvGptOptions& o) {
   REMAT_CHECK(!o.prompt.empty(), "train: --prompt must not be empty (the sample continues it)");
   check_threads(o.threads, "train");
   check_distribution(o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
+  TrainingArguments named;  // what the Trainer flags alone set
+  apply_flags(named, o.trainer_flags);
+  REMAT_CHECK(o.checkpointing.empty() || !named.gradient_checkpointing, "train: give --checkpointing or "
+              "--gradient-checkpointing, not both");
+  const TrainingArguments args = trainer_arguments(o);
+  check(args);
+  REMAT_CHECK((o.checkpointing_profile.empty() && o.save_checkpointing_profile.empty()) ||
+                  args.gradient_checkpointing,
+              "train: --checkpointing-profile and --save-checkpointing-profile need --checkpointing or "
+              "--gradient-checkpointing");
 }
 
-KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval) {
+KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval,
+                        const std::function<void(const StepStats&)>& on_step,
+                        const std::function<void(const Metrics&)>& on_log) {
   check_options(options);
   kernels::cpu::set_num_threads(options.threads);
-  Accelerator accelerator({.gradient_accumulation_steps = options.gradient_accumulation_steps,
-                           .device = device_from_name(options.device)});
+  const TrainingArguments args = trainer_arguments(options);
+  const bool main_process = std::max(0, comm::Mpi::launch_rank()) == 0;
 
-  // Every output can be written, no two flags name one file, and no other
-  // run is writing this checkpoint: found now, not after training.
-  const std::string checkpoint_path = rank_path(options.checkpoint_path, accelerator);
-  const std::string weights_path = accelerator.is_main_process() ? options.weights_path : "";
-  check_output_path(checkpoint_path, "--checkpoint");
+  // Every output can be written and no two flags name one file: found now,
+  // not after training.
+  const std::string weights_path = main_process ? options.weights_path : "";
+  const std::string profile_out = main_process ? options.save_checkpointing_profile : "";
   check_output_path(weights_path, "--save-weights");
-  const std::string profile_out = accelerator.is_main_process() ? options.save_checkpointing_profile : "";
   check_output_path(profile_out, "--save-checkpointing-profile");
-  check_distinct_paths({{"--checkpoint", checkpoint_path}, {"--save-weights", weights_path},
-                        {"--save-checkpointing-profile", profile_out},
+  check_distinct_paths({{"--save-weights", weights_path}, {"--save-checkpointing-profile", profile_out},
                         {"--text", options.text_path}});
-  std::optional<RunLock> lock;
-  if (!checkpoint_path.empty()) lock.emplace(checkpoint_path, "--checkpoint");
-  const bool resuming = options.resume && !checkpoint_path.empty() && std::filesystem::exists(checkpoint_path);
-  REMAT_CHECK(checkpoint_path.empty() || options.resume || options.overwrite_checkpoint ||
-                  !std::filesystem::exists(checkpoint_path),
-              "train: --checkpoint '{}' already exists; give --resume to continue from it, or --overwrite-checkpoint "
-              "to start over and replace it", checkpoint_path);
-  if (options.resume && !checkpoint_path.empty() && !resuming) {
-    const auto others = other_world_checkpoints(options.checkpoint_path, accelerator.num_processes());
-    REMAT_CHECK(others.empty(), "train --resume: this run of {} process(es) has no checkpoint '{}', but '{}' is "
-                "there, written by a run of {}; resume with as many processes (mpirun -np {}), or move those files "
-                "away to start over", accelerator.num_processes(), checkpoint_path, others.front().first,
-                others.front().second, others.front().second);
-  }
 
   const std::string text = options.text_path.empty() ? data::load_kjv() : data::load_text_file(options.text_path);
   const data::CharTokenizer tokenizer(text);
@@ -208,161 +184,88 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     REMAT_FAIL("train: --prompt '{}' cannot start a sample of this text: {}", options.prompt, e.what());
   }
   const uint64_t text_fingerprint = data::fingerprint(text);
-  check_ranks_agree(accelerator.host_communicator(), shared_settings(options, text_fingerprint), "train");
-  const nn::SafetensorsMetadata run = describe_run(options, tokenizer, text_fingerprint, accelerator);
-  if (resuming) check_checkpoint_matches(checkpoint_path, run);
-  data::TextSplit split;
+  data::Dataset train_set, val_set;
   {
-    CategoryGuard data_bytes(MemoryCategory::Data);
-    split = data::split_text(tokenizer.encode(text));
+    const data::TextSplit split = data::split_text(tokenizer.encode(text));
+    REMAT_CHECK(split.validation.size(0) > options.block_size, "train: the text's validation split (its last 10%, "
+                "{} characters) is too short for one block of --block-size {}", split.validation.size(0),
+                options.block_size);
+    train_set = data::text_blocks(split.train, options.block_size);
+    val_set = spread_rows(data::text_blocks(split.validation, options.block_size),
+                          options.eval_batches * options.batch_size);
   }
-  // Every random stream has a Philox key of its own: the model's initialisation
-  // and dropout use seed and seed + 1 (nn::GPT), the windows these two.
-  const data::TextWindows train_windows(split.train, options.block_size, options.batch_size,
-                                        options.seed + (uint64_t{1} << 32));
-  const data::TextWindows val_windows(split.validation, options.block_size, options.batch_size,
-                                      options.seed + (uint64_t{2} << 32));
 
+  // The model's initialisation and dropout use seed and seed + 1 (nn::GPT),
+  // the Trainer's shuffle the seed.
   nn::GPT model({.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size, .n_layer = options.n_layer,
                  .n_head = options.n_head, .n_embd = options.n_embd, .dropout = options.dropout, .seed = options.seed});
-  if (!options.checkpointing.empty()) {
-    const scheduler::PlanOptions plan{.policy = options.checkpointing, .budget = options.checkpointing_budget};
-    if (options.checkpointing_profile.empty()) {
-      model.gradient_checkpointing_enable(plan);
-    } else {
-      const scheduler::GraphProfile saved = scheduler::load_profile(options.checkpointing_profile);
-      model.gradient_checkpointing_enable(plan, &saved);
-    }
+  if (!options.checkpointing_profile.empty()) {
+    // Enabled here with the saved plan (the Trainer would enable it without).
+    const GradientCheckpointingKwargs& k = args.gradient_checkpointing_kwargs;
+    const scheduler::GraphProfile saved = scheduler::load_profile(options.checkpointing_profile);
+    model.gradient_checkpointing_enable(
+        {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute}},
+        &saved);
   }
-  accelerator.prepare(model);
-  optim::AdamW adamw(model.parameters(), {.lr = options.lr, .beta1 = 0.9, .beta2 = 0.95,
-                                          .weight_decay = options.weight_decay});
-  optim::LRScheduler schedule(adamw, optim::ScheduleKind::WarmupCosine,
-                              // A run shorter than the warm-up warms up over all of it.
-                              {.warmup_steps = std::min(options.warmup_steps, options.max_steps),
-                               .total_steps = options.max_steps,
-                               .min_lr_ratio = options.min_lr_ratio});
-  PreparedOptimizer optimizer = accelerator.prepare(adamw);
-  PreparedScheduler scheduler = accelerator.prepare(schedule);
-  const bool local = options.local_sgd_steps > 0;
-  LocalSGD local_sgd(accelerator, model,
-                     {.local_sgd_steps = std::max<int64_t>(options.local_sgd_steps, 1), .enabled = local,
-                      .diloco = options.diloco});
 
-  KjvResult result;
-  if (resuming) {
-    result.first_step = load_checkpoint(checkpoint_path, model, adamw, local ? &local_sgd : nullptr);
-    const auto metadata = nn::read_safetensors_metadata(checkpoint_path);
-    if (const auto it = metadata.find("dropout_offset"); it != metadata.end()) {
-      model.dropout_generator().set_offset(parse_integer<uint64_t>(it->second, "checkpoint dropout_offset"));
-    }
-    for (int64_t step = 0; step < result.first_step; ++step) schedule.step();
-  }
-  if (accelerator.num_processes() > 1) {
-    // Each rank resumed from its own file; a job killed between the ranks'
-    // writes leaves them at different steps, which must not train on.
-    const std::vector<int64_t> steps =
-        accelerator.gather(from_vector(std::vector<int64_t>{result.first_step}, {1})).to_vector<int64_t>();
-    REMAT_CHECK(std::all_of(steps.begin(), steps.end(), [&](int64_t s) { return s == steps.front(); }),
-                "train: the ranks' checkpoints hold different steps ({}, rank by rank); delete them to start over, "
-                "or put back files of one step", fmt::join(steps, ", "));
-  }
-  result.parameters = model.num_parameters();
-  result.vocab_size = tokenizer.vocab_size();
-  Allocator& allocator = allocator_for(accelerator.device());
-  const auto start = Clock::now();
-  const int64_t k = options.gradient_accumulation_steps;
-  const int64_t ranks = accelerator.num_processes();
+  // The Trainer's steps and evaluations, as rows of the task's log.
+  KjvResult result{.parameters = model.num_parameters(), .vocab_size = tokenizer.vocab_size()};
+  std::optional<int64_t> first_step;
+  StepStats last;
   double loss_sum = 0;
   int64_t losses = 0, peak = 0, first_peak = 0;
-  std::optional<int64_t> saved_step;  // of the checkpoint on disk
-  if (resuming) saved_step = result.first_step;
-  // A NaN or infinity stops the run before it reaches the weights, and so
-  // before the next checkpoint could overwrite a good one.
-  const auto check_finite = [&](int64_t step, const char* what, double value) {
-    if (std::isfinite(value)) return;
-    const std::string checkpoint = checkpoint_path.empty() ? "no --checkpoint was given"
-                                   : saved_step ? fmt::format("the checkpoint '{}' of step {} is left as it was",
-                                                              checkpoint_path, *saved_step)
-                                                : fmt::format("no checkpoint was written to '{}'", checkpoint_path);
-    REMAT_FAIL("train: step {}: the {} is {}, so training stopped ({}); a smaller --lr (this run's is {}) may help",
-               step, what, value, checkpoint, options.lr);
-  };
-  if (options.checkpointing_budget && options.checkpointing_profile.empty() && result.first_step < options.max_steps) {
-    // The first step within the budget too (or the run refused before it):
-    // planned from a rehearsal of it on the meta device.
-    const data::Batch batch =
-        data::to(train_windows.batch(result.first_step * k * ranks + accelerator.rank()), accelerator.device());
-    model.rehearse_checkpointing([&] { model.forward(batch.inputs, batch.targets).loss.backward(); });
-  }
-  for (int64_t step = result.first_step; step < options.max_steps; ++step) {
-    int64_t step_peak = 0;
-    for (int64_t micro = 0; micro < k; ++micro) {
-      // Each rank its own windows; one rank without accumulation draws batch(step).
-      const data::Batch batch =
-          data::to(train_windows.batch((step * k + micro) * ranks + accelerator.rank()), accelerator.device());
-      auto window = accelerator.accumulate(model);
-      double loss_value = 0;
-      {
-        // The peak of forward and backward, the span a checkpointing budget
-        // bounds (clipping's and AdamW's temporaries come after it).
-        const int64_t transient_before = allocator.stats().live_transient;
-        ScopedPeak scope(accelerator.device());
-        Tensor loss = model.forward(batch.inputs, batch.targets).loss;
-        loss_value = loss.item<double>();
-        accelerator.backward(loss);
-        step_peak = std::max(step_peak, scope.stats().peak_transient - transient_before);
-      }
-      if (accelerator.sync_gradients()) {
-        // Checked before the loss: with data parallelism every rank holds the
-        // averaged gradients here, so a NaN from one rank's batch stops every
-        // rank at this same check instead of leaving the others waiting in a
-        // collective. (Under LocalSGD each rank checks its own, and the job
-        // ends through the CLI's MPI_Abort or the collective timeout.)
-        check_finite(step + 1, "gradient norm", optim::clip_grad_norm(model.parameters(), options.grad_clip));
-      }
-      check_finite(step + 1, "loss", loss_value);
-      optimizer.step();
-      scheduler.step();
-      optimizer.zero_grad();
-      local_sgd.step();
-      loss_sum += loss_value / static_cast<double>(k);
-    }
-    int64_t& into = step == result.first_step ? first_peak : peak;
-    into = std::max(into, step_peak);
+  Trainer* running = nullptr;
+  TrainerCallbacks callbacks;
+  callbacks.on_step_end = [&](const StepStats& step) {
+    if (!first_step) first_step = step.step - 1;
+    int64_t& into = step.step - 1 == *first_step ? first_peak : peak;
+    into = std::max(into, step.peak_activation_bytes);
+    loss_sum += step.loss;
     ++losses;
-
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    const bool stop = out_of_time(options, seconds, accelerator);
-    const bool last = step + 1 == options.max_steps || stop;
-    if ((step + 1) % options.eval_interval == 0 || last) {
-      if (last) local_sgd.finish();  // the final average: the last loss is the common model's
-      const comm::CommStats& traffic = accelerator.communicator().stats();
-      KjvEval eval{.step = step + 1, .train_loss = loss_sum / static_cast<double>(losses),
-                   .val_loss = validation_loss(model, val_windows, options.eval_batches, accelerator),
-                   .lr = schedule.last_lr(), .seconds = seconds,
-                   .tokens_per_second = static_cast<double>((step + 1 - result.first_step) * k * options.batch_size *
-                                                            options.block_size) / seconds,
-                   .peak_activation_bytes = peak,
-                   .first_step_peak_activation_bytes = first_peak,
-                   .allreduce_calls = traffic.allreduce_calls,
-                   .allreduce_bytes = traffic.allreduce_bytes};
-      result.curve.push_back(eval);
-      // Weights that diverged (finite, but too large for a forward) show in
-      // the validation loss: never a checkpoint of them.
-      check_finite(step + 1, "validation loss", eval.val_loss);
-      if (!checkpoint_path.empty()) {
-        nn::SafetensorsMetadata metadata = run;
-        metadata["dropout_offset"] = std::to_string(model.dropout_generator().offset());
-        save_checkpoint(checkpoint_path, model, adamw, step + 1, metadata, local ? &local_sgd : nullptr);
-        saved_step = step + 1;
-      }
-      if (on_eval && accelerator.is_main_process()) on_eval(eval);
-      loss_sum = 0;
-      losses = 0;
+    last = step;
+    if (on_step) on_step(step);
+  };
+  callbacks.on_log = [&](const Metrics& metrics) {
+    if (on_log) {
+      on_log(metrics);
+    } else {
+      fmt::print("{}\n", format_metrics(metrics));
+      std::fflush(stdout);
     }
-    if (stop) break;
-  }
+    const auto value = [&](const std::string& name) -> std::optional<double> {
+      for (const auto& [key, v] : metrics) {
+        if (key == name) return v;
+      }
+      return std::nullopt;
+    };
+    const std::optional<double> val_loss = value("eval_loss");
+    if (!val_loss) return;
+    const comm::CommStats& traffic = running->accelerator().communicator().stats();
+    const int64_t tokens = (last.step - first_step.value_or(last.step)) * options.gradient_accumulation_steps *
+                           options.batch_size * options.block_size;
+    KjvEval eval{.step = running->global_step(), .train_loss = losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0,
+                 .val_loss = *val_loss, .val_perplexity = value("eval_perplexity").value_or(std::exp(*val_loss)),
+                 .lr = last.learning_rate, .seconds = last.seconds,
+                 .tokens_per_second = last.seconds > 0 ? static_cast<double>(tokens) / last.seconds : 0.0,
+                 .peak_activation_bytes = peak, .first_step_peak_activation_bytes = first_peak,
+                 .allreduce_calls = traffic.allreduce_calls, .allreduce_bytes = traffic.allreduce_bytes};
+    result.curve.push_back(eval);
+    if (on_eval) on_eval(eval);
+    loss_sum = 0;
+    losses = 0;
+  };
+  const ForwardFn forward = [&model](nn::Module&, const data::Batch& batch) {
+    return ModelOutput{model.forward(batch.inputs, batch.targets).loss, Tensor()};
+  };
+  Trainer trainer(model, args, train_set, &val_set, language_model_metrics, forward, callbacks);
+  running = &trainer;
+  check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options, text_fingerprint), "train");
+  trainer.set_run_description(describe_run(options, tokenizer, text_fingerprint));
+  result.first_step = trainer.train().resumed_at_step;
+  // The last step's validation, where it was not one of the interval's
+  // (a run stopped by its time limit, or one shorter than the interval).
+  if (trainer.evaluated_at_step() != trainer.global_step()) trainer.evaluate();
+
   if (!profile_out.empty()) {
     const scheduler::GraphProfile* profile = model.checkpointing_profile();
     REMAT_CHECK(profile != nullptr, "train: --save-checkpointing-profile: no graph was planned (a run of one step "
@@ -370,14 +273,13 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     scheduler::save_profile(*profile, profile_out);
   }
   if (!weights_path.empty()) {
-    nn::save_safetensors(model, weights_path,
-                         {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()}, {"steps", std::to_string(
-                             result.curve.empty() ? result.first_step : result.curve.back().step)}});
+    nn::save_safetensors(model, weights_path, {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()},
+                                               {"steps", std::to_string(trainer.global_step())}});
   }
-  Generator sampler(options.seed + 7);
-  const std::vector<int64_t> ids =
-      model.generate(prompt, options.sample_chars, options.temperature, sampler);
-  result.sample = tokenizer.decode(ids);
+  if (trainer.accelerator().is_main_process()) {
+    Generator sampler(options.seed + 7);
+    result.sample = tokenizer.decode(model.generate(prompt, options.sample_chars, options.temperature, sampler));
+  }
   return result;
 }
 

@@ -1,7 +1,7 @@
 // The kjv-gpt task: a small GPT trained as a character-level language model
 // on the King James Bible (Debian's bible-kjv), AdamW with warm-up and cosine
 // decay, validation loss measured as it goes, and a sample of generated text
-// at the end. Called by `remat train --task kjv-gpt`.
+// at the end, run by the Trainer. Called by `remat train --task kjv-gpt`.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "comm/averaging.h"
+#include "train/metrics.h"
+#include "train/trainer.h"
 
 namespace remat::train {
 
@@ -44,44 +46,41 @@ struct KjvGptOptions {
   double grad_clip = 1.0;
   // Measurement and output.
   int64_t eval_interval = 100;  // steps between validation measurements
-  int64_t eval_batches = 16;    // windows of validation text per measurement
+  int64_t eval_batches = 16;    // batches of validation blocks per measurement
   int64_t sample_chars = 400;
   double temperature = 0.8;
   std::string prompt = "And God said";
   std::string text_path;  // a text file instead of the KJV (tests, other corpora)
-  // Written at every validation measurement (train/checkpoint.h); with
-  // resume, a run starts from it when it exists. Empty: no checkpoints.
-  // The run holds a lock on it (checkpoint_path + ".lock", train/run_files.h)
-  // from start to end, so a second run given the same path stops at once. An
-  // existing file is an error unless resume (continue from it) or
-  // overwrite_checkpoint (start over and replace it) is set. The file records
-  // the run (task, model configuration, vocabulary, a fingerprint of the
-  // text, world size); a resume that differs is an error naming what.
-  std::string checkpoint_path;
-  bool resume = false;
-  bool overwrite_checkpoint = false;
   // At the end, the model's weights alone with GPT-2's names (safetensors;
   // the vocabulary in the metadata), for other tools. Empty: not written.
   std::string weights_path;
   uint64_t seed = 0;
   int threads = 2;
-  // Distribution (as for fashion-mnist): under mpirun each rank draws its own
-  // windows (batch_size is per rank); micro-batches per optimizer step;
-  // LocalSGD's steps between averages (0: synchronous data parallel);
-  // DiLoCo's outer step at each average. With more than one rank, each rank
-  // writes its own checkpoint file, checkpoint_path + ".rank<r>-of-<w>".
+  // Distribution (as for fashion-mnist): under mpirun each rank reads its
+  // shard of every epoch's blocks (batch_size is per rank); micro-batches per
+  // optimizer step; LocalSGD's steps between averages (0: synchronous data
+  // parallel); DiLoCo's outer step at each average.
   int64_t gradient_accumulation_steps = 1;
   int64_t local_sgd_steps = 0;
   std::optional<comm::DiLoCoOptions> diloco;
+  // Trainer arguments by Hugging Face's names, applied last
+  // (train/training_arguments.h). With --output-dir DIR the Trainer saves
+  // DIR/checkpoint-STEP/ at every eval_interval steps (and when it stops),
+  // --resume-from-checkpoint latest continues from the newest bit for bit,
+  // and --overwrite-output-dir starts over in a folder that has some. A
+  // checkpoint records the model's configuration, the vocabulary and a
+  // fingerprint of the text, and a resume that differs is an error naming what.
+  std::vector<std::string> trainer_flags;
 };
 
 struct KjvEval {
   int64_t step = 0;
   double train_loss = 0;  // mean over the steps since the previous eval (rank 0's batches)
-  double val_loss = 0;    // nats per character on the validation split
+  double val_loss = 0;    // nats per character on the validation blocks
+  double val_perplexity = 0;  // exp(val_loss)
   double lr = 0;
   double seconds = 0;     // since training started
-  double tokens_per_second = 0;  // trained by this rank
+  double tokens_per_second = 0;  // trained by this rank (every batch counted as full)
   // Largest rise of activation + temporary bytes over a step's forward and
   // backward so far (the span a checkpointing budget bounds; clipping and
   // the optimizer come after it), the run's first step apart: under
@@ -96,22 +95,32 @@ struct KjvEval {
 
 struct KjvResult {
   int64_t first_step = 0;  // > 0 when resumed from a checkpoint
-  std::vector<KjvEval> curve;
-  std::string sample;
+  std::vector<KjvEval> curve;  // on rank 0 (empty on the others)
+  std::string sample;  // on rank 0
   int64_t parameters = 0;
   int64_t vocab_size = 0;
 };
 
-// The seed's Accelerator loop; on_eval is called on rank 0 only. Before
-// the first step every option, the prompt and every output location are
-// checked, and under mpirun the ranks check that they share every setting
-// that must match (train/rank_agreement.h). A NaN or infinite loss,
-// gradient norm or validation loss stops the run with an error naming the
-// step, before a checkpoint of it is written. The
-// validation loss is the mean over the ranks of each rank's model (with
-// LocalSGD they differ between averages; the loss after the last step is
-// measured after the final average, on the common model).
-KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval = {});
+// Trains by the Trainer (train/trainer.h) on the text's consecutive blocks
+// of block_size characters (data::text_blocks; the last 10% of the text is
+// the validation split), shuffled each epoch: AdamW (betas 0.9, 0.95),
+// warm-up then cosine decay to min_lr_ratio of the peak, gradients clipped.
+// Every eval_interval steps, and after the last, it measures the loss on
+// eval_batches x batch_size validation blocks spread over the split, and
+// on_eval gets a row; at the end, a sample. Before the first step every
+// option, the prompt and every output location are checked, and under
+// mpirun the ranks check that they share every setting that must match
+// (train/rank_agreement.h). A NaN or infinite loss, gradient norm or
+// validation loss stops the run with an error naming the step, before a
+// checkpoint of it is written. Under LocalSGD the models are averaged
+// before each validation, so it is the common model's.
+//
+// on_eval, on_step (after each optimizer step) and on_log (every dict the
+// Trainer logs; empty: printed as Python prints a dict) are called on
+// rank 0 only.
+KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval = {},
+                        const std::function<void(const StepStats&)>& on_step = {},
+                        const std::function<void(const Metrics&)>& on_log = {});
 
 // The check of every option's range that train_kjv_gpt starts with (the CLI
 // calls it before printing its header): an error names the flag and value.

@@ -13,7 +13,8 @@ namespace remat::train {
 std::vector<int64_t> predicted_classes(const EvalPrediction& prediction) {
   const Tensor& p = prediction.predictions;
   const Tensor& labels = prediction.label_ids;
-  REMAT_CHECK(p.defined() && labels.defined(), "metrics: predictions and label_ids must both be given");
+  REMAT_CHECK(p.defined() && labels.defined(), "metrics: predictions and label_ids must both be given (an "
+              "evaluation without per-row scores, a language model's, takes language_model_metrics)");
   REMAT_CHECK(labels.dim() == 1 && labels.dtype() == DType::Int64, "metrics: label_ids must be (N) int64, got {}",
               labels.str());
   REMAT_CHECK((p.dim() == 2 || (p.dim() == 1 && p.dtype() == DType::Int64)) && p.size(0) == labels.size(0),
@@ -69,6 +70,10 @@ Metrics classification_metrics(const EvalPrediction& prediction) {
 double perplexity(double mean_loss) {
   REMAT_CHECK(std::isfinite(mean_loss), "perplexity: the mean loss is {}", mean_loss);
   return std::exp(mean_loss);
+}
+
+Metrics language_model_metrics(const EvalPrediction& prediction) {
+  return {{"perplexity", perplexity(prediction.loss)}};
 }
 
 }  // namespace remat::train

@@ -19,9 +19,13 @@ namespace remat::train {
 // What compute_metrics receives: every rank's predictions and labels of an
 // evaluation, on the CPU. predictions: (N, C) scores (logits) or (N)
 // predicted class ids (int64); label_ids: (N) int64.
+// A language model's evaluation has no per-row scores (its logits are
+// (B, T, V)): predictions and label_ids are undefined there, and `loss`
+// is what its metrics come from.
 struct EvalPrediction {
   Tensor predictions;
   Tensor label_ids;
+  double loss = 0;  // the evaluation's mean loss over every rank's rows
 };
 
 // Named values, in the order they are printed.
@@ -49,5 +53,8 @@ Metrics classification_metrics(const EvalPrediction& prediction);
 
 // exp(mean loss), the perplexity of a language model's evaluation.
 double perplexity(double mean_loss);
+
+// perplexity: the compute_metrics of a language model.
+Metrics language_model_metrics(const EvalPrediction& prediction);
 
 }  // namespace remat::train

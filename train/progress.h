@@ -5,7 +5,7 @@
 // Rank 0 only: the Trainer calls its hooks there.
 //
 //   Progress progress(samples_per_step);
-//   callbacks.on_step_end = [&](int64_t step, int64_t steps, double loss) { progress.update(step, steps, loss); };
+//   callbacks.on_step_end = [&](const StepStats& s) { progress.update(s.step, s.steps, s.mean_loss); };
 //   ...
 //   progress.finish();
 #pragma once

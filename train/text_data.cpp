@@ -76,16 +76,6 @@ std::string strip_references(const std::string& text) {
   return out;
 }
 
-// A uniform integer in [0, bound) from 64 random bits (multiply-shift, as in
-// the DataLoader's shuffle).
-uint64_t below(uint64_t bound, uint64_t bits) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(bits) * bound) >> 64);
-}
-
-// Window b of step s draws from counter (s << 32) | b: disjoint for every
-// (step, window) with fewer than 2^32 windows per batch.
-constexpr int kWindowBits = 32;
-
 std::string describe_byte(unsigned char byte) {
   if (byte >= 0x20 && byte < 0x7f) return fmt::format("'{}' (0x{:02x})", static_cast<char>(byte), byte);
   return fmt::format("0x{:02x}", byte);
@@ -161,48 +151,23 @@ TextSplit split_text(const std::vector<int64_t>& ids, double validation_fraction
   };
 }
 
-TextWindows::TextWindows(Tensor ids, int64_t block_size, int64_t batch_size, uint64_t seed)
-    : ids_(std::move(ids)), block_size_(block_size), batch_size_(batch_size), seed_(seed) {
-  REMAT_CHECK(ids_.defined(), "TextWindows: the token tensor is undefined");
-  REMAT_CHECK(ids_.dim() == 1 && ids_.dtype() == DType::Int64 && ids_.device().is_cpu(),
-              "TextWindows: tokens {} must be one int64 axis (N) on the CPU", ids_.str());
-  REMAT_CHECK(block_size_ > 0, "TextWindows: block_size is {}, it must be positive", block_size_);
-  REMAT_CHECK(batch_size_ > 0 && batch_size_ < (int64_t{1} << kWindowBits),
-              "TextWindows: batch_size is {}, it must be in 1..2^{}", batch_size_, kWindowBits);
-  REMAT_CHECK(ids_.size(0) >= block_size_ + 1,
-              "TextWindows: a text of {} tokens is too short for windows of block_size {} (needs at least {})",
-              ids_.size(0), block_size_, block_size_ + 1);
-  if (!ids_.is_contiguous()) ids_ = contiguous_copy(ids_);
-}
-
-std::vector<int64_t> TextWindows::offsets(int64_t step) const {
-  REMAT_CHECK(step >= 0 && step < (int64_t{1} << kWindowBits), "TextWindows: step {} is outside 0..2^{}-1", step,
-              kWindowBits);
-  // Offsets 0..N-T-1: the target of the window's last position is ids[o + T].
-  const uint64_t choices = static_cast<uint64_t>(ids_.size(0) - block_size_);
-  std::vector<int64_t> out(static_cast<size_t>(batch_size_));
-  for (int64_t b = 0; b < batch_size_; ++b) {
-    const auto words = philox4x32(seed_, (static_cast<uint64_t>(step) << kWindowBits) | static_cast<uint64_t>(b));
-    const uint64_t bits = (static_cast<uint64_t>(words[0]) << 32) | words[1];
-    out[static_cast<size_t>(b)] = static_cast<int64_t>(below(choices, bits));
-  }
-  return out;
-}
-
-Batch TextWindows::batch(int64_t step) const {
-  const std::vector<int64_t> starts = offsets(step);
-  const int64_t T = block_size_;
-  Tensor inputs({batch_size_, T}, DType::Int64);   // (B, T)
-  Tensor targets({batch_size_, T}, DType::Int64);  // (B, T)
-  const int64_t* src = ids_.data<int64_t>();       // (N)
-  int64_t* in = inputs.data<int64_t>();
-  int64_t* out = targets.data<int64_t>();
-  for (int64_t b = 0; b < batch_size_; ++b) {
-    const int64_t* window = src + starts[static_cast<size_t>(b)];
-    std::memcpy(in + b * T, window, static_cast<size_t>(T) * sizeof(int64_t));
-    std::memcpy(out + b * T, window + 1, static_cast<size_t>(T) * sizeof(int64_t));
-  }
-  return Batch{inputs, targets};
+Dataset text_blocks(const Tensor& ids, int64_t block_size) {
+  REMAT_CHECK(ids.defined(), "text_blocks: the token tensor is undefined");
+  REMAT_CHECK(ids.dim() == 1 && ids.dtype() == DType::Int64 && ids.device().is_cpu(),
+              "text_blocks: tokens {} must be one int64 axis (N) on the CPU", ids.str());
+  REMAT_CHECK(block_size > 0, "text_blocks: block_size is {}, it must be positive", block_size);
+  REMAT_CHECK(ids.size(0) >= block_size + 1,
+              "text_blocks: a text of {} tokens is too short for one block of block_size {} (needs at least {})",
+              ids.size(0), block_size, block_size + 1);
+  const Tensor source = ids.is_contiguous() ? ids : contiguous_copy(ids);
+  const int64_t T = block_size, rows = (source.size(0) - 1) / T;
+  CategoryGuard data_bytes(MemoryCategory::Data);
+  Tensor inputs({rows, T}, DType::Int64);   // (R, T)
+  Tensor targets({rows, T}, DType::Int64);  // (R, T)
+  const int64_t* src = source.data<int64_t>();
+  std::memcpy(inputs.data<int64_t>(), src, static_cast<size_t>(rows * T) * sizeof(int64_t));
+  std::memcpy(targets.data<int64_t>(), src + 1, static_cast<size_t>(rows * T) * sizeof(int64_t));
+  return {std::move(inputs), std::move(targets)};
 }
 
 }  // namespace remat::data

@@ -1,13 +1,13 @@
 // Text data for character-level language models: the King James Bible from
 // Debian's bible-kjv (or any text file), a byte-level tokenizer, a
-// train/validation split and random next-token windows. Nothing here touches
-// autograd; the kjv-gpt task and the CLI call it.
+// train/validation split and its next-token blocks as a Dataset. Nothing
+// here touches autograd; the kjv-gpt task and the CLI call it.
 //
 //   const std::string text = data::load_kjv();
 //   const data::CharTokenizer tokenizer(text);                   // 63 symbols
 //   auto [train, validation] = data::split_text(tokenizer.encode(text));
-//   const data::TextWindows windows(train, /*block_size=*/128, /*batch_size=*/16, /*seed=*/1);
-//   for (int64_t step = 0; step < steps; ++step) { data::Batch b = windows.batch(step); ... }
+//   const data::Dataset blocks = data::text_blocks(train, /*block_size=*/128);
+//   data::DataLoader loader(blocks, {.batch_size = 32, .shuffle = true});
 #pragma once
 
 #include <cstdint>
@@ -67,32 +67,13 @@ struct TextSplit {
 // it (rounded down) for validation. Errors: a fraction outside [0, 1).
 TextSplit split_text(const std::vector<int64_t>& ids, double validation_fraction = 0.1);
 
-// Random windows of a token sequence for next-token prediction. Window b of
-// step s starts at an offset drawn from Philox with the seed as key and
-// (s, b) in the counter, so batch(step) is a pure function of (seed, step):
-// no state, any step can be replayed (e.g. after resuming a checkpoint).
-class TextWindows {
- public:
-  // `ids` (N) int64. Errors: N < block_size + 1 (no window with a target for
-  // every position), block_size or batch_size not positive, wrong dtype/rank.
-  TextWindows(Tensor ids, int64_t block_size, int64_t batch_size, uint64_t seed);
-
-  // inputs (B, T) = ids[o_b : o_b + T], targets (B, T) = ids[o_b + 1 : o_b + T + 1],
-  // with offsets o_b in [0, N - T - 1]. Errors: step outside 0..2^32-1.
-  Batch batch(int64_t step) const;
-  // The B window offsets of batch(step).
-  std::vector<int64_t> offsets(int64_t step) const;
-
-  int64_t block_size() const { return block_size_; }
-  int64_t batch_size() const { return batch_size_; }
-  uint64_t seed() const { return seed_; }
-  const Tensor& ids() const { return ids_; }
-
- private:
-  Tensor ids_;  // (N) int64, contiguous
-  int64_t block_size_;
-  int64_t batch_size_;
-  uint64_t seed_;
-};
+// The text cut into consecutive blocks for next-token prediction, as
+// Hugging Face's run_clm groups texts: row i of inputs is
+// ids[i*T : i*T + T] and of targets ids[i*T + 1 : i*T + T + 1], for the
+// R = floor((N - 1) / T) blocks that fit (a shorter tail is left out). So an
+// epoch of a shuffled DataLoader over them predicts every token once.
+// `ids` (N) int64 on the CPU. Errors: N < T + 1, T not positive, another
+// dtype, shape or device.
+Dataset text_blocks(const Tensor& ids, int64_t block_size);
 
 }  // namespace remat::data

@@ -45,7 +45,7 @@ std::string shown(double value) {
 }
 
 optim::ScheduleKind schedule_kind(const std::string& type) {
-  if (type == "cosine") return optim::ScheduleKind::WarmupCosine;
+  if (type == "cosine" || type == "cosine_with_min_lr") return optim::ScheduleKind::WarmupCosine;
   if (type == "linear") return optim::ScheduleKind::WarmupLinear;
   return optim::ScheduleKind::WarmupConstant;  // constant, constant_with_warmup
 }
@@ -258,9 +258,15 @@ Metrics Trainer::evaluate(const data::Dataset* dataset, const std::string& prefi
   const auto start = Clock::now();
   const Evaluation e = run_evaluation(*target);
   const double seconds = seconds_since(start);
+  evaluated_at_ = global_step_;
+  // During training, weights that diverged (finite, but too large for a
+  // forward) show here: the run stops before logging or saving them.
+  if (training_ && !std::isfinite(e.loss)) stop_on_non_finite("evaluation loss", e.loss);
   Metrics metrics{{"epoch", epoch_}, {prefix + "_loss", e.loss}};
-  if (compute_metrics_ && e.predictions.defined()) {
-    for (const auto& [name, value] : compute_metrics_({.predictions = e.predictions, .label_ids = e.labels})) {
+  // A NaN loss is the run's to report (a diverged model), not a metric's error.
+  if (compute_metrics_ && std::isfinite(e.loss)) {
+    for (const auto& [name, value] :
+         compute_metrics_({.predictions = e.predictions, .label_ids = e.labels, .loss = e.loss})) {
       metrics.emplace_back(prefix + "_" + name, value);
     }
   }
@@ -280,8 +286,9 @@ Metrics Trainer::evaluate(const data::Dataset* dataset, const std::string& prefi
 PredictionOutput Trainer::predict(const data::Dataset& dataset) {
   const Evaluation e = run_evaluation(dataset);
   PredictionOutput out{.predictions = e.predictions, .label_ids = e.labels, .metrics = {{"test_loss", e.loss}}};
-  if (compute_metrics_ && e.predictions.defined()) {
-    for (const auto& [name, value] : compute_metrics_({.predictions = e.predictions, .label_ids = e.labels})) {
+  if (compute_metrics_ && std::isfinite(e.loss)) {
+    for (const auto& [name, value] :
+         compute_metrics_({.predictions = e.predictions, .label_ids = e.labels, .loss = e.loss})) {
       out.metrics.emplace_back("test_" + name, value);
     }
   }
@@ -321,6 +328,16 @@ void Trainer::save_checkpoint(Run& run) {
   if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&failed, 1, DType::Int64, 0);
   REMAT_CHECK(failed == 0, "Trainer: saving checkpoint-{} failed{}", global_step_,
               problem.empty() ? std::string(" on rank 0") : ": " + problem);
+  saved_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
+}
+
+// A NaN or infinity stops the run before it reaches the weights, and so
+// before a save could write a checkpoint of them.
+void Trainer::stop_on_non_finite(const char* what, double value) const {
+  const std::string checkpoint = saved_checkpoint_.empty() ? "no checkpoint of this run was written"
+                                 : fmt::format("its newest checkpoint, '{}', is left as it was", saved_checkpoint_);
+  REMAT_FAIL("Trainer: step {}: the {} is {}, so training stopped ({}); a smaller learning_rate (now {}) may help",
+             global_step_ + 1, what, value, checkpoint, args_.learning_rate);
 }
 
 void Trainer::write_checkpoint(Run& run) {
@@ -335,12 +352,13 @@ void Trainer::write_checkpoint(Run& run) {
       fs::remove_all(path, ignored);
     }
   } cleanup{tmp};
-  nn::SafetensorsMetadata metadata{{"next_epoch", std::to_string(run.next_epoch)},
+  nn::SafetensorsMetadata metadata = run_description_;
+  metadata.insert({{"next_epoch", std::to_string(run.next_epoch)},
                                    {"next_batch", std::to_string(run.next_batch)},
                                    {"world_size", std::to_string(accelerator_->num_processes())},
                                    {"per_device_train_batch_size", std::to_string(args_.per_device_train_batch_size)},
                                    {"gradient_accumulation_steps", std::to_string(args_.gradient_accumulation_steps)},
-                                   {"seed", std::to_string(args_.seed)}};
+                                   {"seed", std::to_string(args_.seed)}});
   const std::vector<Generator*> generators = model_.random_generators();
   for (size_t i = 0; i < generators.size(); ++i) {
     metadata[fmt::format("rng_offset.{}", i)] = std::to_string(generators[i]->offset());
@@ -383,10 +401,13 @@ std::string Trainer::checkpoint_to_resume() const {
 void Trainer::resume(Run& run, const std::string& folder) {
   const std::string file = (fs::path(folder) / kCheckpointFile).string();
   REMAT_CHECK(fs::exists(file), "Trainer: resume_from_checkpoint '{}' holds no {}", folder, kCheckpointFile);
-  check_checkpoint_matches(file, {{"world_size", std::to_string(accelerator_->num_processes())},
-                                  {"per_device_train_batch_size", std::to_string(args_.per_device_train_batch_size)},
-                                  {"gradient_accumulation_steps", std::to_string(args_.gradient_accumulation_steps)},
-                                  {"seed", std::to_string(args_.seed)}});
+  nn::SafetensorsMetadata expected = run_description_;
+  expected.insert({{"world_size", std::to_string(accelerator_->num_processes())},
+                   {"per_device_train_batch_size", std::to_string(args_.per_device_train_batch_size)},
+                   {"gradient_accumulation_steps", std::to_string(args_.gradient_accumulation_steps)},
+                   {"seed", std::to_string(args_.seed)}});
+  check_checkpoint_matches(file, expected);
+  saved_checkpoint_ = folder;
   global_step_ = load_checkpoint(file, model_, *run.adamw, run.local_sgd.get());
   const nn::SafetensorsMetadata metadata = nn::read_safetensors_metadata(file);
   const auto number = [&](const std::string& key) {
@@ -416,6 +437,11 @@ void Trainer::resume(Run& run, const std::string& folder) {
 
 TrainOutput Trainer::train() {
   prepare_model();
+  struct Training {
+    bool& flag;
+    explicit Training(bool& f) : flag(f) { flag = true; }
+    ~Training() { flag = false; }
+  } training(training_);
   Run run;
   const std::vector<Tensor> params = model_.parameters();
   run.adamw = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{
@@ -437,7 +463,8 @@ TrainOutput Trainer::train() {
                              : static_cast<int64_t>(std::ceil(args_.warmup_ratio * static_cast<double>(run.total_steps)));
   run.schedule = std::make_unique<optim::LRScheduler>(
       *run.adamw, schedule_kind(args_.lr_scheduler_type),
-      optim::ScheduleOptions{.warmup_steps = std::min(warmup, run.total_steps), .total_steps = run.total_steps});
+      optim::ScheduleOptions{.warmup_steps = std::min(warmup, run.total_steps), .total_steps = run.total_steps,
+                             .min_lr_ratio = args_.lr_scheduler_kwargs.min_lr_rate.value_or(0.0)});
   if (args_.local_sgd_steps > 0) {
     run.local_sgd = std::make_unique<LocalSGD>(
         *accelerator_, model_,
@@ -462,9 +489,16 @@ TrainOutput Trainer::train() {
   PreparedScheduler scheduler = accelerator_->prepare(*run.schedule);
   const int64_t eval_every = args_.eval_steps.value_or(args_.logging_steps);
   const int64_t first_step = global_step_;
+  const scheduler::PlanOptions* plan = model_.checkpointing_options();
+  if (plan && plan->budget && !model_.checkpointing_profile() && global_step_ < run.total_steps) {
+    // The first step within the budget too (or the run refused before it):
+    // planned from a rehearsal of it on the meta device.
+    const data::Batch batch = run.loader->epoch(run.next_epoch).batch(run.next_batch);
+    model_.rehearse_checkpointing([&] { forward_(model_, batch).loss.backward(); });
+  }
   const auto start = Clock::now();
   double logged_loss = 0, window_loss = 0, run_loss = 0, grad_norm = 0;
-  int64_t logged_steps = 0, window_batches = 0;
+  int64_t logged_steps = 0, window_batches = 0, step_peak = 0;
   bool stop = global_step_ >= run.total_steps;
   // The step's evaluation and save; the best checkpoint is the one saved at
   // the step of the best evaluation.
@@ -509,15 +543,18 @@ TrainOutput Trainer::train() {
           ScopedPeak peak(accelerator_->device());
           const ModelOutput out = forward_(model_, batch);
           loss = out.loss.item<double>();
-          REMAT_CHECK(std::isfinite(loss), "Trainer: step {}: the loss is {}; training stopped (a smaller "
-                      "learning_rate, now {}, may help)", global_step_ + 1, loss, args_.learning_rate);
+          if (!std::isfinite(loss)) stop_on_non_finite("loss", loss);
           accelerator_->backward(out.loss);
-          epoch_peak = std::max(epoch_peak, peak.stats().peak_transient - transient_before);
+          step_peak = std::max(step_peak, peak.stats().peak_transient - transient_before);
         }
         window_loss += loss;
         ++window_batches;
         if (accelerator_->sync_gradients() && args_.max_grad_norm > 0) {
+          // With data parallelism every rank holds the averaged gradients
+          // here, so a NaN from one rank's batch stops every rank at this
+          // same check instead of leaving the others waiting in a collective.
           grad_norm = optim::clip_grad_norm(params, args_.max_grad_norm);
+          if (!std::isfinite(grad_norm)) stop_on_non_finite("gradient norm", grad_norm);
         }
         optimizer.step();
         scheduler.step();
@@ -535,9 +572,14 @@ TrainOutput Trainer::train() {
       epoch_loss += step_loss;
       ++epoch_steps;
       ++logged_steps;
+      epoch_peak = std::max(epoch_peak, step_peak);
       if (callbacks_.on_step_end && accelerator_->is_main_process()) {
-        callbacks_.on_step_end(global_step_, run.total_steps, run_loss / static_cast<double>(global_step_ - first_step));
+        callbacks_.on_step_end({.step = global_step_, .steps = run.total_steps, .loss = step_loss,
+                                .mean_loss = run_loss / static_cast<double>(global_step_ - first_step),
+                                .grad_norm = grad_norm, .learning_rate = run.schedule->last_lr(),
+                                .peak_activation_bytes = step_peak, .seconds = seconds_since(start)});
       }
+      step_peak = 0;
       window_loss = 0;
       window_batches = 0;
       if (global_step_ % args_.logging_steps == 0) {
@@ -577,7 +619,7 @@ TrainOutput Trainer::train() {
   const int64_t steps = global_step_ - first_step;
   const double samples = static_cast<double>(steps * k * args_.per_device_train_batch_size *
                                              accelerator_->num_processes());
-  TrainOutput output{.global_step = global_step_,
+  TrainOutput output{.global_step = global_step_, .resumed_at_step = resume_from.empty() ? 0 : first_step,
                      .training_loss = steps > 0 ? run_loss / static_cast<double>(steps) : 0.0,
                      .metrics = {{"train_runtime", seconds}, {"train_samples_per_second", samples / seconds},
                                  {"train_steps_per_second", static_cast<double>(steps) / seconds}}};

@@ -40,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/module.h"
+#include "nn/safetensors.h"
 #include "train/data_loader.h"
 #include "train/metrics.h"
 #include "train/training_arguments.h"
@@ -58,6 +59,7 @@ ForwardFn classifier_forward();
 
 struct TrainOutput {
   int64_t global_step = 0;
+  int64_t resumed_at_step = 0;  // the checkpoint's step it continued from (0: from the start)
   double training_loss = 0;  // mean over the steps this call ran
   Metrics metrics;           // train_runtime, train_samples_per_second, ..., epoch
 };
@@ -80,6 +82,20 @@ struct EpochStats {
   Metrics eval;               // its evaluation's, if it had one
 };
 
+// One optimizer step as the Trainer saw it (on rank 0).
+struct StepStats {
+  int64_t step = 0;   // global steps done, this one included
+  int64_t steps = 0;  // of how many
+  double loss = 0;       // this step's, the mean over its micro-batches
+  double mean_loss = 0;  // over this train() call's steps so far
+  double grad_norm = 0;  // before clipping (0 with max_grad_norm 0)
+  double learning_rate = 0;  // for the next step
+  // The highest rise of activation + temporary bytes over one of its
+  // micro-batches' forward and backward (the allocator's figure).
+  int64_t peak_activation_bytes = 0;
+  double seconds = 0;  // since train() started
+};
+
 // Hooks of a training run (Hugging Face's TrainerCallback, in small).
 struct TrainerCallbacks {
   // Every dict the Trainer logs (training, evaluation, the final summary),
@@ -89,9 +105,9 @@ struct TrainerCallbacks {
   // is saved first when saving is on).
   std::function<bool(int64_t global_step)> should_stop;
   // After each epoch that ran to its end, and after each optimizer step
-  // (the steps so far, of how many, and the running mean loss), on rank 0.
+  // (before its logging, evaluation and save), on rank 0.
   std::function<void(const EpochStats&)> on_epoch_end;
-  std::function<void(int64_t step, int64_t steps, double loss)> on_step_end;
+  std::function<void(const StepStats&)> on_step_end;
 };
 
 class Accelerator;
@@ -116,9 +132,15 @@ class Trainer {
   Accelerator& accelerator() const { return *accelerator_; }
   int64_t global_step() const { return global_step_; }
   double epoch() const { return epoch_; }
+  // The global step of the latest evaluate() (-1 before one), on every rank.
+  int64_t evaluated_at_step() const { return evaluated_at_; }
   const nlohmann::ordered_json& log_history() const { return log_history_; }
   // The checkpoint folder with the best metric so far ("" if none).
   const std::string& best_model_checkpoint() const { return best_checkpoint_; }
+  // What every checkpoint records about the run beyond the Trainer's own
+  // (a task's model configuration, vocabulary, data fingerprint), and a
+  // resume must match: a difference is an error naming the key.
+  void set_run_description(nn::SafetensorsMetadata description) { run_description_ = std::move(description); }
 
  private:
   struct Run;  // one train() call's optimizer, schedule, LocalSGD and loader
@@ -136,6 +158,7 @@ class Trainer {
   void rotate_checkpoints();
   void write_state(const std::string& path) const;
   bool better(double value) const;
+  [[noreturn]] void stop_on_non_finite(const char* what, double value) const;
 
   nn::Module& model_;
   TrainingArguments args_;
@@ -152,6 +175,10 @@ class Trainer {
   std::optional<double> best_metric_;
   std::string best_checkpoint_;
   bool prepared_ = false;  // prepare_model() ran
+  bool training_ = false;  // inside train()
+  int64_t evaluated_at_ = -1;
+  nn::SafetensorsMetadata run_description_;
+  std::string saved_checkpoint_;  // the newest this run wrote or resumed from
 };
 
 // A dict as Python prints it: {'eval_loss': 0.3673, 'epoch': 1.0}.

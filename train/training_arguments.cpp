@@ -171,6 +171,30 @@ struct Reader<GradientCheckpointingKwargs> {
   }
 };
 
+// lr_scheduler_kwargs: a JSON object, from a file or as a flag's text.
+template <>
+struct Reader<LrSchedulerKwargs> {
+  static LrSchedulerKwargs from_json(std::string_view name, const Json& j) {
+    if (!j.is_object()) bad_value(name, j.dump(), "an object such as {\"min_lr_rate\": 0.1}");
+    LrSchedulerKwargs kwargs;
+    for (const auto& [key, value] : j.items()) {
+      REMAT_CHECK(key == "min_lr_rate", "training argument {}: unknown key '{}' (known: min_lr_rate)", name, key);
+      kwargs.min_lr_rate = Reader<std::optional<double>>::from_json(fmt::format("{}.{}", name, key), value);
+    }
+    return kwargs;
+  }
+  static LrSchedulerKwargs from_text(std::string_view name, std::string_view text) {
+    const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) bad_value(name, text, "JSON such as {\"min_lr_rate\": 0.1}");
+    return from_json(name, j);
+  }
+  static nlohmann::ordered_json to_json(const LrSchedulerKwargs& k) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    if (k.min_lr_rate) j["min_lr_rate"] = *k.min_lr_rate;
+    return j;
+  }
+};
+
 template <class T>
 Field field(std::string_view name, T Args::*member) {
   return Field{
@@ -197,6 +221,7 @@ const std::vector<Field>& fields() {
       field("adam_epsilon", &Args::adam_epsilon),
       field("max_grad_norm", &Args::max_grad_norm),
       field("lr_scheduler_type", &Args::lr_scheduler_type),
+      field("lr_scheduler_kwargs", &Args::lr_scheduler_kwargs),
       field("warmup_steps", &Args::warmup_steps),
       field("warmup_ratio", &Args::warmup_ratio),
       field("eval_strategy", &Args::eval_strategy),
@@ -341,7 +366,16 @@ void check(const TrainingArguments& a) {
               a.adam_beta2);
   positive("adam_epsilon", a.adam_epsilon);
   non_negative("max_grad_norm", a.max_grad_norm);
-  check_choice("lr_scheduler_type", a.lr_scheduler_type, {"linear", "cosine", "constant", "constant_with_warmup"});
+  check_choice("lr_scheduler_type", a.lr_scheduler_type,
+               {"linear", "cosine", "cosine_with_min_lr", "constant", "constant_with_warmup"});
+  const std::optional<double>& floor = a.lr_scheduler_kwargs.min_lr_rate;
+  REMAT_CHECK(a.lr_scheduler_type != "cosine_with_min_lr" || floor, "training argument lr_scheduler_type: "
+              "cosine_with_min_lr needs lr_scheduler_kwargs {{\"min_lr_rate\": ...}}, the floor as a fraction of "
+              "learning_rate");
+  REMAT_CHECK(!floor || a.lr_scheduler_type == "cosine_with_min_lr", "training argument lr_scheduler_kwargs: "
+              "min_lr_rate is cosine_with_min_lr's, not {}'s", a.lr_scheduler_type);
+  REMAT_CHECK(!floor || (*floor >= 0 && *floor <= 1), "training argument lr_scheduler_kwargs.min_lr_rate: must be "
+              "in [0, 1], got {}", floor.value_or(0));
   non_negative("warmup_steps", a.warmup_steps);
   REMAT_CHECK(a.warmup_ratio >= 0 && a.warmup_ratio <= 1, "training argument warmup_ratio: must be in [0, 1], got {}",
               a.warmup_ratio);

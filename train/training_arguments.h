@@ -32,6 +32,12 @@ struct GradientCheckpointingKwargs {
   std::vector<std::string> must_keep, must_recompute;
 };
 
+// lr_scheduler_kwargs: cosine_with_min_lr's floor, as a fraction of the
+// peak learning rate ({"min_lr_rate": 0.1}).
+struct LrSchedulerKwargs {
+  std::optional<double> min_lr_rate;
+};
+
 struct TrainingArguments {
   std::string output_dir;  // checkpoint-STEP/ folders and trainer_state.json; empty: nothing written
   bool overwrite_output_dir = false;
@@ -45,7 +51,9 @@ struct TrainingArguments {
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
   double max_grad_norm = 1;  // 0: no clipping
-  std::string lr_scheduler_type = "linear";  // linear, cosine, constant, constant_with_warmup
+  // linear, cosine, cosine_with_min_lr (needs lr_scheduler_kwargs' min_lr_rate), constant, constant_with_warmup
+  std::string lr_scheduler_type = "linear";
+  LrSchedulerKwargs lr_scheduler_kwargs;
   int64_t warmup_steps = 0;
   double warmup_ratio = 0;  // of the total steps, where warmup_steps is 0
   std::string eval_strategy = "no";  // no, steps, epoch ("evaluation_strategy" is read as this)

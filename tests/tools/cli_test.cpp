@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -60,12 +61,14 @@ TEST(Cli, AFlagOfTheOtherTaskIsAnError) {
   Outcome run = run_remat("train --task fashion-mnist --time-limit 5");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output, "--time-limit is a flag of --task kjv-gpt")) << run.output;
-  run = run_remat("train --task kjv-gpt --eval-strategy epoch");
+  run = run_remat("train --task kjv-gpt --epochs 2");
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "kjv-gpt does not run on the Trainer yet")) << run.output;
-  run = run_remat("train --task kjv-gpt --resume");
+  EXPECT_TRUE(contains(run.output, "--epochs is a flag of --task fashion-mnist, not of --task kjv-gpt")) << run.output;
+  // Neither the task's nor a Trainer argument (kjv-gpt's --checkpoint FILE
+  // became the Trainer's --output-dir DIR).
+  run = run_remat("train --task kjv-gpt --checkpoint ck.safetensors");
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "--checkpoint")) << run.output;
+  EXPECT_TRUE(contains(run.output, "unknown flag --checkpoint: not a training argument")) << run.output;
 }
 
 TEST(Cli, OtherFlagsOfTrainAreTrainerArgumentsCheckedBeforeTheData) {
@@ -173,22 +176,27 @@ TEST(Cli, NegativeAndOutOfRangeNumbersAreRejected) {
   }
 }
 
-// The second run on one --checkpoint, and a --checkpoint that is a folder
-// (was std::bad_alloc).
-TEST(Cli, ACheckpointThatExistsOrIsAFolderIsRefused) {
-  const std::string checkpoint = "/tmp/remat_cli_test_checkpoint.safetensors";
-  std::remove(checkpoint.c_str());
-  Outcome run = run_remat(tiny_kjv("--checkpoint " + checkpoint));
+// The second run into one --output-dir, and an --output-dir that is a file.
+TEST(Cli, AnOutputFolderWithCheckpointsOrThatIsAFileIsRefused) {
+  const std::string dir = "/tmp/remat_cli_test_output";
+  std::filesystem::remove_all(dir);
+  Outcome run = run_remat(tiny_kjv("--output-dir " + dir));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  run = run_remat(tiny_kjv("--checkpoint " + checkpoint));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint-1/checkpoint.safetensors")) << run.output;
+  run = run_remat(tiny_kjv("--output-dir " + dir));
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "already exists; give --resume")) << run.output;
-  run = run_remat(tiny_kjv("--checkpoint " + checkpoint + " --overwrite-checkpoint"));
+  EXPECT_TRUE(contains(run.output, "already holds checkpoints; give resume_from_checkpoint")) << run.output;
+  run = run_remat(tiny_kjv("--output-dir " + dir + " --overwrite-output-dir"));
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  run = run_remat(tiny_kjv("--checkpoint /tmp --resume"));
+  std::string resume = tiny_kjv("--output-dir " + dir + " --resume-from-checkpoint latest");
+  resume.replace(resume.find("--max-steps 1"), 13, "--max-steps 2");
+  run = run_remat(resume);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "(resumed at step 1)")) << run.output;
+  run = run_remat(tiny_kjv("--output-dir /tmp/remat_cli_test_text.txt"));
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "--checkpoint '/tmp' is a folder")) << run.output;
-  std::remove(checkpoint.c_str());
+  EXPECT_TRUE(contains(run.output, "output_dir '/tmp/remat_cli_test_text.txt' cannot be made")) << run.output;
+  std::filesystem::remove_all(dir);
 }
 
 // The main job as the README runs it: 3 epochs reach 85% test accuracy.

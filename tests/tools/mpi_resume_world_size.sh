@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# kjv-gpt resumed with another rank count: per-rank files are named
-# PATH.rank<r>-of-<w>, so the new run found no file of its own and started
-# over from step 0 in silence. It must stop with an error that names the file
-# it found and the rank count that wrote it, both ways (1 -> 2 and 2 -> 1).
+# kjv-gpt resumed with another rank count: each rank would read another shard
+# of the blocks from the saved position, so the run would not continue the
+# one it resumes. It must stop with an error that names the world size the
+# checkpoint was written by, both ways (1 -> 2 and 2 -> 1).
 #   mpi_resume_world_size.sh MPIEXEC REMAT WORKDIR
 set -euo pipefail
 mpiexec=$1 remat=$2 dir=$3
@@ -17,9 +17,10 @@ expect_error() {  # expect_error PATTERN COMMAND...
   echo "$output" | grep -qF "$pattern" || { echo "the error does not say what it found:"; echo "$output"; exit 1; }
   echo "ok: $(echo "$output" | grep -m1 "remat: error")"
 }
-"$remat" "${flags[@]}" --max-steps 2 --checkpoint "$dir/one" >/dev/null
-expect_error "but '$dir/one' is there, written by a run of 1" \
-  "$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$remat" "${flags[@]}" --max-steps 4 --checkpoint "$dir/one" --resume
-"$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$remat" "${flags[@]}" --max-steps 2 --checkpoint "$dir/two" >/dev/null
-expect_error "but '$dir/two.rank0-of-2' is there, written by a run of 2" \
-  "$remat" "${flags[@]}" --max-steps 4 --checkpoint "$dir/two" --resume
+"$remat" "${flags[@]}" --max-steps 2 --output-dir "$dir/one" >/dev/null
+expect_error "world_size is '1' in the checkpoint, '2' in this run" \
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$remat" "${flags[@]}" --max-steps 4 --output-dir "$dir/one" \
+  --resume-from-checkpoint latest
+"$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$remat" "${flags[@]}" --max-steps 2 --output-dir "$dir/two" >/dev/null
+expect_error "world_size is '2' in the checkpoint, '1' in this run" \
+  "$remat" "${flags[@]}" --max-steps 4 --output-dir "$dir/two" --resume-from-checkpoint latest

@@ -107,15 +107,14 @@ TEST(Checkpoint, AResumedRunEndsWhereAnUninterruptedOneDoes) {
                         .sample_chars = 5, .prompt = "a", .text_path = text_path, .threads = 1};
   const KjvResult whole = train_kjv_gpt(options);
 
-  // The same run, "killed" after its checkpoint at step 20, then resumed.
-  options.checkpoint_path = temp_path("remat_checkpoint_run.safetensors");
-  const std::string at_20 = temp_path("remat_checkpoint_run_20.safetensors");
-  std::filesystem::remove(options.checkpoint_path);
-  train_kjv_gpt(options, [&](const KjvEval& e) {
-    if (e.step == 20) std::filesystem::copy_file(options.checkpoint_path, at_20, std::filesystem::copy_options::overwrite_existing);
-  });
-  options.checkpoint_path = at_20;
-  options.resume = true;
+  // The same run saving into an output folder, then resumed from its
+  // checkpoint of step 20, as a run killed after it would be.
+  const std::string dir = temp_path("remat_checkpoint_run");
+  std::filesystem::remove_all(dir);
+  options.trainer_flags = {"--output-dir", dir};
+  train_kjv_gpt(options);
+  ASSERT_TRUE(std::filesystem::is_directory(dir + "/checkpoint-20"));
+  options.trainer_flags = {"--output-dir", dir, "--resume-from-checkpoint", dir + "/checkpoint-20"};
   const KjvResult resumed = train_kjv_gpt(options);
   EXPECT_EQ(resumed.first_step, 20);
   ASSERT_EQ(resumed.curve.size(), 1u);
@@ -219,10 +218,11 @@ TEST(Checkpoint, AResumeOfAnotherRunIsAnErrorNamingWhatDiffers) {
   KjvGptOptions options{.n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 16, .batch_size = 4, .max_steps = 2,
                         .time_limit_seconds = 0, .eval_interval = 2, .eval_batches = 1, .sample_chars = 2,
                         .prompt = "a", .text_path = text_path, .threads = 1};
-  options.checkpoint_path = temp_path("remat_checkpoint_describe.safetensors");
-  std::filesystem::remove(options.checkpoint_path);
+  const std::string dir = temp_path("remat_checkpoint_describe");
+  std::filesystem::remove_all(dir);
+  options.trainer_flags = {"--output-dir", dir};
   train_kjv_gpt(options);
-  const auto metadata = nn::read_safetensors_metadata(options.checkpoint_path);
+  const auto metadata = nn::read_safetensors_metadata(dir + "/checkpoint-2/checkpoint.safetensors");
   EXPECT_EQ(metadata.at("task"), "kjv-gpt");
   EXPECT_EQ(metadata.at("n_head"), "2");
   EXPECT_EQ(metadata.at("n_embd"), "16");
@@ -231,7 +231,7 @@ TEST(Checkpoint, AResumeOfAnotherRunIsAnErrorNamingWhatDiffers) {
   EXPECT_EQ(metadata.at("world_size"), "1");
   EXPECT_EQ(metadata.at("data_fingerprint").size(), 16u);
 
-  options.resume = true;
+  options.trainer_flags = {"--output-dir", dir, "--resume-from-checkpoint", "latest"};
   options.max_steps = 4;
   auto error_of = [&](const KjvGptOptions& o) {
     try {

