@@ -583,7 +583,16 @@ TrainOutput Trainer::train() {
       window_loss = 0;
       window_batches = 0;
       if (global_step_ % args_.logging_steps == 0) {
-        log({{"loss", logged_loss / static_cast<double>(logged_steps)}, {"grad_norm", grad_norm},
+        // The mean over the ranks, as Hugging Face logs it (every rank logs
+        // at this step, so each joins the gather).
+        double loss = logged_loss / static_cast<double>(logged_steps);
+        if (accelerator_->num_processes() > 1) {
+          const std::vector<double> losses =
+              accelerator_->gather(from_vector(std::vector<double>{loss}, {1})).to_vector<double>();
+          loss = 0;
+          for (const double l : losses) loss += l / static_cast<double>(losses.size());
+        }
+        log({{"loss", loss}, {"grad_norm", grad_norm},
              {"learning_rate", run.schedule->last_lr()}, {"epoch", epoch_}});
         logged_loss = 0;
         logged_steps = 0;

@@ -12,7 +12,8 @@
 // (AdamW with the arguments' betas, epsilon and decoupled weight decay, the
 // gradients clipped to max_grad_norm, the learning rate on its schedule).
 // Every logging_steps steps rank 0 prints the training dict ({'loss': ...,
-// 'grad_norm': ..., 'learning_rate': ..., 'epoch': ...}); each evaluation
+// 'grad_norm': ..., 'learning_rate': ..., 'epoch': ...}; the loss is the
+// mean over the ranks, the hooks' losses are rank 0's); each evaluation
 // prints its dict and, with an output_dir, appends it to
 // output_dir/trainer_state.json's log_history. Metrics are computed over
 // every rank's predictions.

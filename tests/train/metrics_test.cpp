@@ -59,6 +59,12 @@ TEST(Metrics, ClassificationMetricsTakeTheArgmaxOfScores) {
 TEST(Metrics, PerplexityIsTheExponentialOfTheMeanLoss) {
   EXPECT_DOUBLE_EQ(perplexity(std::log(50.0)), 50.0);
   EXPECT_TRUE(contains(error_of([] { perplexity(NAN); }), "the mean loss is nan"));
+  // A language model's compute_metrics: from the evaluation's loss alone.
+  const Metrics lm = language_model_metrics({.loss = std::log(12.5)});
+  ASSERT_EQ(lm.size(), 1u);
+  EXPECT_EQ(lm[0].first, "perplexity");
+  EXPECT_DOUBLE_EQ(lm[0].second, 12.5);
+  EXPECT_TRUE(contains(error_of([] { classification_metrics({.loss = 1.0}); }), "takes language_model_metrics"));
 }
 
 TEST(Metrics, MismatchedOrEmptyInputsAreErrorsNamingThem) {

@@ -177,6 +177,34 @@ TEST(Trainer, AccumulationWithCheckpointingEqualsOneLargerBatch) {
   }
 }
 
+// cosine_with_min_lr decays to its floor at the last step; every step's
+// hook sees the step, its loss and its peak.
+TEST(Trainer, TheCosineWithAFloorEndsAtItAndEveryStepIsReported) {
+  const data::Dataset train_set = blobs(64, 1);
+  Generator g(3);
+  nn::MLP model({4, 16, 3}, g);
+  TrainingArguments args = small_args();
+  args.max_steps = 10;
+  args.logging_steps = 10;
+  args.lr_scheduler_type = "cosine_with_min_lr";
+  args.lr_scheduler_kwargs.min_lr_rate = 0.1;
+  std::vector<StepStats> steps;
+  Trainer trainer(model, args, train_set, nullptr, {}, classifier_forward(),
+                  {.on_log = [](const Metrics&) {}, .on_step_end = [&](const StepStats& s) { steps.push_back(s); }});
+  trainer.train();
+  ASSERT_EQ(steps.size(), 10u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].step, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(steps[i].steps, 10);
+    EXPECT_GT(steps[i].loss, 0);
+    EXPECT_GT(steps[i].peak_activation_bytes, 0);
+  }
+  EXPECT_DOUBLE_EQ(steps.back().learning_rate, 1e-3);  // 0.1 of 1e-2
+  EXPECT_GT(steps[4].learning_rate, 1e-3);
+  EXPECT_LT(steps[4].learning_rate, 1e-2);
+  EXPECT_DOUBLE_EQ(trainer.log_history()[0]["learning_rate"].get<double>(), 1e-3);
+}
+
 TEST(Trainer, AnEvalStrategyWithoutAnEvalDatasetIsAnError) {
   const data::Dataset train_set = blobs(16, 1);
   Generator g(3);

@@ -67,6 +67,32 @@ TEST(TrainingArguments, AJsonFileSetsWhatItNamesAndRoundTrips) {
   std::filesystem::remove(path);
 }
 
+// Hugging Face's cosine_with_min_lr, its floor in lr_scheduler_kwargs.
+TEST(TrainingArguments, TheCosinesFloorIsInLrSchedulerKwargs) {
+  TrainingArguments a;
+  apply_flags(a, {"--lr-scheduler-type", "cosine_with_min_lr", "--lr_scheduler_kwargs", R"({"min_lr_rate": 0.1})"});
+  EXPECT_EQ(a.lr_scheduler_kwargs.min_lr_rate, 0.1);
+  EXPECT_NO_THROW(check(a));
+  TrainingArguments back;
+  apply_json(back, nlohmann::json::parse(to_json(a).dump()), "round trip");
+  EXPECT_EQ(back.lr_scheduler_kwargs.min_lr_rate, 0.1);
+  EXPECT_EQ(to_json(TrainingArguments{})["lr_scheduler_kwargs"].dump(), "{}");
+  const auto refused = [](const std::vector<std::string>& flags, const std::string& part) {
+    TrainingArguments b;
+    const std::string m = error_of([&] {
+      apply_flags(b, flags);
+      check(b);
+    });
+    EXPECT_TRUE(contains(m, part)) << m;
+  };
+  refused({"--lr_scheduler_type", "cosine_with_min_lr"}, "cosine_with_min_lr needs lr_scheduler_kwargs");
+  refused({"--lr_scheduler_kwargs", R"({"min_lr_rate": 0.1})"}, "min_lr_rate is cosine_with_min_lr's, not linear's");
+  refused({"--lr_scheduler_type", "cosine_with_min_lr", "--lr_scheduler_kwargs", R"({"min_lr_rate": 2})"},
+          "min_lr_rate: must be in [0, 1], got 2");
+  refused({"--lr_scheduler_kwargs", R"({"min_lr": 1e-4})"}, "unknown key 'min_lr' (known: min_lr_rate)");
+  refused({"--lr_scheduler_kwargs", "0.1"}, "is not an object such as");
+}
+
 TEST(TrainingArguments, UnknownNamesAndBadValuesAreErrorsNamingThem) {
   TrainingArguments a;
   std::string message = error_of([&] { apply_flags(a, {"--learnin_rate", "1e-3"}); });
