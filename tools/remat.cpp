@@ -153,7 +153,9 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
     std::fflush(stdout);
   }
   // A bar on a terminal, a line every 5 s elsewhere (train/progress.h).
-  remat::train::Progress progress(static_cast<double>(options.batch_size * options.gradient_accumulation_steps *
+  const remat::train::TrainingArguments args = remat::train::trainer_arguments(options);
+  remat::train::Progress progress(static_cast<double>(args.per_device_train_batch_size *
+                                                      args.gradient_accumulation_steps *
                                                       std::max(1, remat::comm::Mpi::launch_size())));
   // The Trainer prints its dicts ({'epoch': 1.0, 'eval_loss': ...}); after
   // each epoch a line of what remat measured. --json: one JSON line per epoch.
@@ -204,7 +206,9 @@ void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
   }
   // A bar on a terminal, a line every 5 s elsewhere (train/progress.h), and
   // a row of the table at each validation. --json: one JSON line per row.
-  remat::train::Progress progress(static_cast<double>(options.batch_size * options.gradient_accumulation_steps *
+  const remat::train::TrainingArguments args = remat::train::trainer_arguments(options);
+  remat::train::Progress progress(static_cast<double>(args.per_device_train_batch_size *
+                                                      args.gradient_accumulation_steps *
                                                       std::max(1, remat::comm::Mpi::launch_size())));
   auto on_eval = [&](const KjvEval& e) {
     progress.finish();

@@ -181,8 +181,8 @@ void check_checkpoint_matches(const std::string& path, const nn::SafetensorsMeta
                                         shown(value)));
     }
   }
-  REMAT_CHECK(differences.empty(), "--resume: the checkpoint '{}' was written by another run: {}. Resume with the "
-              "settings it was written with, or start over without --resume", path, fmt::join(differences, "; "));
+  REMAT_CHECK(differences.empty(), "resume: the checkpoint '{}' was written by another run: {}. Resume with the "
+              "settings it was written with, or start over without resuming", path, fmt::join(differences, "; "));
 }
 
 }  // namespace remat::train

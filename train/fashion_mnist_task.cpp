@@ -33,8 +33,23 @@ data::Dataset first_rows(const data::Dataset& dataset, int64_t rows) {
   return {std::move(batch.inputs), std::move(batch.targets)};
 }
 
-// The task's Trainer arguments: its defaults, its flags, then the Trainer
-// flags by Hugging Face's names.
+
+// What must be the same on every rank: the model, the shuffle, the epoch's
+// length and everything that decides when the ranks communicate.
+std::vector<Setting> shared_settings(const FashionMnistOptions& o) {
+  const auto text = [](auto value) { return fmt::format("{}", value); };
+  return {{"--epochs", text(o.epochs)}, {"--batch-size", text(o.batch_size)}, {"--lr", text(o.lr)},
+          {"--weight-decay", text(o.weight_decay)}, {"hidden", fmt::format("{}", fmt::join(o.hidden, "-"))},
+          {"--seed", text(o.seed)}, {"--max-batches", text(o.max_batches)},
+          {"--gradient-accumulation-steps", text(o.gradient_accumulation_steps)},
+          {"--local-sgd-steps", text(o.local_sgd_steps)},
+          {"--diloco", o.diloco ? fmt::format("outer lr {}, momentum {}", o.diloco->outer_lr, o.diloco->momentum)
+                                : std::string("off")},
+          {"trainer arguments", fmt::format("{}", fmt::join(o.trainer_flags, " "))}};
+}
+
+}  // namespace
+
 TrainingArguments trainer_arguments(const FashionMnistOptions& o) {
   TrainingArguments args;
   args.num_train_epochs = o.epochs;
@@ -56,22 +71,6 @@ TrainingArguments trainer_arguments(const FashionMnistOptions& o) {
   apply_flags(args, o.trainer_flags);
   return args;
 }
-
-// What must be the same on every rank: the model, the shuffle, the epoch's
-// length and everything that decides when the ranks communicate.
-std::vector<Setting> shared_settings(const FashionMnistOptions& o) {
-  const auto text = [](auto value) { return fmt::format("{}", value); };
-  return {{"--epochs", text(o.epochs)}, {"--batch-size", text(o.batch_size)}, {"--lr", text(o.lr)},
-          {"--weight-decay", text(o.weight_decay)}, {"hidden", fmt::format("{}", fmt::join(o.hidden, "-"))},
-          {"--seed", text(o.seed)}, {"--max-batches", text(o.max_batches)},
-          {"--gradient-accumulation-steps", text(o.gradient_accumulation_steps)},
-          {"--local-sgd-steps", text(o.local_sgd_steps)},
-          {"--diloco", o.diloco ? fmt::format("outer lr {}, momentum {}", o.diloco->outer_lr, o.diloco->momentum)
-                                : std::string("off")},
-          {"trainer arguments", fmt::format("{}", fmt::join(o.trainer_flags, " "))}};
-}
-
-}  // namespace
 
 // Every option, before the data is read.
 void check_options(const FashionMnistOptions& o) {

@@ -16,6 +16,7 @@
 #include "comm/averaging.h"
 #include "train/fashion_mnist.h"
 #include "train/metrics.h"
+#include "train/training_arguments.h"
 
 namespace remat::train {
 
@@ -75,5 +76,9 @@ std::vector<EpochResult> train_fashion_mnist(
 // The check of every option's range that train_fashion_mnist starts with (the
 // CLI calls it before printing its header): an error names the flag and value.
 void check_options(const FashionMnistOptions& options);
+
+// The Trainer arguments a run of `options` trains with: the task's defaults
+// (evaluation and saving each epoch), then its trainer_flags.
+TrainingArguments trainer_arguments(const FashionMnistOptions& options);
 
 }  // namespace remat::train

@@ -26,8 +26,19 @@
 namespace remat::train {
 namespace {
 
-// The task's Trainer arguments: its defaults, its flags, then the Trainer
-// flags by Hugging Face's names.
+// Whether `flags` name the training argument `name` (dashes or underscores).
+bool names(const std::vector<std::string>& flags, std::string_view name) {
+  for (const std::string& flag : flags) {
+    if (!flag.starts_with("--")) continue;
+    std::string given = flag.substr(2, flag.find('=') == std::string::npos ? std::string::npos : flag.find('=') - 2);
+    std::replace(given.begin(), given.end(), '-', '_');
+    if (given == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 TrainingArguments trainer_arguments(const KjvGptOptions& o) {
   TrainingArguments args;
   args.max_steps = o.max_steps;
@@ -61,11 +72,17 @@ TrainingArguments trainer_arguments(const KjvGptOptions& o) {
   if (o.time_limit_seconds > 0) args.max_time = o.time_limit_seconds;
   args.device = o.device;
   apply_flags(args, o.trainer_flags);
-  // The floor is the cosine's; a constant schedule named by a flag has none.
-  if (args.lr_scheduler_type.starts_with("constant")) args.lr_scheduler_kwargs = {};
-  if (args.lr_scheduler_type == "cosine") args.lr_scheduler_type = "cosine_with_min_lr";
+  // The floor is the task's cosine's: another schedule named by a flag is
+  // Hugging Face's, without it (unless the flags give one too).
+  if (args.lr_scheduler_type != "cosine_with_min_lr" && !names(o.trainer_flags, "lr_scheduler_kwargs")) {
+    args.lr_scheduler_kwargs = {};
+  }
+  // A warm-up ratio named by a flag replaces the task's warm-up steps.
+  if (names(o.trainer_flags, "warmup_ratio") && !names(o.trainer_flags, "warmup_steps")) args.warmup_steps = 0;
   return args;
 }
+
+namespace {
 
 // `count` rows of `blocks` spread evenly over it (all when it has fewer):
 // the validation set, the same every measurement.
@@ -122,7 +139,7 @@ void check_options(const KjvGptOptions& o) {
   if (!o.checkpointing.empty()) scheduler::check_policy(o.checkpointing);
   REMAT_CHECK(!o.checkpointing_budget || !o.checkpointing.empty(), "train: --checkpointing-budget needs "
               "--checkpointing cost or optimal (without a policy nothing is recomputed, and the budget would be "
-              "ignored)");
+              "ignored; with --gradient-checkpointing the budget goes in --gradient-checkpointing-kwargs)");
   REMAT_CHECK(!o.checkpointing_budget || o.checkpointing == "cost" || o.checkpointing == "optimal",
               "train: --checkpointing {} takes no --checkpointing-budget (cost and optimal do)", o.checkpointing);
   REMAT_CHECK(!o.checkpointing_budget || *o.checkpointing_budget > 0, "train: --checkpointing-budget must be more "
@@ -146,10 +163,11 @@ void check_options(const KjvGptOptions& o) {
   REMAT_CHECK(!o.prompt.empty(), "train: --prompt must not be empty (the sample continues it)");
   check_threads(o.threads, "train");
   check_distribution(o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
-  TrainingArguments named;  // what the Trainer flags alone set
-  apply_flags(named, o.trainer_flags);
-  REMAT_CHECK(o.checkpointing.empty() || !named.gradient_checkpointing, "train: give --checkpointing or "
-              "--gradient-checkpointing, not both");
+  REMAT_CHECK(o.checkpointing.empty() ||
+                  (!names(o.trainer_flags, "gradient_checkpointing") &&
+                   !names(o.trainer_flags, "gradient_checkpointing_kwargs")),
+              "train: give --checkpointing (and --checkpointing-budget) or --gradient-checkpointing (and "
+              "--gradient-checkpointing-kwargs), not both");
   const TrainingArguments args = trainer_arguments(o);
   check(args);
   REMAT_CHECK((o.checkpointing_profile.empty() && o.save_checkpointing_profile.empty()) ||
@@ -241,8 +259,8 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     const std::optional<double> val_loss = value("eval_loss");
     if (!val_loss) return;
     const comm::CommStats& traffic = running->accelerator().communicator().stats();
-    const int64_t tokens = (last.step - first_step.value_or(last.step)) * options.gradient_accumulation_steps *
-                           options.batch_size * options.block_size;
+    const int64_t tokens = (last.step - first_step.value_or(last.step)) * args.gradient_accumulation_steps *
+                           args.per_device_train_batch_size * options.block_size;
     KjvEval eval{.step = running->global_step(), .train_loss = losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0,
                  .val_loss = *val_loss, .val_perplexity = value("eval_perplexity").value_or(std::exp(*val_loss)),
                  .lr = last.learning_rate, .seconds = last.seconds,

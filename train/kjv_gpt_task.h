@@ -13,6 +13,7 @@
 #include "comm/averaging.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
+#include "train/training_arguments.h"
 
 namespace remat::train {
 
@@ -66,8 +67,10 @@ struct KjvGptOptions {
   // Trainer arguments by Hugging Face's names, applied last
   // (train/training_arguments.h). With --output-dir DIR the Trainer saves
   // DIR/checkpoint-STEP/ at every eval_interval steps (and when it stops),
-  // --resume-from-checkpoint latest continues from the newest bit for bit,
-  // and --overwrite-output-dir starts over in a folder that has some. A
+  // --resume-from-checkpoint latest continues from the newest (bit for bit,
+  // except under LocalSGD, where every rank resumes with rank 0's AdamW
+  // moments; docs/distributed.md), and --overwrite-output-dir starts over in
+  // a folder that has some. A
   // checkpoint records the model's configuration, the vocabulary and a
   // fingerprint of the text, and a resume that differs is an error naming what.
   std::vector<std::string> trainer_flags;
@@ -125,5 +128,10 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
 // The check of every option's range that train_kjv_gpt starts with (the CLI
 // calls it before printing its header): an error names the flag and value.
 void check_options(const KjvGptOptions& options);
+
+// The Trainer arguments a run of `options` trains with: the task's
+// defaults (cosine_with_min_lr, betas 0.9 and 0.95, evaluation and saving
+// every eval_interval steps), then its trainer_flags.
+TrainingArguments trainer_arguments(const KjvGptOptions& options);
 
 }  // namespace remat::train

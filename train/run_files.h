@@ -1,8 +1,8 @@
 // The files of a training run, safe from a careless user: a lock that keeps a
 // second run off a checkpoint while the first one holds it, and the checks
 // made before the first step that every output can be written and that no two
-// flags name one file (a checkpoint written over the training text, weights
-// written over the checkpoint). Called by the kjv-gpt task; tested in
+// flags name one file (weights written over the training text). Called by
+// the Trainer (its output_dir's lock) and the kjv-gpt task; tested in
 // tests/train/run_files_test.cpp.
 #pragma once
 
@@ -15,8 +15,8 @@ namespace remat::train {
 
 // An exclusive lock (flock) on path + ".lock", held as long as this object
 // lives. The lock file holds the holder's pid, so that a second run given the
-// same path fails at its start with "--checkpoint 'ck' is in use by another
-// run (process 1234, ...)" instead of writing the same file. The file is
+// same path fails at its start with "output_dir 'results/trainer' is in use by
+// another run (process 1234, ...)" instead of writing the same files. The file is
 // removed on release; if the holder dies, the kernel drops its lock and the
 // next run takes it.
 class RunLock {

@@ -261,7 +261,7 @@ Metrics Trainer::evaluate(const data::Dataset* dataset, const std::string& prefi
   evaluated_at_ = global_step_;
   // During training, weights that diverged (finite, but too large for a
   // forward) show here: the run stops before logging or saving them.
-  if (training_ && !std::isfinite(e.loss)) stop_on_non_finite("evaluation loss", e.loss);
+  if (training_ && !std::isfinite(e.loss)) stop_on_non_finite("evaluation loss", e.loss, global_step_);
   Metrics metrics{{"epoch", epoch_}, {prefix + "_loss", e.loss}};
   // A NaN loss is the run's to report (a diverged model), not a metric's error.
   if (compute_metrics_ && std::isfinite(e.loss)) {
@@ -333,11 +333,11 @@ void Trainer::save_checkpoint(Run& run) {
 
 // A NaN or infinity stops the run before it reaches the weights, and so
 // before a save could write a checkpoint of them.
-void Trainer::stop_on_non_finite(const char* what, double value) const {
+void Trainer::stop_on_non_finite(const char* what, double value, std::optional<int64_t> step) const {
   const std::string checkpoint = saved_checkpoint_.empty() ? "no checkpoint of this run was written"
                                  : fmt::format("its newest checkpoint, '{}', is left as it was", saved_checkpoint_);
-  REMAT_FAIL("Trainer: step {}: the {} is {}, so training stopped ({}); a smaller learning_rate (now {}) may help",
-             global_step_ + 1, what, value, checkpoint, args_.learning_rate);
+  REMAT_FAIL("Trainer: step {}: the {} is {}, so training stopped ({}); a smaller learning_rate (this run's peak is "
+             "{}) may help", step.value_or(global_step_ + 1), what, value, checkpoint, args_.learning_rate);
 }
 
 void Trainer::write_checkpoint(Run& run) {
@@ -499,6 +499,7 @@ TrainOutput Trainer::train() {
   const auto start = Clock::now();
   double logged_loss = 0, window_loss = 0, run_loss = 0, grad_norm = 0;
   int64_t logged_steps = 0, window_batches = 0, step_peak = 0;
+  std::optional<double> bad_loss;  // of the window's micro-batches, the first non-finite
   bool stop = global_step_ >= run.total_steps;
   // The step's evaluation and save; the best checkpoint is the one saved at
   // the step of the best evaluation.
@@ -543,18 +544,24 @@ TrainOutput Trainer::train() {
           ScopedPeak peak(accelerator_->device());
           const ModelOutput out = forward_(model_, batch);
           loss = out.loss.item<double>();
-          if (!std::isfinite(loss)) stop_on_non_finite("loss", loss);
+          if (!std::isfinite(loss) && !bad_loss) bad_loss = loss;
           accelerator_->backward(out.loss);
           step_peak = std::max(step_peak, peak.stats().peak_transient - transient_before);
         }
         window_loss += loss;
         ++window_batches;
-        if (accelerator_->sync_gradients() && args_.max_grad_norm > 0) {
+        if (accelerator_->sync_gradients()) {
           // With data parallelism every rank holds the averaged gradients
           // here, so a NaN from one rank's batch stops every rank at this
-          // same check instead of leaving the others waiting in a collective.
-          grad_norm = optim::clip_grad_norm(params, args_.max_grad_norm);
-          if (!std::isfinite(grad_norm)) stop_on_non_finite("gradient norm", grad_norm);
+          // same check instead of leaving the others waiting in a collective;
+          // a rank's own non-finite loss is reported after it. (Under LocalSGD,
+          // or without clipping, a rank stops alone, and the job ends by the
+          // CLI's MPI_Abort or the collective timeout.)
+          if (args_.max_grad_norm > 0) {
+            grad_norm = optim::clip_grad_norm(params, args_.max_grad_norm);
+            if (!std::isfinite(grad_norm)) stop_on_non_finite("gradient norm", grad_norm);
+          }
+          if (bad_loss) stop_on_non_finite("loss", *bad_loss);
         }
         optimizer.step();
         scheduler.step();
@@ -604,7 +611,8 @@ TrainOutput Trainer::train() {
       stop = global_step_ >= run.total_steps || told != 0;
       epoch_done = b + 1 == run.batches;
       // An epoch's own evaluation and save come after its last step.
-      after_step(args_.eval_strategy == "steps" && global_step_ % eval_every == 0,
+      // The last step is evaluated too, off the interval or not, before its save.
+      after_step(args_.eval_strategy == "steps" && (global_step_ % eval_every == 0 || stop),
                  (args_.save_strategy == "steps" && (global_step_ % args_.save_steps == 0 || stop)) ||
                      (args_.save_strategy == "epoch" && stop && !epoch_done));
     }

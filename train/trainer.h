@@ -11,6 +11,8 @@
 // One optimizer step per window of gradient_accumulation_steps batches
 // (AdamW with the arguments' betas, epsilon and decoupled weight decay, the
 // gradients clipped to max_grad_norm, the learning rate on its schedule).
+// With eval_strategy "steps" the model is evaluated every eval_steps steps
+// and at the last step (Hugging Face skips a last step off the interval).
 // Every logging_steps steps rank 0 prints the training dict ({'loss': ...,
 // 'grad_norm': ..., 'learning_rate': ..., 'epoch': ...}; the loss is the
 // mean over the ranks, the hooks' losses are rank 0's); each evaluation
@@ -159,7 +161,8 @@ class Trainer {
   void rotate_checkpoints();
   void write_state(const std::string& path) const;
   bool better(double value) const;
-  [[noreturn]] void stop_on_non_finite(const char* what, double value) const;
+  // step: the one to name (default: the step being taken).
+  [[noreturn]] void stop_on_non_finite(const char* what, double value, std::optional<int64_t> step = {}) const;
 
   nn::Module& model_;
   TrainingArguments args_;

@@ -50,6 +50,26 @@ TEST(KjvGptTask, LearnsARepeatingText) {
   EXPECT_EQ(result.sample.substr(0, 2), "ab");
 }
 
+// A last step off the interval is evaluated too, before its checkpoint is
+// saved (so the saved state holds that evaluation).
+TEST(KjvGptTask, TheLastStepIsEvaluatedBeforeItIsSaved) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "abcd efg\n";
+  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_last.txt", text));
+  options.max_steps = 6;
+  options.eval_interval = 4;
+  const std::string dir = (std::filesystem::temp_directory_path() / "remat_kjv_last").string();
+  std::filesystem::remove_all(dir);
+  options.trainer_flags = {"--output-dir", dir};
+  const KjvResult result = train_kjv_gpt(options);
+  ASSERT_EQ(result.curve.size(), 2u);
+  EXPECT_EQ(result.curve[0].step, 4);
+  EXPECT_EQ(result.curve[1].step, 6);
+  std::ifstream state(dir + "/checkpoint-6/trainer_state.json");
+  const std::string saved((std::istreambuf_iterator<char>(state)), std::istreambuf_iterator<char>());
+  EXPECT_NE(saved.find(fmt::format("\"eval_loss\": {}", result.curve[1].val_loss)), std::string::npos) << saved;
+}
+
 TEST(KjvGptTask, CheckpointingChangesMemoryNotTheCurve) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "abcd efg\n";
