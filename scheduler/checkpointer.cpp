@@ -216,7 +216,7 @@ void Checkpointer::settle_last_step() {
                     pass.backward_pass_first_touch_ms;
   }
   const bool applied = active_ && !mismatch_ && graph.signature == active_->plan.signature;
-  if (applied && static_cast<int>(active_->warm_steps.size()) < CachedPlan::kWarmPlans) {
+  if (applied && !active_->frozen && static_cast<int>(active_->warm_steps.size()) < CachedPlan::kWarmPlans) {
     // The plan came from the graph's profiling step, whose times are cold,
     // or from fewer warm steps than it will be: plan once more from the
     // median times of the warm steps so far.
@@ -247,6 +247,7 @@ void Checkpointer::plan_from(GraphProfile graph) {
   cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);  // a budget below the minimum fails here, before any step
   cached->graph = std::move(graph);
+  cached->frozen = true;
   ++plans_made_;
   cache_[cached->plan.signature] = cached;
   active_ = cached;

@@ -78,6 +78,10 @@ struct CachedPlan {
   // (bench's 3 warm-ups cover them).
   static constexpr int kWarmPlans = 2;
   std::vector<GraphProfile> warm_steps;
+  // Planned from a saved profile (Checkpointer::plan_from): kept as it is,
+  // never re-planned from this run's times, so that a plan made from a
+  // profile is the same on every run and every machine.
+  bool frozen = false;
 };
 
 class Checkpointer {
@@ -108,8 +112,9 @@ class Checkpointer {
   // Plans the graph of a saved profile (scheduler/profile_json.h) now, so
   // that its first step runs under the plan, not as a profiling step: the
   // budget holds from the first step, and a budget below the graph's
-  // minimum is an error here, before any step. A step whose graph is not
-  // the profile's is kept and profiled as usual.
+  // minimum is an error here, before any step. The plan stays as the
+  // profile made it (no re-plans from this run's times: CachedPlan::frozen).
+  // A step whose graph is not the profile's is kept and profiled as usual.
   void plan_from(GraphProfile graph);
   // Plans the graph of `step` before it runs, from shapes and bytes alone:
   // `step` (a forward under record() and the backward from its loss, as

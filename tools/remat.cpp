@@ -2,9 +2,9 @@
 // no training or measuring logic lives here.
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
-//   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--json]
+//   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--save-profile F | --profile F] [--json]
 //   remat explain --workload W1|W2|W3 [--device cuda] --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
-//   remat tradeoff --workload W1|W2|W3 [--device cuda] [--fractions 0.25,0.5,...] --out DIR   (CSV, JSON, DOT of blocks and cost)
+//   remat tradeoff --workload W1|W2|W3 [--device cuda] [--fractions 0.25,0.5,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
@@ -265,18 +265,11 @@ void run_bench(const remat::train::WorkloadOptions& options, const std::string& 
 
 // One row per node of the workload's graph: what it costs and what the
 // policy decided, and why.
-// `profile`: plan a saved profile instead of running the workload;
-// `save_profile`: write the profile planned from.
-void run_explain(const remat::train::WorkloadOptions& options, const std::string& format, const std::string& profile,
-                 const std::string& save_profile) {
-  const auto [graph, plan] = [&] {
-    if (profile.empty()) return remat::train::plan_workload(options);
-    remat::scheduler::GraphProfile saved = remat::scheduler::load_profile(profile);
-    remat::scheduler::Plan made = remat::scheduler::make_plan(
-        saved, {.policy = options.policy, .budget = options.budget, .overrides = options.overrides});
-    return remat::train::WorkloadPlan{std::move(saved), std::move(made)};
-  }();
-  if (!save_profile.empty()) remat::scheduler::save_profile(graph, save_profile);
+// With options.profile_path, the saved profile is planned instead of
+// running the workload; options.save_profile_path: the profile planned from.
+void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
+  const auto [graph, plan] = remat::train::plan_workload(options);
+  if (!options.save_profile_path.empty()) remat::scheduler::save_profile(graph, options.save_profile_path);
   if (format == "json") {  // the plan first, then one line per node
     fmt::print("{}\n", nlohmann::json{{"policy", plan.policy}, {"budget", plan.budget ? nlohmann::json(*plan.budget)
                                                                                         : nlohmann::json(nullptr)},
@@ -376,7 +369,7 @@ void run_tradeoff(remat::train::TradeoffOptions options, const std::string& out_
     fmt::print(stderr, "planning {} {} for graph_{}.dot ...\n", options.workload, policy, policy);
     const auto [graph, plan] = remat::train::plan_workload(
         {.workload = options.workload, .policy = policy, .threads = options.threads, .warmup = 1, .seed = options.seed,
-         .device = options.device});
+         .device = options.device, .profile_path = options.profile_path});
     const fs::path path = out / fmt::format("graph_{}.dot", policy);
     write_file(path, remat::scheduler::to_dot(graph, plan));
     written.push_back(path.string());
@@ -514,6 +507,9 @@ int main(int argc, char** argv) {
   bench->add_option("--seed", bench_seed, "seed of weights and batch (0)");
   bench->add_flag("--json", json, "print one JSON line");
   bench->add_option("--trace", bench_options.trace_path, "write the last step's memory timeline (Chrome trace JSON)");
+  bench->add_option("--profile", bench_options.profile_path, "plan every step from this saved profile (JSON; the "
+                    "same plan on every run and machine)");
+  bench->add_option("--save-profile", bench_options.save_profile_path, "write the profile the plan was made from (JSON)");
   std::string against;
   bench->add_option("--against", against, "also run a copy under this policy (e.g. none), alternating steps, and "
                     "report the per-step time ratios");
@@ -526,9 +522,9 @@ int main(int argc, char** argv) {
   explain->add_option("--threads", explain_options.threads, "CPU threads")->capture_default_str();
   explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
-  std::string explain_profile, explain_save_profile;
-  explain->add_option("--profile", explain_profile, "plan this saved profile (JSON) instead of running the workload");
-  explain->add_option("--save-profile", explain_save_profile, "write the profile planned from (JSON)");
+  explain->add_option("--profile", explain_options.profile_path,
+                      "plan this saved profile (JSON) instead of running the workload");
+  explain->add_option("--save-profile", explain_options.save_profile_path, "write the profile planned from (JSON)");
 
   remat::train::TradeoffOptions tradeoff_options;
   std::string fractions, out_dir;
@@ -550,6 +546,8 @@ int main(int argc, char** argv) {
   tradeoff->add_option("--seed", tradeoff_seed, "seed of weights and batch (0)");
   tradeoff->add_option("--fractions", fractions,
                        "budgets of cost and optimal as fractions of keep-all's peak (0.25,0.35,0.5,0.6,0.75,0.9)");
+  tradeoff->add_option("--profile", tradeoff_options.profile_path, "plan every run from this saved profile (JSON, "
+                       "from bench or explain --save-profile): the same plans on every sweep");
   tradeoff->add_option("--out", out_dir, "folder for tradeoff.csv, tradeoff.json and graph_<policy>.dot")->required();
 
   CLI11_PARSE(app, argc, argv);
@@ -590,7 +588,7 @@ int main(int argc, char** argv) {
     if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
     if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
     if (*bench) run_bench(bench_options, against, json);
-    if (*explain) run_explain(explain_options, format, explain_profile, explain_save_profile);
+    if (*explain) run_explain(explain_options, format);
     if (!fractions.empty()) tradeoff_options.budget_fractions = parse_fractions(fractions);
     if (*tradeoff) run_tradeoff(tradeoff_options, out_dir);
   } catch (const std::exception& e) {  // remat::Error, and e.g. std::bad_alloc

@@ -69,7 +69,8 @@ std::string cell(std::optional<double> value, const char* format) {
 std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
   check_options(options);
   const WorkloadOptions base{.workload = options.workload, .threads = options.threads, .steps = options.steps,
-                             .warmup = options.warmup, .seed = options.seed, .device = options.device};
+                             .warmup = options.warmup, .seed = options.seed, .device = options.device,
+                             .profile_path = options.profile_path};
   const size_t runs = 4 + 2 * options.budget_fractions.size();
   std::vector<TradeoffRow> rows;
   auto say = [&](const std::string& line) {

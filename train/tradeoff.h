@@ -40,6 +40,9 @@ struct TradeoffOptions {
   bool paired = false;
   // Budgets for cost and optimal, as fractions of keep-all's measured peak.
   std::vector<double> budget_fractions{0.25, 0.35, 0.5, 0.6, 0.75, 0.9};
+  // Every run's plan made from this saved profile of the workload
+  // (WorkloadOptions::profile_path): the same plans on every sweep.
+  std::string profile_path;
   // One line before each run and one after it ("[3/16] ..."); may be empty.
   std::function<void(const std::string& line)> progress;
 };

@@ -17,7 +17,9 @@
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "scheduler/checkpointer.h"
+#include "scheduler/profile_json.h"
 #include "train/limits.h"
+#include "train/run_files.h"
 
 namespace remat::train {
 namespace {
@@ -98,6 +100,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   nlohmann::ordered_json j;
   j["workload"] = workload;
   j["policy"] = policy;
+  j["profile"] = profile.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(profile);
   j["budget_bytes"] = budget ? nlohmann::ordered_json(*budget) : nullptr;
   j["threads"] = threads;
   j["device"] = device;
@@ -144,6 +147,9 @@ void check_options(const WorkloadOptions& options) {
               options.steps, options.warmup);
   REMAT_CHECK(!device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the meta device "
               "computes no loss to report (meta tensors have shapes and bytes only)");
+  check_output_path(options.save_profile_path, "--save-profile");
+  check_distinct_paths({{"--profile", options.profile_path}, {"--save-profile", options.save_profile_path},
+                        {"--trace", options.trace_path}});
 }
 
 Workload build(const WorkloadOptions& options) {
@@ -158,11 +164,17 @@ Workload build(const WorkloadOptions& options) {
 }  // namespace
 
 WorkloadPlan plan_workload(const WorkloadOptions& options) {
+  const scheduler::PlanOptions plan_options{.policy = options.policy, .budget = options.budget,
+                                            .overrides = options.overrides};
+  if (!options.profile_path.empty()) {  // planned from the saved profile alone: nothing runs
+    scheduler::check_policy(options.policy);
+    scheduler::GraphProfile saved = scheduler::load_profile(options.profile_path);
+    scheduler::Plan plan = scheduler::make_plan(saved, plan_options);
+    return {std::move(saved), std::move(plan)};
+  }
   const Workload workload = build(options);
   const std::unique_ptr<optim::Optimizer> optimizer = optimizer_for(workload);
-  scheduler::Checkpointer checkpointer(
-      {.policy = options.policy, .budget = options.budget, .overrides = options.overrides},
-      device_from_name(options.device));
+  scheduler::Checkpointer checkpointer(plan_options, device_from_name(options.device));
   // The profiling step, the steps whose warm times the plan is remade from,
   // and one under the final plan.
   for (int step = 0; step < std::max(1, options.warmup) + 1 + scheduler::CachedPlan::kWarmPlans; ++step) {
@@ -208,7 +220,12 @@ class Run {
     report_.gpu = device_description(device_);
     report_.steps = options.steps;
     report_.parameters = workload_.model->num_parameters();
-    if (budget) {
+    report_.profile = options.profile_path;
+    if (!options.profile_path.empty()) {
+      scheduler::GraphProfile saved = scheduler::load_profile(options.profile_path);
+      saved_signature_ = saved.signature;
+      checkpointer_.plan_from(std::move(saved));
+    } else if (budget) {
       // The first step within the budget too: planned from a rehearsal of
       // it on the meta device (scheduler::Checkpointer::rehearse).
       checkpointer_.rehearse([&] {
@@ -251,6 +268,12 @@ class Run {
     if (traced) trace->save(options_.trace_path);
 
     const double value = loss.item<double>();
+    if (index == 0 && saved_signature_) {
+      const scheduler::Plan* plan = checkpointer_.plan();
+      REMAT_CHECK(plan != nullptr && plan->signature == *saved_signature_, "bench: --profile '{}' is the profile of "
+                  "another graph (signature {:016x}), not of {}'s; save one from this workload with --save-profile",
+                  options_.profile_path, *saved_signature_, options_.workload);
+    }
     if (index == 0) {
       report_.loss_first = value;
       report_.first_step_peak_activation_bytes = peak.stats().peak_transient - transient_before;
@@ -286,6 +309,14 @@ class Run {
     return times;
   }
 
+  // The profile the latest plan was made from, as JSON at `path`.
+  void save_profile(const std::string& path) const {
+    const scheduler::GraphProfile* profile = checkpointer_.profile();
+    REMAT_CHECK(profile != nullptr, "bench: --save-profile: no graph was planned (a run of one step only profiles "
+                "it; run two or more)");
+    scheduler::save_profile(*profile, path);
+  }
+
   WorkloadReport finish() {
     report_.step_ms_median = median(step_ms_);
     report_.step_ms_min = *std::min_element(step_ms_.begin(), step_ms_.end());
@@ -304,6 +335,7 @@ class Run {
   scheduler::Checkpointer checkpointer_;
   WorkloadReport report_;
   std::vector<double> step_ms_, forward_ms_, backward_ms_, rest_ms_;
+  std::optional<uint64_t> saved_signature_;  // of the --profile planned from
 };
 
 }  // namespace
@@ -312,6 +344,7 @@ WorkloadReport run_workload(const WorkloadOptions& options) {
   Run run(options, options.policy, options.budget, options.overrides);
   const int total = options.warmup + options.steps;
   for (int step = 0; step < total; ++step) run.step(step, !options.trace_path.empty() && step + 1 == total);
+  if (!options.save_profile_path.empty()) run.save_profile(options.save_profile_path);
   return run.finish();
 }
 
@@ -343,6 +376,7 @@ PairedReport run_paired_workload(const WorkloadOptions& options, const std::stri
   paired.overhead = {.forward_ms = median(forward_excess),
                      .backward_without_replays_ms = median(backward_excess),
                      .replays_ms = median(replays)};
+  if (!options.save_profile_path.empty()) run.save_profile(options.save_profile_path);
   paired.report = run.finish();
   paired.baseline = baseline.finish();
   return paired;

@@ -34,10 +34,18 @@ struct WorkloadOptions {
   std::string trace_path;
   // Where it runs: cpu, or cuda[:N] (model and batch moved with Module::to).
   std::string device = "cpu";
+  // A profile of this workload's graph saved by an earlier run
+  // (scheduler/profile_json.h): every step runs under the plan made from
+  // it, never re-planned from this run's times, so the plan is the same on
+  // every run and every machine. A profile of another graph is an error.
+  std::string profile_path;
+  // At the end, the profile the run's plan was made from (for --profile).
+  std::string save_profile_path;
 };
 
 struct WorkloadReport {
   std::string workload, policy, device = "cpu";
+  std::string profile;  // the saved profile planned from ("" when planned from this run's times)
   std::optional<int64_t> budget;
   int threads = 1;
   // The machine the figures come from: the CPU's name (/proc/cpuinfo), and
@@ -110,7 +118,8 @@ PairedReport run_paired_workload(const WorkloadOptions& options, const std::stri
 using scheduler::median;
 
 // The workload's graph as the planner saw it (scheduler/profile.h) and the
-// plan of options.policy for it (after max(1, options.warmup) + 2 steps).
+// plan of options.policy for it (after max(1, options.warmup) + 2 steps; with
+// options.profile_path, the saved profile and its plan, and nothing runs).
 struct WorkloadPlan {
   scheduler::GraphProfile graph;
   scheduler::Plan plan;

@@ -216,6 +216,32 @@ TEST(Plan, ASavedProfileKeepsTheFirstStepWithinTheBudget) {
   }
 }
 
+// A plan made from a saved profile is that profile's plan on every step:
+// never re-planned from the run's own times (which differ between runs and
+// machines), so the same profile gives the same plan everywhere.
+TEST(Plan, APlanFromASavedProfileStaysThatPlan) {
+  const Step all = run(gpt(), {.policy = "none"});
+  const GraphProfile saved = profile_from_json(profile_to_json(all.graph));
+  for (const PlanOptions& options : {PlanOptions{.policy = "cost"},
+                                     PlanOptions{.policy = "optimal", .budget = minimum_budget(saved)}}) {
+    SCOPED_TRACE(options.policy);
+    const Plan expected = make_plan(saved, options);
+    Checkpointer checkpointer(options);
+    checkpointer.plan_from(saved);
+    steps_under(checkpointer, gpt(), 4);
+    ASSERT_NE(checkpointer.plan(), nullptr);
+    EXPECT_EQ(checkpointer.plan()->tags, expected.tags);
+    EXPECT_EQ(checkpointer.plans_made(), 1);
+    // The profile planned from is the saved one, its times untouched by the
+    // steps' (a warm re-plan would have put their medians in).
+    ASSERT_NE(checkpointer.profile(), nullptr);
+    ASSERT_EQ(checkpointer.profile()->size(), saved.size());
+    for (int64_t v = 0; v < saved.size(); ++v) {
+      EXPECT_EQ(checkpointer.profile()->nodes[v].forward_ms, saved.nodes[v].forward_ms) << "node " << v;
+    }
+  }
+}
+
 // A budget below the saved profile's minimum fails when checkpointing is
 // enabled, before any step, naming the minimum.
 TEST(Plan, ASavedProfileRefusesABudgetBelowItsMinimumBeforeTheFirstStep) {

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+
+#include "scheduler/profile_json.h"
 
 namespace remat::train {
 namespace {
@@ -94,6 +97,40 @@ TEST(WorkloadSlow, APairedRunStepsTwoCopiesAlternatelyAndComparesThem) {
   EXPECT_GT(*paired.report.planned_step_ms, 0.0);
   EXPECT_EQ(j["predicted_recompute_ms"].get<double>(), *paired.report.predicted_recompute_ms);
   EXPECT_THROW(run_paired_workload(options, "keep-all"), Error);
+}
+
+// A plan made from a saved profile is the same on every run: cost without
+// a budget (whose plan follows measured times) gives, run after run, the
+// profile's plan, and explain's plan_workload makes it without running.
+TEST(WorkloadSlow, ASavedProfileGivesTheSamePlanOnEveryRun) {
+  const std::string profile = (std::filesystem::temp_directory_path() / "remat_w1_profile.json").string();
+  std::filesystem::remove(profile);
+  run_workload({.workload = "W1", .policy = "cost", .steps = 1, .warmup = 1, .save_profile_path = profile});
+  const scheduler::GraphProfile saved = scheduler::load_profile(profile);
+  const scheduler::Plan expected = scheduler::make_plan(saved, {.policy = "cost"});
+  ASSERT_GT(expected.dropped_bytes, 0);  // a plan that replays something
+  for (int run = 0; run < 2; ++run) {
+    const WorkloadReport report =
+        run_workload({.workload = "W1", .policy = "cost", .steps = 2, .warmup = 1, .profile_path = profile});
+    EXPECT_EQ(report.profile, profile);
+    EXPECT_EQ(report.kept_bytes, expected.kept_bytes) << "run " << run;
+    EXPECT_EQ(report.dropped_bytes, expected.dropped_bytes) << "run " << run;
+    EXPECT_EQ(report.predicted_peak_activation_bytes, expected.predicted.peak_bytes) << "run " << run;
+    EXPECT_NEAR(static_cast<double>(report.peak_activation_bytes), static_cast<double>(expected.predicted.peak_bytes),
+                0.02 * static_cast<double>(expected.predicted.peak_bytes)) << "run " << run;
+  }
+  const WorkloadPlan planned = plan_workload({.workload = "W1", .policy = "cost", .profile_path = profile});
+  EXPECT_EQ(planned.plan.tags, expected.tags);
+  // The profile of another graph is refused, naming the file.
+  const std::string message = [&] {
+    try {
+      run_workload({.workload = "W2", .policy = "cost", .steps = 1, .warmup = 0, .profile_path = profile});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  }();
+  EXPECT_NE(message.find("--profile '" + profile + "' is the profile of another graph"), std::string::npos) << message;
 }
 
 TEST(Workload, UnknownNamesAreErrors) {
