@@ -341,7 +341,15 @@ void save_safetensors(const Module& module, const std::string& path, const Safet
 void load_safetensors(Module& module, const std::string& path, SafetensorsLoadOptions options) {
   const ParsedFile file = parse_file(path);
   std::unordered_map<std::string, const Entry*> by_name;
-  for (const Entry& entry : file.entries) by_name.emplace(entry.name, &entry);
+  std::unordered_map<const Entry*, std::string> target;  // the parameter each entry goes to
+  for (const Entry& entry : file.entries) {
+    const std::string name = options.rename ? options.rename(entry.name) : entry.name;
+    if (name.empty()) continue;
+    const auto [it, fresh] = by_name.emplace(name, &entry);
+    REMAT_CHECK(fresh, "load_safetensors '{}': tensors '{}' and '{}' both go to parameter '{}'", path,
+                it->second->name, entry.name, name);
+    target.emplace(&entry, name);
+  }
 
   // Phase 1: the file against the model. Nothing is written until it passes.
   const auto params = module.named_parameters();
@@ -369,9 +377,10 @@ void load_safetensors(Module& module, const std::string& path, SafetensorsLoadOp
               missing.size(), module.type_name(), join(missing));
   if (!options.allow_unused) {
     std::vector<std::string> unused;
-    for (const Entry& entry : file.entries) {
-      if (!used.contains(entry.name)) unused.push_back(entry.name);
+    for (const auto& [entry, name] : target) {
+      if (!used.contains(name)) unused.push_back(entry->name);
     }
+    std::sort(unused.begin(), unused.end());
     REMAT_CHECK(unused.empty(),
                 "load_safetensors '{}': {} tensor(s) in the file name no parameter of the {}: {} "
                 "(set allow_unused to ignore them)",

@@ -15,6 +15,7 @@
 // Supported dtypes: F32, F64, I64; F16 and BF16 are reported as not yet supported.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -32,6 +33,10 @@ struct SafetensorsLoadOptions {
   // Tensors in the file that name no parameter of the model are an error
   // unless this is set (e.g. loading a backbone from a larger model's file).
   bool allow_unused = false;
+  // The parameter a tensor of the file goes to, by its name in the file
+  // ("" leaves the tensor out); unset: the same name. Two tensors renamed
+  // to one parameter are an error.
+  std::function<std::string(const std::string&)> rename;
 };
 
 // Writes `tensors` in the given order to `path`. The bytes go to a temporary

@@ -493,7 +493,10 @@ int main(int argc, char** argv) {
   kjv_only.push_back(train->add_option("--temperature", kjv.temperature, "kjv-gpt: sampling temperature")->capture_default_str());
   kjv_only.push_back(train->add_option("--prompt", kjv.prompt, "kjv-gpt: text the sample starts from")->capture_default_str());
   kjv_only.push_back(train->add_option("--text", kjv.text_path, "kjv-gpt: train on this text file instead of the KJV"));
-  kjv_only.push_back(train->add_option("--save-weights", kjv.weights_path, "kjv-gpt: write the trained weights (GPT-2 names) here"));
+  kjv_only.push_back(train->add_option("--save-weights", kjv.weights_path, "kjv-gpt: write the trained model here as a "
+                                       "Hugging Face GPT-2 folder (config.json, model.safetensors)"));
+  kjv_only.push_back(train->add_option("--init-from", kjv.init_from, "kjv-gpt: start from the weights of a Hugging "
+                                       "Face GPT-2 folder (its configuration replaces the model flags)"));
   train->add_flag("--json", json, "print JSON lines");
 
   remat::train::WorkloadOptions bench_options;
@@ -578,6 +581,12 @@ int main(int argc, char** argv) {
       train_fashion_mnist(mnist, json);
     }
     if (*train && task == "kjv-gpt") {
+      if (!kjv.init_from.empty()) {
+        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--block-size", "--dropout"}) {
+          REMAT_CHECK(train->get_option(flag)->count() == 0, "train: {} and --init-from: the model's configuration "
+                      "is the folder's ({}/config.json); leave {} out", flag, kjv.init_from, flag);
+        }
+      }
       apply(common, kjv);
       kjv.trainer_flags = trainer_flags;
       if (!kjv_budget.empty()) kjv.checkpointing_budget = remat::train::parse_bytes(kjv_budget, "--checkpointing-budget");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 
 #include "comm/mpi.h"
@@ -12,6 +13,7 @@
 #include "engine/factory.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/gpt.h"
+#include "nn/gpt2_pretrained.h"
 #include "nn/safetensors.h"
 #include "scheduler/plan.h"
 #include "scheduler/profile_json.h"
@@ -111,15 +113,17 @@ std::vector<Setting> shared_settings(const KjvGptOptions& o, uint64_t text_finge
           {"--diloco", o.diloco ? fmt::format("outer lr {}, momentum {}", o.diloco->outer_lr, o.diloco->momentum)
                                 : std::string("off")},
           {"trainer arguments", fmt::format("{}", fmt::join(o.trainer_flags, " "))},
+          {"--init-from", o.init_from},
           {"--text (a fingerprint of its bytes)", fmt::format("{:016x}", text_fingerprint)}};
 }
 
 // What a checkpoint records about its run, and a resume must match.
-nn::SafetensorsMetadata describe_run(const KjvGptOptions& o, const data::CharTokenizer& tokenizer,
+nn::SafetensorsMetadata describe_run(const nn::GPTConfig& o, const data::CharTokenizer& tokenizer,
                                      uint64_t text_fingerprint) {
   return {{"task", "kjv-gpt"}, {"n_layer", std::to_string(o.n_layer)}, {"n_head", std::to_string(o.n_head)},
           {"n_embd", std::to_string(o.n_embd)}, {"block_size", std::to_string(o.block_size)},
-          {"dropout", fmt::format("{}", o.dropout)}, {"vocab_size", std::to_string(tokenizer.vocab_size())},
+          {"dropout", fmt::format("{}", o.dropout)}, {"tied_head", o.tie_weights ? "true" : "false"},
+          {"vocab_size", std::to_string(tokenizer.vocab_size())},
           {"symbols", tokenizer.symbols()}, {"data_fingerprint", fmt::format("{:016x}", text_fingerprint)}};
 }
 
@@ -188,10 +192,18 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   // not after training.
   const std::string weights_path = main_process ? options.weights_path : "";
   const std::string profile_out = main_process ? options.save_checkpointing_profile : "";
-  check_output_path(weights_path, "--save-weights");
   check_output_path(profile_out, "--save-checkpointing-profile");
   check_distinct_paths({{"--save-weights", weights_path}, {"--save-checkpointing-profile", profile_out},
                         {"--text", options.text_path}});
+  REMAT_CHECK(weights_path.empty() || !std::filesystem::exists(weights_path) ||
+                  std::filesystem::is_directory(weights_path),
+              "train: --save-weights '{}' is a file; it names a folder, for config.json and model.safetensors",
+              weights_path);
+  check_output_path(std::filesystem::is_directory(weights_path)
+                        ? (std::filesystem::path(weights_path) / "model.safetensors").string()
+                        : weights_path,
+                    "--save-weights");
+
 
   const std::string text = options.text_path.empty() ? data::load_kjv() : data::load_text_file(options.text_path);
   const data::CharTokenizer tokenizer(text);
@@ -202,21 +214,35 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     REMAT_FAIL("train: --prompt '{}' cannot start a sample of this text: {}", options.prompt, e.what());
   }
   const uint64_t text_fingerprint = data::fingerprint(text);
+  nn::GPTConfig config{.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size,
+                       .n_layer = options.n_layer, .n_head = options.n_head, .n_embd = options.n_embd,
+                       .dropout = options.dropout, .seed = options.seed};
+  if (!options.init_from.empty()) {
+    config = nn::load_gpt2_config(options.init_from, options.seed);
+    REMAT_CHECK(config.vocab_size == tokenizer.vocab_size(), "train: --init-from '{}' has a vocabulary of {}, this "
+                "text {} symbols", options.init_from, config.vocab_size, tokenizer.vocab_size());
+    const std::string weights = (std::filesystem::path(options.init_from) / "model.safetensors").string();
+    const nn::SafetensorsMetadata recorded = nn::read_safetensors_metadata(weights);
+    if (const auto it = recorded.find("symbols"); it != recorded.end()) {
+      REMAT_CHECK(it->second == tokenizer.symbols(), "train: --init-from '{}' was trained on other symbols than "
+                  "this text's (its ids would stand for other characters)", options.init_from);
+    }
+  }
   data::Dataset train_set, val_set;
   {
     const data::TextSplit split = data::split_text(tokenizer.encode(text));
-    REMAT_CHECK(split.validation.size(0) > options.block_size, "train: the text's validation split (its last 10%, "
+    REMAT_CHECK(split.validation.size(0) > config.block_size, "train: the text's validation split (its last 10%, "
                 "{} characters) is too short for one block of --block-size {}", split.validation.size(0),
-                options.block_size);
-    train_set = data::text_blocks(split.train, options.block_size);
-    val_set = spread_rows(data::text_blocks(split.validation, options.block_size),
+                config.block_size);
+    train_set = data::text_blocks(split.train, config.block_size);
+    val_set = spread_rows(data::text_blocks(split.validation, config.block_size),
                           options.eval_batches * options.batch_size);
   }
 
   // The model's initialisation and dropout use seed and seed + 1 (nn::GPT),
   // the Trainer's shuffle the seed.
-  nn::GPT model({.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size, .n_layer = options.n_layer,
-                 .n_head = options.n_head, .n_embd = options.n_embd, .dropout = options.dropout, .seed = options.seed});
+  nn::GPT model(config);
+  if (!options.init_from.empty()) nn::load_gpt2_weights(model, options.init_from);
   if (!options.checkpointing_profile.empty()) {
     // Enabled here with the saved plan (the Trainer would enable it without).
     const GradientCheckpointingKwargs& k = args.gradient_checkpointing_kwargs;
@@ -260,7 +286,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     if (!val_loss) return;
     const comm::CommStats& traffic = running->accelerator().communicator().stats();
     const int64_t tokens = (last.step - first_step.value_or(last.step)) * args.gradient_accumulation_steps *
-                           args.per_device_train_batch_size * options.block_size;
+                           args.per_device_train_batch_size * config.block_size;
     KjvEval eval{.step = running->global_step(), .train_loss = losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0,
                  .val_loss = *val_loss, .val_perplexity = value("eval_perplexity").value_or(std::exp(*val_loss)),
                  .lr = last.learning_rate, .seconds = last.seconds,
@@ -278,7 +304,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   Trainer trainer(model, args, train_set, &val_set, language_model_metrics, forward, callbacks);
   running = &trainer;
   check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options, text_fingerprint), "train");
-  trainer.set_run_description(describe_run(options, tokenizer, text_fingerprint));
+  trainer.set_run_description(describe_run(config, tokenizer, text_fingerprint));
   result.first_step = trainer.train().resumed_at_step;
   // The last step's validation, where it was not one of the interval's
   // (a run stopped by its time limit, or one shorter than the interval).
@@ -291,8 +317,8 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     scheduler::save_profile(*profile, profile_out);
   }
   if (!weights_path.empty()) {
-    nn::save_safetensors(model, weights_path, {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()},
-                                               {"steps", std::to_string(trainer.global_step())}});
+    nn::save_gpt2_pretrained(model, weights_path, {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()},
+                                                   {"steps", std::to_string(trainer.global_step())}});
   }
   if (trainer.accelerator().is_main_process()) {
     Generator sampler(options.seed + 7);

@@ -52,9 +52,16 @@ struct KjvGptOptions {
   double temperature = 0.8;
   std::string prompt = "And God said";
   std::string text_path;  // a text file instead of the KJV (tests, other corpora)
-  // At the end, the model's weights alone with GPT-2's names (safetensors;
-  // the vocabulary in the metadata), for other tools. Empty: not written.
+  // At the end, a Hugging Face GPT-2 directory (nn/gpt2_pretrained.h:
+  // config.json and model.safetensors, the vocabulary in its metadata) that
+  // GPT2LMHeadModel.from_pretrained reads. Empty: not written.
   std::string weights_path;
+  // Start from the weights of such a directory (one this task wrote, or any
+  // GPT-2 of the text's vocabulary size): the model's configuration is the
+  // directory's, and n_layer, n_head, n_embd, block_size and dropout above
+  // are not used. A directory that records its symbols must have this
+  // text's. Empty: a fresh initialisation from the seed.
+  std::string init_from;
   uint64_t seed = 0;
   int threads = 2;
   // Distribution (as for fashion-mnist): under mpirun each rank reads its

@@ -192,21 +192,6 @@ TEST(KjvGptTask, ASavedProfileKeepsTheFirstStepWithinTheBudget) {
   EXPECT_EQ(evals, 0);
 }
 
-TEST(KjvGptTask, SavesWeightsWithGpt2NamesAndTheVocabulary) {
-  std::string text;
-  for (int i = 0; i < 100; ++i) text += "abcd efg\n";
-  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_test4.txt", text));
-  options.max_steps = 2;
-  options.weights_path = (std::filesystem::temp_directory_path() / "remat_kjv_weights.safetensors").string();
-  train_kjv_gpt(options);
-  const auto tensors = nn::read_safetensors(options.weights_path);
-  EXPECT_EQ(tensors.front().first, "transformer.wte.weight");
-  EXPECT_EQ(tensors.front().second.shape(), (Shape{9, 16}));
-  const auto metadata = nn::read_safetensors_metadata(options.weights_path);
-  EXPECT_EQ(metadata.at("symbols"), "\n abcdefg");
-  EXPECT_EQ(metadata.at("steps"), "2");
-}
-
 TEST(KjvGptTask, APromptOutsideTheVocabularyIsAnError) {
   KjvGptOptions options = tiny_options(write_text("remat_kjv_task_test2.txt", std::string(200, 'a') + "b"));
   options.max_steps = 1;
@@ -386,6 +371,45 @@ TEST(KjvGptTask, ANonFiniteLossStopsTheRunAndLeavesTheCheckpoint) {
   EXPECT_TRUE(bytes_of(file) == good) << "the checkpoint was overwritten";
   EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint-3")) << "a checkpoint of diverged weights was written";
   EXPECT_EQ(evals, 0);
+}
+
+TEST(KjvGptTask, SavesAHuggingFaceFolderAndStartsFromOne) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "abcd efg\n";
+  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_test4.txt", text));
+  options.max_steps = 4;
+  options.eval_interval = 4;
+  options.weights_path = (std::filesystem::temp_directory_path() / "remat_kjv_weights").string();
+  std::filesystem::remove_all(options.weights_path);
+  const KjvResult trained = train_kjv_gpt(options);
+  const std::string file = options.weights_path + "/model.safetensors";
+  const auto tensors = nn::read_safetensors(file);
+  EXPECT_EQ(tensors.front().first, "transformer.wte.weight");
+  EXPECT_EQ(tensors.front().second.shape(), (Shape{9, 16}));
+  const auto metadata = nn::read_safetensors_metadata(file);
+  EXPECT_EQ(metadata.at("symbols"), "\n abcdefg");
+  EXPECT_EQ(metadata.at("steps"), "4");
+  EXPECT_TRUE(std::filesystem::exists(options.weights_path + "/config.json"));
+
+  // Started from that folder, with a step too small to move the weights:
+  // the validation loss of the trained model, not of a fresh one.
+  KjvGptOptions resumed = options;
+  resumed.init_from = options.weights_path;
+  resumed.weights_path.clear();
+  resumed.n_layer = 3;  // not used: the folder's configuration is
+  resumed.max_steps = 1;
+  resumed.lr = 1e-12;
+  resumed.warmup_steps = 0;
+  const KjvResult started = train_kjv_gpt(resumed);
+  ASSERT_EQ(started.curve.size(), 1u);
+  EXPECT_EQ(started.parameters, trained.parameters);
+  EXPECT_NEAR(started.curve[0].val_loss, trained.curve.back().val_loss, 1e-5);
+  // Another text's symbols would give its ids other characters.
+  std::string other;
+  for (int i = 0; i < 100; ++i) other += "abcd efgz";
+  resumed.text_path = write_text("remat_kjv_task_test4b.txt", other);
+  const std::string message = error_of(resumed);
+  EXPECT_TRUE(contains(message, "was trained on other symbols than this text's")) << message;
 }
 
 TEST(KjvGptTask, BadOptionsAreErrors) {
