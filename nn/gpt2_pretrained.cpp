@@ -57,6 +57,10 @@ GPTConfig load_gpt2_config(const std::string& dir, uint64_t seed) {
   config.init_std = field("initializer_range", 0.02);
   config.tie_weights = field("tie_word_embeddings", true);
   config.seed = seed;
+  const std::string dtype = field("torch_dtype", std::string("float32"));
+  REMAT_CHECK(dtype == "float32" || dtype == "float64", "GPT-2 config '{}': torch_dtype is '{}'; remat's GPT "
+              "computes in float32 or float64", path.string(), dtype);
+  config.dtype = dtype == "float64" ? DType::Float64 : DType::Float32;
   const std::string activation = field("activation_function", std::string("gelu_new"));
   REMAT_CHECK(activation == "gelu_new", "GPT-2 config '{}': activation_function is '{}'; remat's GPT computes "
               "gelu_new (the tanh approximation) only", path.string(), activation);

@@ -24,7 +24,8 @@ namespace remat::nn {
 
 // The model configuration of DIR/config.json (GPT2Config's defaults where a
 // field is absent), with `seed` for the initialisation of anything the
-// weights do not set and for dropout. Errors name the file and the field:
+// weights do not set and for dropout; its dtype is torch_dtype (float32 or
+// float64). Errors name the file and the field:
 // a missing file or field, another model_type, or a GPT-2 variant nn::GPT
 // does not compute (activation_function other than gelu_new, n_inner other
 // than 4 n_embd, attention scaled by layer or upcast and reordered, three

@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
+scripts/setup_hf.sh   # transformers for the Hugging Face round trip (optional: it skips without)
 scripts/build.sh
 ctest --test-dir build -j2 --output-on-failure
 scripts/sanitize.sh
