@@ -5,6 +5,7 @@
 //   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--save-profile F | --profile F] [--json]
 //   remat explain --workload W1|W2|W3 [--device cuda] --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
 //   remat tradeoff --workload W1|W2|W3 [--device cuda] [--fractions 0.25,0.5,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
+//   (bench, explain, tradeoff: --model gpt [sizes] | --model mlp --dims 784,1024,10 | --hf DIR instead of --workload)
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
@@ -366,16 +367,18 @@ void run_tradeoff(remat::train::TradeoffOptions options, const std::string& out_
   write_file(out / "tradeoff.json", remat::train::tradeoff_json(rows).dump(2) + "\n");
   std::vector<std::string> written{(out / "tradeoff.csv").string(), (out / "tradeoff.json").string()};
   for (const char* policy : {"blocks", "cost"}) {
-    fmt::print(stderr, "planning {} {} for graph_{}.dot ...\n", options.workload, policy, policy);
+    fmt::print(stderr, "planning {} {} for graph_{}.dot ...\n", remat::train::describe(options.model, options.workload),
+               policy, policy);
     const auto [graph, plan] = remat::train::plan_workload(
         {.workload = options.workload, .policy = policy, .threads = options.threads, .warmup = 1, .seed = options.seed,
-         .device = options.device, .profile_path = options.profile_path});
+         .device = options.device, .profile_path = options.profile_path, .model = options.model});
     const fs::path path = out / fmt::format("graph_{}.dot", policy);
     write_file(path, remat::scheduler::to_dot(graph, plan));
     written.push_back(path.string());
   }
 
-  fmt::print("{} trade-off on {}, {} thread(s), median of {} step(s) after {} warm-up(s)\n", options.workload,
+  fmt::print("{} trade-off on {}, {} thread(s), median of {} step(s) after {} warm-up(s)\n",
+             remat::train::describe(options.model, options.workload),
              options.device, options.threads, options.steps, options.warmup);
   fmt::print("{:<8} {:>10} {:>10} {:>10} {:>9} {:>6} {:>8} {:>7}\n", "policy", "budget", "peak", "predicted", "step_ms",
              "x_all", "replays", "pareto");
@@ -397,6 +400,48 @@ void run_tradeoff(remat::train::TradeoffOptions options, const std::string& out_
   fmt::print("plot:   /usr/bin/python3 tools/plot_tradeoff.py {} -o {}\n", (out / "tradeoff.csv").string(),
              (out / "tradeoff.svg").string());
   fmt::print("graphs: dot -Tsvg {} -o {}\n", (out / "graph_cost.dot").string(), (out / "graph_cost.svg").string());
+}
+
+// A model of the user's instead of a --workload preset (train/workload.h):
+// its flags, and after parsing, the check that they fit the --model given.
+struct ModelFlags {
+  std::string head = "untied";
+  std::vector<CLI::Option*> gpt, mlp;
+  CLI::Option* model = nullptr;
+  CLI::Option* hf = nullptr;
+};
+
+void add_model_options(CLI::App* command, remat::train::ModelSpec& spec, ModelFlags& flags) {
+  flags.model = command->add_option("--model", spec.kind, "a model of your own instead of --workload: gpt or mlp")
+                    ->check(CLI::IsMember({"gpt", "mlp"}));
+  flags.hf = command->add_option("--hf", spec.hf_dir, "a Hugging Face GPT-2 folder (config.json, model.safetensors) "
+                                 "instead of --workload");
+  command->add_option("--batch-size", spec.batch_size, "with --model or --hf: rows (sequences) per batch")
+      ->capture_default_str();
+  flags.gpt = {command->add_option("--n-layer", spec.gpt.n_layer, "--model gpt: blocks")->capture_default_str(),
+               command->add_option("--n-embd", spec.gpt.n_embd, "--model gpt: channels")->capture_default_str(),
+               command->add_option("--n-head", spec.gpt.n_head, "--model gpt: heads")->capture_default_str(),
+               command->add_option("--block-size", spec.gpt.block_size, "--model gpt: context")->capture_default_str(),
+               command->add_option("--vocab-size", spec.gpt.vocab_size, "--model gpt: vocabulary")->capture_default_str(),
+               command->add_option("--dropout", spec.gpt.dropout, "--model gpt: dropout")->capture_default_str(),
+               command->add_option("--head", flags.head, "--model gpt: tied or untied")
+                   ->check(CLI::IsMember({"tied", "untied"}))->capture_default_str()};
+  flags.mlp = {command->add_option("--dims", spec.dims, "--model mlp: widths, input to classes (784,1024,1024,10)")
+                   ->delimiter(',')};
+}
+
+void finish_model_spec(remat::train::ModelSpec& spec, const ModelFlags& flags, const char* command) {
+  if (flags.hf->count() > 0) {
+    REMAT_CHECK(flags.model->count() == 0, "{}: give --model or --hf, not both", command);
+    spec.kind = "hf";
+  }
+  spec.gpt.tie_weights = flags.head == "tied";
+  for (const auto& [kind, options] : {std::pair{"gpt", &flags.gpt}, std::pair{"mlp", &flags.mlp}}) {
+    for (const CLI::Option* option : *options) {
+      REMAT_CHECK(option->count() == 0 || spec.kind == kind, "{}: {} is a flag of --model {}{}", command,
+                  option->get_name(), kind, spec.kind.empty() ? "" : fmt::format(", not of --model {}", spec.kind));
+    }
+  }
 }
 
 // The options bench and explain share: which workload, and how to plan it.
@@ -503,6 +548,8 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
   std::string bench_budget;
   add_plan_options(bench, bench_options, bench_budget);
+  ModelFlags bench_model;
+  add_model_options(bench, bench_options.model, bench_model);
   bench->add_option("--threads", bench_options.threads, "CPU threads")->capture_default_str();
   bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
@@ -522,6 +569,8 @@ int main(int argc, char** argv) {
   CLI::App* explain = app.add_subcommand("explain", "one row per node of a workload's graph: cost and decision");
   std::string explain_budget;
   add_plan_options(explain, explain_options, explain_budget);
+  ModelFlags explain_model;
+  add_model_options(explain, explain_options.model, explain_model);
   explain->add_option("--threads", explain_options.threads, "CPU threads")->capture_default_str();
   explain->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
@@ -535,6 +584,8 @@ int main(int argc, char** argv) {
       "tradeoff", "sweep recompute policies and budgets on a workload: peak memory against step time");
   tradeoff->add_option("--workload", tradeoff_options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")
       ->capture_default_str();
+  ModelFlags tradeoff_model;
+  add_model_options(tradeoff, tradeoff_options.model, tradeoff_model);
   tradeoff->add_option("--device", tradeoff_options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
       ->capture_default_str();
   tradeoff->add_option("--threads", tradeoff_options.threads, "CPU threads")->capture_default_str();
@@ -596,6 +647,9 @@ int main(int argc, char** argv) {
     if (!tradeoff_seed.empty()) tradeoff_options.seed = parse_seed(tradeoff_seed, "tradeoff --seed");
     if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
     if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
+    if (*bench) finish_model_spec(bench_options.model, bench_model, "bench");
+    if (*explain) finish_model_spec(explain_options.model, explain_model, "explain");
+    if (*tradeoff) finish_model_spec(tradeoff_options.model, tradeoff_model, "tradeoff");
     if (*bench) run_bench(bench_options, against, json);
     if (*explain) run_explain(explain_options, format);
     if (!fractions.empty()) tradeoff_options.budget_fractions = parse_fractions(fractions);

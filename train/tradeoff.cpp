@@ -27,10 +27,12 @@ constexpr double kMiB = 1024.0 * 1024.0;
 double mib(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 
 void check_options(const TradeoffOptions& options) {
-  REMAT_CHECK(options.workload == "W1" || options.workload == "W2" || options.workload == "W3",
-              "tradeoff: unknown workload '{}' (available: W1, W2, W3)", options.workload);
-  REMAT_CHECK(options.workload != "W3" || device_from_name(options.device).is_cuda(), "tradeoff: W3 (GPT-2 124M) "
-              "is a GPU workload: give --device cuda (on the CPU a step takes minutes)");
+  REMAT_CHECK(!options.model.kind.empty() || options.workload == "W1" || options.workload == "W2" ||
+                  options.workload == "W3",
+              "tradeoff: unknown workload '{}' (available: W1, W2, W3, or --model gpt|mlp, --hf DIR)",
+              options.workload);
+  REMAT_CHECK(!options.model.kind.empty() || options.workload != "W3" || device_from_name(options.device).is_cuda(),
+              "tradeoff: W3 (GPT-2 124M) is a GPU workload: give --device cuda (on the CPU a step takes minutes)");
   check_threads(options.threads, "tradeoff");
   REMAT_CHECK(options.steps >= 1, "tradeoff: steps must be at least 1, got {}", options.steps);
   REMAT_CHECK(options.rounds >= 1, "tradeoff: rounds must be at least 1, got {}", options.rounds);
@@ -45,7 +47,7 @@ void check_options(const TradeoffOptions& options) {
 }
 
 std::string describe(const WorkloadOptions& run, std::optional<double> fraction) {
-  std::string text = fmt::format("{} {}", run.workload, run.policy);
+  std::string text = fmt::format("{} {}", train::describe(run.model, run.workload), run.policy);
   if (run.budget) text += fmt::format(" budget {:.2f} MiB ({:g} of keep-all)", mib(*run.budget), *fraction);
   return text;
 }
@@ -70,7 +72,7 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
   check_options(options);
   const WorkloadOptions base{.workload = options.workload, .threads = options.threads, .steps = options.steps,
                              .warmup = options.warmup, .seed = options.seed, .device = options.device,
-                             .profile_path = options.profile_path};
+                             .profile_path = options.profile_path, .model = options.model};
   const size_t runs = 4 + 2 * options.budget_fractions.size();
   std::vector<TradeoffRow> rows;
   auto say = [&](const std::string& line) {
@@ -95,7 +97,8 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
       ratios.back().push_back(ratio);
     } catch (const Error& e) {
       if (rows.empty()) throw;  // keep-all is the reference: without it there is no sweep
-      row.report = WorkloadReport{.workload = run_options.workload, .policy = run_options.policy,
+      row.report = WorkloadReport{.workload = train::describe(run_options.model, run_options.workload),
+                                  .policy = run_options.policy,
                                   .budget = run_options.budget, .threads = run_options.threads};
       row.skipped = e.what();
     }

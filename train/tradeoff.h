@@ -43,6 +43,8 @@ struct TradeoffOptions {
   // Every run's plan made from this saved profile of the workload
   // (WorkloadOptions::profile_path): the same plans on every sweep.
   std::string profile_path;
+  // A model of the user's instead of `workload` (train/workload.h).
+  ModelSpec model;
   // One line before each run and one after it ("[3/16] ..."); may be empty.
   std::function<void(const std::string& line)> progress;
 };

@@ -8,10 +8,13 @@
 #include <memory>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "engine/allocator.h"
 #include "engine/trace.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/gpt.h"
+#include "nn/gpt2_pretrained.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
@@ -76,6 +79,28 @@ Workload build_w3(uint64_t seed, Device device) {
   return {model, [=] { return model->forward(ids, targets).loss; }, true};
 }
 
+// A model of the user's (ModelSpec), on a fixed random batch.
+Workload build_spec(const ModelSpec& spec, uint64_t seed, Device device) {
+  Generator generator(seed + 2);
+  if (spec.kind == "mlp") {
+    Generator init(seed);
+    auto model = std::make_shared<nn::MLP>(spec.dims, init);
+    model->to(device);
+    const Tensor inputs = to(normal({spec.batch_size, spec.dims.front()}, 0.0, 1.0, DType::Float32, generator), device);
+    const Tensor targets = to(randint(spec.dims.back(), {spec.batch_size}, generator), device);
+    return {model, [=] { return cross_entropy(model->forward(inputs), targets); }};
+  }
+  nn::GPTConfig config = spec.gpt;
+  config.seed = seed;
+  if (spec.kind == "hf") config = nn::load_gpt2_config(spec.hf_dir, seed);
+  auto model = std::make_shared<nn::GPT>(config);
+  if (spec.kind == "hf") nn::load_gpt2_weights(*model, spec.hf_dir);
+  model->to(device);
+  const Tensor ids = to(randint(config.vocab_size, {spec.batch_size, config.block_size}, generator), device);
+  const Tensor targets = to(randint(config.vocab_size, {spec.batch_size, config.block_size}, generator), device);
+  return {model, [=] { return model->forward(ids, targets).loss; }};
+}
+
 // "AMD EPYC", from the first "model name" line of /proc/cpuinfo ("" if none).
 std::string cpu_model_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -95,6 +120,16 @@ nlohmann::ordered_json gemm_json(const kernels::cpu::BlasInfo& gemm) {
 }
 
 }  // namespace
+
+std::string describe(const ModelSpec& spec, const std::string& preset) {
+  if (spec.kind.empty()) return preset;
+  if (spec.kind == "mlp") return fmt::format("mlp {} B{}", fmt::join(spec.dims, "-"), spec.batch_size);
+  if (spec.kind == "hf") return fmt::format("hf {} B{}", spec.hf_dir, spec.batch_size);
+  const nn::GPTConfig& c = spec.gpt;
+  return fmt::format("gpt {}x{} h{} T{} V{} {}{} B{}", c.n_layer, c.n_embd, c.n_head, c.block_size, c.vocab_size,
+                     c.tie_weights ? "tied" : "untied", c.dropout > 0 ? fmt::format(" dropout {}", c.dropout) : "",
+                     spec.batch_size);
+}
 
 nlohmann::ordered_json WorkloadReport::to_json() const {
   nlohmann::ordered_json j;
@@ -136,11 +171,34 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
 
 namespace {
 
+void check_spec(const ModelSpec& spec) {
+  REMAT_CHECK(spec.kind == "gpt" || spec.kind == "mlp" || spec.kind == "hf", "bench: unknown --model '{}' (available: "
+              "gpt, mlp, or --hf DIR)", spec.kind);
+  REMAT_CHECK(spec.batch_size >= 1, "bench: --batch-size must be at least 1, got {}", spec.batch_size);
+  if (spec.kind == "mlp") {
+    REMAT_CHECK(spec.dims.size() >= 2, "bench: --dims needs at least an input and an output width, got {} width(s)",
+                spec.dims.size());
+    for (const int64_t width : spec.dims) REMAT_CHECK(width >= 1, "bench: --dims widths must be at least 1, got {}", width);
+  }
+  if (spec.kind == "gpt") {
+    const nn::GPTConfig& c = spec.gpt;
+    REMAT_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
+                "bench: --n-layer, --n-head, --n-embd, --block-size and --vocab-size must be at least 1, got {}, {}, "
+                "{}, {} and {}", c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size);
+    REMAT_CHECK(c.n_embd % c.n_head == 0, "bench: --n-embd {} must be a multiple of --n-head {}", c.n_embd, c.n_head);
+    REMAT_CHECK(c.dropout >= 0 && c.dropout < 1, "bench: --dropout must be in [0, 1), got {}", c.dropout);
+  }
+}
+
 void check_options(const WorkloadOptions& options) {
-  REMAT_CHECK(options.workload == "W1" || options.workload == "W2" || options.workload == "W3", "bench: unknown "
-              "workload '{}' (available: W1, W2, W3)", options.workload);
-  REMAT_CHECK(options.workload != "W3" || device_from_name(options.device).is_cuda(), "bench: W3 (GPT-2 124M) is a "
-              "GPU workload: give --device cuda (on the CPU a step takes minutes)");
+  if (!options.model.kind.empty()) {
+    check_spec(options.model);
+  } else {
+    REMAT_CHECK(options.workload == "W1" || options.workload == "W2" || options.workload == "W3", "bench: unknown "
+                "workload '{}' (available: W1, W2, W3, or --model gpt|mlp, --hf DIR)", options.workload);
+    REMAT_CHECK(options.workload != "W3" || device_from_name(options.device).is_cuda(), "bench: W3 (GPT-2 124M) is "
+                "a GPU workload: give --device cuda (on the CPU a step takes minutes)");
+  }
   scheduler::check_policy(options.policy);  // an unknown name is an error that lists the known ones
   check_threads(options.threads, "bench");
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
@@ -157,6 +215,7 @@ Workload build(const WorkloadOptions& options) {
   kernels::cpu::set_num_threads(options.threads);
   Generator generator(options.seed);
   const Device device = device_from_name(options.device);
+  if (!options.model.kind.empty()) return build_spec(options.model, options.seed, device);
   if (options.workload == "W1") return build_w1(generator, device);
   return options.workload == "W2" ? build_w2(options.seed, device) : build_w3(options.seed, device);
 }
@@ -188,7 +247,7 @@ WorkloadPlan plan_workload(const WorkloadOptions& options) {
     optimizer->step();
   }
   REMAT_CHECK(checkpointer.plan() && checkpointer.profile(), "plan_workload: the graph of {} changed between steps",
-              options.workload);
+              describe(options.model, options.workload));
   return {*checkpointer.profile(), *checkpointer.plan()};
 }
 
@@ -210,7 +269,7 @@ class Run {
         optimizer_(optimizer_for(workload_)),
         device_(device_from_name(options.device)),
         checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides)}, device_) {
-    report_.workload = options.workload;
+    report_.workload = describe(options.model, options.workload);
     report_.policy = policy;
     report_.budget = budget;
     report_.threads = options.threads;
@@ -272,7 +331,7 @@ class Run {
       const scheduler::Plan* plan = checkpointer_.plan();
       REMAT_CHECK(plan != nullptr && plan->signature == *saved_signature_, "bench: --profile '{}' is the profile of "
                   "another graph (signature {:016x}), not of {}'s; save one from this workload with --save-profile",
-                  options_.profile_path, *saved_signature_, options_.workload);
+                  options_.profile_path, *saved_signature_, describe(options_.model, options_.workload));
     }
     if (index == 0) {
       report_.loss_first = value;

@@ -16,9 +16,27 @@
 
 #include "engine/error.h"
 #include "kernels/cpu/blas.h"
+#include "nn/gpt.h"
 #include "scheduler/plan.h"
 
 namespace remat::train {
+
+// A model of the user's, instead of a preset of WORKLOADS.md: a GPT by its
+// sizes, an MLP by its widths, or a Hugging Face GPT-2 folder
+// (nn/gpt2_pretrained.h), each on a fixed random batch with SGD (lr 0.01).
+// W1 is mlp 1024 x 16 then 10 at batch 256, W2 gpt 6 x 256, 4 heads,
+// context 128, vocabulary 256, untied, at batch 16.
+struct ModelSpec {
+  std::string kind;  // "": the workload preset; "gpt", "mlp" or "hf"
+  nn::GPTConfig gpt{.vocab_size = 256, .block_size = 128, .n_layer = 6, .n_head = 4, .n_embd = 256,
+                    .dropout = 0.0, .tie_weights = false};  // kind gpt (W2's sizes by default)
+  std::vector<int64_t> dims{784, 1024, 1024, 10};  // kind mlp: input, hidden..., classes
+  std::string hf_dir;                              // kind hf
+  int64_t batch_size = 16;
+};
+// "gpt 6x256 h4 T128 V256 untied B16", "mlp 784-1024-1024-10 B16", "hf DIR B16";
+// the preset's name when kind is "".
+std::string describe(const ModelSpec& spec, const std::string& preset);
 
 struct WorkloadOptions {
   std::string workload = "W1";
@@ -41,6 +59,9 @@ struct WorkloadOptions {
   std::string profile_path;
   // At the end, the profile the run's plan was made from (for --profile).
   std::string save_profile_path;
+  // A model of the user's instead of `workload` (reported under its
+  // description, describe()).
+  ModelSpec model;
 };
 
 struct WorkloadReport {

@@ -71,6 +71,21 @@ TEST(Cli, AFlagOfTheOtherTaskIsAnError) {
   EXPECT_TRUE(contains(run.output, "unknown flag --checkpoint: not a training argument")) << run.output;
 }
 
+TEST(Cli, AModelsFlagsNeedTheirModel) {
+  Outcome run = run_remat("bench --n-layer 2");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "bench: --n-layer is a flag of --model gpt")) << run.output;
+  run = run_remat("explain --model gpt --dims 4,2");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "explain: --dims is a flag of --model mlp, not of --model gpt")) << run.output;
+  run = run_remat("tradeoff --model mlp --hf /tmp --out /tmp/x");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "give --model or --hf, not both")) << run.output;
+  run = run_remat("bench --model mlp --dims 8,16,4 --batch-size 4 --policy cost --steps 1 --warmup 1 --json");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "\"workload\":\"mlp 8-16-4 B4\"")) << run.output;
+}
+
 TEST(Cli, OtherFlagsOfTrainAreTrainerArgumentsCheckedBeforeTheData) {
   // Accepted (the missing data is the error), whether CLI11 knows the name
   // for kjv-gpt (--max-steps) or not (--eval-strategy).

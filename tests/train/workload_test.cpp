@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "nn/gpt2_pretrained.h"
 #include "scheduler/profile_json.h"
 
 namespace remat::train {
@@ -131,6 +132,54 @@ TEST(WorkloadSlow, ASavedProfileGivesTheSamePlanOnEveryRun) {
     return std::string("no error");
   }();
   EXPECT_NE(message.find("--profile '" + profile + "' is the profile of another graph"), std::string::npos) << message;
+}
+
+// A model of one's own, by its sizes or as a Hugging Face folder: it runs
+// under every policy with the same loss, and its report names it.
+TEST(Workload, AModelOfOnesOwnRunsUnderEveryPolicyAndIsNamed) {
+  ModelSpec gpt{.kind = "gpt", .gpt = {.vocab_size = 32, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 16,
+                                       .dropout = 0.1, .tie_weights = true}, .batch_size = 4};
+  const WorkloadReport plain = run_workload({.policy = "none", .steps = 2, .warmup = 1, .model = gpt});
+  EXPECT_EQ(plain.workload, "gpt 2x16 h2 T16 V32 tied dropout 0.1 B4");
+  EXPECT_EQ(plain.parameters, nn::GPT(gpt.gpt).num_parameters());
+  for (const std::string policy : {"blocks", "sqrt", "cost", "optimal"}) {
+    const WorkloadReport report = run_workload({.policy = policy, .steps = 2, .warmup = 1, .model = gpt});
+    EXPECT_EQ(report.loss_last, plain.loss_last) << policy;  // bit for bit, dropout included
+    if (policy == "blocks") EXPECT_GT(report.dropped_bytes, 0);  // it replays inside each block
+  }
+  const ModelSpec mlp{.kind = "mlp", .dims = {8, 16, 4}, .batch_size = 4};
+  const WorkloadReport small = run_workload({.policy = "cost", .steps = 1, .warmup = 1, .model = mlp});
+  EXPECT_EQ(small.workload, "mlp 8-16-4 B4");
+  EXPECT_EQ(small.parameters, 8 * 16 + 16 + 16 * 4 + 4);
+
+  const std::string dir = (std::filesystem::temp_directory_path() / "remat_workload_hf").string();
+  std::filesystem::remove_all(dir);
+  gpt.gpt.seed = 11;
+  nn::save_gpt2_pretrained(nn::GPT(gpt.gpt), dir);
+  const WorkloadReport hf = run_workload({.policy = "blocks", .steps = 1, .warmup = 1,
+                                          .model = {.kind = "hf", .hf_dir = dir, .batch_size = 4}});
+  EXPECT_EQ(hf.workload, "hf " + dir + " B4");
+  EXPECT_EQ(hf.parameters, plain.parameters);
+  // The folder's weights, not a fresh initialisation from the run's seed.
+  EXPECT_NE(hf.loss_first, plain.loss_first);
+}
+
+TEST(Workload, AModelOfOnesOwnWithBadSizesIsAnErrorNamingThem) {
+  const auto message = [](const ModelSpec& spec) {
+    try {
+      run_workload({.steps = 1, .warmup = 0, .model = spec});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ModelSpec gpt{.kind = "gpt"};
+  gpt.gpt.n_embd = 10;
+  gpt.gpt.n_head = 3;
+  EXPECT_NE(message(gpt).find("--n-embd 10 must be a multiple of --n-head 3"), std::string::npos) << message(gpt);
+  EXPECT_NE(message({.kind = "mlp", .dims = {5}}).find("at least an input and an output width"), std::string::npos);
+  EXPECT_NE(message({.kind = "mlp", .batch_size = 0}).find("--batch-size must be at least 1"), std::string::npos);
+  EXPECT_NE(message({.kind = "hf", .hf_dir = "/nonexistent/gpt2"}).find("cannot be read"), std::string::npos);
 }
 
 TEST(Workload, UnknownNamesAreErrors) {
