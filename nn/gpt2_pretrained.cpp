@@ -78,6 +78,15 @@ GPTConfig load_gpt2_config(const std::string& dir, uint64_t seed) {
   REMAT_CHECK(resid == embd && embd == attn, "GPT-2 config '{}': resid_pdrop {}, embd_pdrop {} and attn_pdrop {} "
               "differ; remat's GPT has one dropout probability for all three", path.string(), resid, embd, attn);
   config.dropout = resid;
+  REMAT_CHECK(config.n_layer >= 1 && config.n_head >= 1 && config.n_embd >= 1 && config.block_size >= 1 &&
+                  config.vocab_size >= 1,
+              "GPT-2 config '{}': n_layer, n_head, n_embd, n_positions and vocab_size must be at least 1, got {}, {}, "
+              "{}, {} and {}", path.string(), config.n_layer, config.n_head, config.n_embd, config.block_size,
+              config.vocab_size);
+  REMAT_CHECK(config.n_embd % config.n_head == 0, "GPT-2 config '{}': n_embd {} is not a multiple of n_head {}",
+              path.string(), config.n_embd, config.n_head);
+  REMAT_CHECK(config.dropout >= 0 && config.dropout < 1, "GPT-2 config '{}': the dropout probability {} is outside "
+              "[0, 1)", path.string(), config.dropout);
   return config;
 }
 

@@ -28,8 +28,8 @@ namespace remat::nn {
 // float64). Errors name the file and the field:
 // a missing file or field, another model_type, or a GPT-2 variant nn::GPT
 // does not compute (activation_function other than gelu_new, n_inner other
-// than 4 n_embd, attention scaled by layer or upcast and reordered, three
-// different dropout probabilities).
+// than 4 n_embd, attention scaled by layer or upcast and reordered,
+// dropout probabilities that differ), or sizes out of range.
 GPTConfig load_gpt2_config(const std::string& dir, uint64_t seed = 0);
 
 // DIR/model.safetensors into `model` (all or nothing; nn/safetensors.h),

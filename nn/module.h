@@ -85,9 +85,10 @@ class Module {
   // scheduler/ (policy none, blocks, sqrt, cost or optimal, and for cost and
   // optimal a byte budget). The first step of a graph profiles it; plans
   // apply from the next step on. With a saved profile of the graph
-  // (scheduler/profile_json.h), the first step runs under its plan too, so
-  // a budget holds from the first step, and one below the graph's minimum
-  // is an error here. Works for any module whose forward() opens
+  // (scheduler/profile_json.h), every step runs under its plan, the first
+  // too, and the plan is kept (never re-planned from this run's times: the
+  // same on every run): a budget holds from the first step, and one below
+  // the graph's minimum is an error here. Works for any module whose forward() opens
   // record_forward() first, as GPT, MLP and Sequential do.
   void gradient_checkpointing_enable(scheduler::PlanOptions options = {.policy = "blocks"},
                                      const scheduler::GraphProfile* saved_profile = nullptr);

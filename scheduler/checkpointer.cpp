@@ -101,7 +101,8 @@ bool expected_by(const CachedPlan& plan, const NodeRecord& record, size_t index)
   const auto it = plan.position_at.find(index);
   if (it == plan.position_at.end()) return true;
   const NodeProfile& planned = plan.graph.nodes[it->second];
-  return planned.op == record.op && planned.output_shape == record.output_shape;
+  return planned.op == record.op && planned.output_shape == record.output_shape &&
+         planned.output_dtype == record.output_dtype;
 }
 
 Tag tag_in(const CachedPlan& plan, size_t index) {

@@ -19,8 +19,8 @@
 // how a budget holds from the first step. From the next record() on, the
 // plan is applied: the tag policy maps each recorded node, by its position
 // in recording order (on the recording thread: other threads' nodes do not
-// shift it), to the plan's tag, after checking that op and output shape are
-// the ones planned. At the first node that differs the rest of the step is
+// shift it), to the plan's tag, after checking that op, output shape and
+// dtype are the ones planned. At the first node that differs the rest of the step is
 // kept (never a plan misapplied to another graph) and the step's
 // graph is planned, or its plan found in the cache, for the next step. The
 // first step's times are cold, so a graph is planned again after each of

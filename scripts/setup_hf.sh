@@ -13,7 +13,8 @@ if "$venv/bin/python" -c "$check" 2>/dev/null; then
   exit 0
 fi
 if /usr/bin/python3 -m venv --system-site-packages "$venv" &&
-   "$venv/bin/pip" install --quiet --disable-pip-version-check transformers==4.40.2 safetensors &&
+   "$venv/bin/pip" install --quiet --disable-pip-version-check --retries 1 --timeout 30 \
+     transformers==4.40.2 safetensors &&
    "$venv/bin/python" -c "$check"; then
   echo "setup_hf: made $venv (transformers 4.40.2)"
 else

@@ -430,11 +430,16 @@ void add_model_options(CLI::App* command, remat::train::ModelSpec& spec, ModelFl
                    ->delimiter(',')};
 }
 
-void finish_model_spec(remat::train::ModelSpec& spec, const ModelFlags& flags, const char* command) {
+void finish_model_spec(const CLI::App* app, remat::train::ModelSpec& spec, const ModelFlags& flags) {
+  const std::string command = app->get_name();
   if (flags.hf->count() > 0) {
     REMAT_CHECK(flags.model->count() == 0, "{}: give --model or --hf, not both", command);
     spec.kind = "hf";
   }
+  REMAT_CHECK(spec.kind.empty() || app->get_option("--workload")->count() == 0, "{}: give --workload or a model of "
+              "your own (--model, --hf), not both", command);
+  REMAT_CHECK(!spec.kind.empty() || app->get_option("--batch-size")->count() == 0, "{}: --batch-size is a flag of "
+              "--model and --hf (a --workload has its own batch)", command);
   spec.gpt.tie_weights = flags.head == "tied";
   for (const auto& [kind, options] : {std::pair{"gpt", &flags.gpt}, std::pair{"mlp", &flags.mlp}}) {
     for (const CLI::Option* option : *options) {
@@ -647,9 +652,9 @@ int main(int argc, char** argv) {
     if (!tradeoff_seed.empty()) tradeoff_options.seed = parse_seed(tradeoff_seed, "tradeoff --seed");
     if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
     if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
-    if (*bench) finish_model_spec(bench_options.model, bench_model, "bench");
-    if (*explain) finish_model_spec(explain_options.model, explain_model, "explain");
-    if (*tradeoff) finish_model_spec(tradeoff_options.model, tradeoff_model, "tradeoff");
+    if (*bench) finish_model_spec(bench, bench_options.model, bench_model);
+    if (*explain) finish_model_spec(explain, explain_options.model, explain_model);
+    if (*tradeoff) finish_model_spec(tradeoff, tradeoff_options.model, tradeoff_model);
     if (*bench) run_bench(bench_options, against, json);
     if (*explain) run_explain(explain_options, format);
     if (!fractions.empty()) tradeoff_options.budget_fractions = parse_fractions(fractions);

@@ -232,8 +232,9 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   {
     const data::TextSplit split = data::split_text(tokenizer.encode(text));
     REMAT_CHECK(split.validation.size(0) > config.block_size, "train: the text's validation split (its last 10%, "
-                "{} characters) is too short for one block of --block-size {}", split.validation.size(0),
-                config.block_size);
+                "{} characters) is too short for one block of {} characters{}", split.validation.size(0),
+                config.block_size, options.init_from.empty() ? std::string(" (--block-size)")
+                                                             : fmt::format(" (n_positions of '{}')", options.init_from));
     train_set = data::text_blocks(split.train, config.block_size);
     val_set = spread_rows(data::text_blocks(split.validation, config.block_size),
                           options.eval_batches * options.batch_size);

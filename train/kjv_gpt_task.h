@@ -30,8 +30,9 @@ struct KjvGptOptions {
   std::string checkpointing;
   std::optional<int64_t> checkpointing_budget;
   // A profile of this model's graph saved by an earlier run
-  // (save_checkpointing_profile): the first step runs under its plan, so the
-  // budget holds from it, and a budget below the graph's minimum is an error
+  // (save_checkpointing_profile): every step runs under its plan, the first
+  // too, and the plan is kept (the same on every run), so the budget holds
+  // from the first step, and a budget below the graph's minimum is an error
   // before it. Empty: the first step profiles the graph (under blocks).
   std::string checkpointing_profile;
   // Written at the end: the profile the run planned from (scheduler/profile_json.h).

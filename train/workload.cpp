@@ -206,6 +206,10 @@ void check_options(const WorkloadOptions& options) {
   REMAT_CHECK(!device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the meta device "
               "computes no loss to report (meta tensors have shapes and bytes only)");
   check_output_path(options.save_profile_path, "--save-profile");
+  // The profile of a step that ran: the first plans from a rehearsal or is
+  // profiled, and its times are planned from after it.
+  REMAT_CHECK(options.save_profile_path.empty() || options.warmup + options.steps >= 2, "bench: --save-profile needs "
+              "two steps or more (--warmup + --steps), got {}", options.warmup + options.steps);
   check_distinct_paths({{"--profile", options.profile_path}, {"--save-profile", options.save_profile_path},
                         {"--trace", options.trace_path}});
 }
@@ -327,11 +331,15 @@ class Run {
     if (traced) trace->save(options_.trace_path);
 
     const double value = loss.item<double>();
-    if (index == 0 && saved_signature_) {
+    if (saved_signature_) {
+      // Every step ran under the profile's plan: none was kept whole at a
+      // node the plan did not expect, and none made a plan of its own.
       const scheduler::Plan* plan = checkpointer_.plan();
-      REMAT_CHECK(plan != nullptr && plan->signature == *saved_signature_, "bench: --profile '{}' is the profile of "
-                  "another graph (signature {:016x}), not of {}'s; save one from this workload with --save-profile",
-                  options_.profile_path, *saved_signature_, describe(options_.model, options_.workload));
+      REMAT_CHECK(!checkpointer_.report().profiling && checkpointer_.plans_made() == 1 && plan != nullptr &&
+                      plan->signature == *saved_signature_,
+                  "bench: --profile '{}' is the profile of another graph (signature {:016x}), not of {}'s; save one "
+                  "from this workload with --save-profile", options_.profile_path, *saved_signature_,
+                  describe(options_.model, options_.workload));
     }
     if (index == 0) {
       report_.loss_first = value;

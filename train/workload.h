@@ -24,8 +24,9 @@ namespace remat::train {
 // A model of the user's, instead of a preset of WORKLOADS.md: a GPT by its
 // sizes, an MLP by its widths, or a Hugging Face GPT-2 folder
 // (nn/gpt2_pretrained.h), each on a fixed random batch with SGD (lr 0.01).
-// W1 is mlp 1024 x 16 then 10 at batch 256, W2 gpt 6 x 256, 4 heads,
-// context 128, vocabulary 256, untied, at batch 16.
+// W2 is gpt 6 x 256, 4 heads, context 128, vocabulary 256, untied, at batch
+// 16 (the defaults); W1's graph is mlp 1024 (x 16), 10 at batch 256, though
+// its batch is drawn from another stream.
 struct ModelSpec {
   std::string kind;  // "": the workload preset; "gpt", "mlp" or "hf"
   nn::GPTConfig gpt{.vocab_size = 256, .block_size = 128, .n_layer = 6, .n_head = 4, .n_embd = 256,

@@ -81,6 +81,12 @@ TEST(Cli, AModelsFlagsNeedTheirModel) {
   run = run_remat("tradeoff --model mlp --hf /tmp --out /tmp/x");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output, "give --model or --hf, not both")) << run.output;
+  run = run_remat("bench --workload W2 --model mlp");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "give --workload or a model of your own (--model, --hf), not both")) << run.output;
+  run = run_remat("bench --workload W1 --batch-size 4");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--batch-size is a flag of --model and --hf")) << run.output;
   run = run_remat("bench --model mlp --dims 8,16,4 --batch-size 4 --policy cost --steps 1 --warmup 1 --json");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "\"workload\":\"mlp 8-16-4 B4\"")) << run.output;
