@@ -10,6 +10,7 @@
 #include <numeric>
 #include <utility>
 
+#include "engine/allocator.h"
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "engine/rng.h"
@@ -133,6 +134,12 @@ DataLoader::Epoch::Iterator& DataLoader::Epoch::Iterator::operator++() {
 
 void DataLoader::Epoch::Iterator::load() {
   batch_ = index_ < epoch_->size() ? epoch_->batch(index_) : Batch{};
+}
+
+Dataset select_rows(const Dataset& dataset, const std::vector<int64_t>& rows) {
+  CategoryGuard data(MemoryCategory::Data);
+  Batch batch = DataLoader(dataset, {.batch_size = std::max<int64_t>(1, static_cast<int64_t>(rows.size()))}).gather(rows);
+  return {std::move(batch.inputs), std::move(batch.targets)};
 }
 
 }  // namespace remat::data

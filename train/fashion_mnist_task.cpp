@@ -28,9 +28,7 @@ data::Dataset first_rows(const data::Dataset& dataset, int64_t rows) {
   if (rows >= dataset.size()) return dataset;
   std::vector<int64_t> first(static_cast<size_t>(rows));
   std::iota(first.begin(), first.end(), int64_t{0});
-  CategoryGuard data(MemoryCategory::Data);
-  data::Batch batch = data::DataLoader(dataset, {.batch_size = rows}).gather(first);
-  return {std::move(batch.inputs), std::move(batch.targets)};
+  return data::select_rows(dataset, first);
 }
 
 
@@ -59,13 +57,7 @@ TrainingArguments trainer_arguments(const FashionMnistOptions& o) {
   args.weight_decay = o.weight_decay;
   args.eval_strategy = "epoch";
   args.save_strategy = "epoch";  // where an output_dir is given
-  args.gradient_accumulation_steps = o.gradient_accumulation_steps;
-  args.local_sgd_steps = o.local_sgd_steps;
-  if (o.diloco) {
-    args.diloco = true;
-    args.outer_lr = o.diloco->outer_lr;
-    args.outer_momentum = o.diloco->momentum;
-  }
+  set_distribution(args, o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
   args.seed = o.seed;
   args.device = o.device;
   apply_flags(args, o.trainer_flags);

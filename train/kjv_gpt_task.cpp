@@ -26,20 +26,6 @@
 #include "train/training_arguments.h"
 
 namespace remat::train {
-namespace {
-
-// Whether `flags` name the training argument `name` (dashes or underscores).
-bool names(const std::vector<std::string>& flags, std::string_view name) {
-  for (const std::string& flag : flags) {
-    if (!flag.starts_with("--")) continue;
-    std::string given = flag.substr(2, flag.find('=') == std::string::npos ? std::string::npos : flag.find('=') - 2);
-    std::replace(given.begin(), given.end(), '-', '_');
-    if (given == name) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 TrainingArguments trainer_arguments(const KjvGptOptions& o) {
   TrainingArguments args;
@@ -58,13 +44,7 @@ TrainingArguments trainer_arguments(const KjvGptOptions& o) {
   args.logging_steps = o.eval_interval;
   args.save_strategy = "steps";  // where an output_dir is given
   args.save_steps = o.eval_interval;
-  args.gradient_accumulation_steps = o.gradient_accumulation_steps;
-  args.local_sgd_steps = o.local_sgd_steps;
-  if (o.diloco) {
-    args.diloco = true;
-    args.outer_lr = o.diloco->outer_lr;
-    args.outer_momentum = o.diloco->momentum;
-  }
+  set_distribution(args, o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
   if (!o.checkpointing.empty()) {
     args.gradient_checkpointing = true;
     args.gradient_checkpointing_kwargs.policy = o.checkpointing;
@@ -76,11 +56,11 @@ TrainingArguments trainer_arguments(const KjvGptOptions& o) {
   apply_flags(args, o.trainer_flags);
   // The floor is the task's cosine's: another schedule named by a flag is
   // Hugging Face's, without it (unless the flags give one too).
-  if (args.lr_scheduler_type != "cosine_with_min_lr" && !names(o.trainer_flags, "lr_scheduler_kwargs")) {
+  if (args.lr_scheduler_type != "cosine_with_min_lr" && !names_training_argument(o.trainer_flags, "lr_scheduler_kwargs")) {
     args.lr_scheduler_kwargs = {};
   }
   // A warm-up ratio named by a flag replaces the task's warm-up steps.
-  if (names(o.trainer_flags, "warmup_ratio") && !names(o.trainer_flags, "warmup_steps")) args.warmup_steps = 0;
+  if (names_training_argument(o.trainer_flags, "warmup_ratio") && !names_training_argument(o.trainer_flags, "warmup_steps")) args.warmup_steps = 0;
   return args;
 }
 
@@ -92,9 +72,7 @@ data::Dataset spread_rows(const data::Dataset& blocks, int64_t count) {
   if (count >= blocks.size()) return blocks;
   std::vector<int64_t> rows(static_cast<size_t>(count));
   for (int64_t j = 0; j < count; ++j) rows[static_cast<size_t>(j)] = j * blocks.size() / count;
-  CategoryGuard data(MemoryCategory::Data);
-  data::Batch batch = data::DataLoader(blocks, {.batch_size = count}).gather(rows);
-  return {std::move(batch.inputs), std::move(batch.targets)};
+  return data::select_rows(blocks, rows);
 }
 
 // What must be the same on every rank: everything that shapes the model, the
@@ -168,8 +146,8 @@ void check_options(const KjvGptOptions& o) {
   check_threads(o.threads, "train");
   check_distribution(o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
   REMAT_CHECK(o.checkpointing.empty() ||
-                  (!names(o.trainer_flags, "gradient_checkpointing") &&
-                   !names(o.trainer_flags, "gradient_checkpointing_kwargs")),
+                  (!names_training_argument(o.trainer_flags, "gradient_checkpointing") &&
+                   !names_training_argument(o.trainer_flags, "gradient_checkpointing_kwargs")),
               "train: give --checkpointing (and --checkpointing-budget) or --gradient-checkpointing (and "
               "--gradient-checkpointing-kwargs), not both");
   const TrainingArguments args = trainer_arguments(o);

@@ -66,6 +66,13 @@ Integer integer_of(std::string_view name, std::string_view text) {
   return value;
 }
 
+// A JSON value from a flag's text (a kwargs object); `example` shows the form.
+Json json_of(std::string_view name, std::string_view text, std::string_view example) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad_value(name, text, fmt::format("JSON such as {}", example));
+  return j;
+}
+
 bool is_null_text(std::string_view text) { return text == "none" || text == "None" || text == "null"; }
 
 // Readers of one type: T from JSON, T from text, T to JSON.
@@ -157,9 +164,7 @@ struct Reader<GradientCheckpointingKwargs> {
     return kwargs;
   }
   static GradientCheckpointingKwargs from_text(std::string_view name, std::string_view text) {
-    const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) bad_value(name, text, "JSON such as {\"policy\": \"cost\", \"budget\": \"64MiB\"}");
-    return from_json(name, j);
+    return from_json(name, json_of(name, text, R"({"policy": "cost", "budget": "64MiB"})"));
   }
   static nlohmann::ordered_json to_json(const GradientCheckpointingKwargs& k) {
     nlohmann::ordered_json j;
@@ -184,9 +189,7 @@ struct Reader<LrSchedulerKwargs> {
     return kwargs;
   }
   static LrSchedulerKwargs from_text(std::string_view name, std::string_view text) {
-    const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) bad_value(name, text, "JSON such as {\"min_lr_rate\": 0.1}");
-    return from_json(name, j);
+    return from_json(name, json_of(name, text, R"({"min_lr_rate": 0.1})"));
   }
   static nlohmann::ordered_json to_json(const LrSchedulerKwargs& k) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
@@ -285,6 +288,27 @@ const std::vector<std::string_view>& training_argument_names() {
     return out;
   }();
   return names;
+}
+
+void set_distribution(TrainingArguments& args, int64_t gradient_accumulation_steps, int64_t local_sgd_steps,
+                      const std::optional<comm::DiLoCoOptions>& diloco) {
+  args.gradient_accumulation_steps = gradient_accumulation_steps;
+  args.local_sgd_steps = local_sgd_steps;
+  args.diloco = diloco.has_value();
+  if (diloco) {
+    args.outer_lr = diloco->outer_lr;
+    args.outer_momentum = diloco->momentum;
+  }
+}
+
+bool names_training_argument(const std::vector<std::string>& flags, std::string_view name) {
+  const std::string wanted = canonical(name);
+  for (const std::string& flag : flags) {
+    if (!flag.starts_with("--")) continue;
+    const std::string_view body = std::string_view(flag).substr(2);
+    if (canonical(body.substr(0, body.find('='))) == wanted) return true;
+  }
+  return false;
 }
 
 void apply_json(TrainingArguments& args, const nlohmann::json& object, std::string_view source) {

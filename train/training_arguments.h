@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/averaging.h"
+
 namespace remat::train {
 
 // gradient_checkpointing_kwargs: how the model checkpoints its activations
@@ -79,6 +81,15 @@ struct TrainingArguments {
   std::optional<double> max_time;  // seconds; unset: no limit
   std::string device = "cpu";
 };
+
+// gradient_accumulation_steps, local_sgd_steps and DiLoCo's options (unset:
+// off), as a task's own flags give them.
+void set_distribution(TrainingArguments& args, int64_t gradient_accumulation_steps, int64_t local_sgd_steps,
+                      const std::optional<comm::DiLoCoOptions>& diloco);
+
+// Whether `flags` (as apply_flags takes them) name the argument `name`,
+// in any spelling apply_flags accepts.
+bool names_training_argument(const std::vector<std::string>& flags, std::string_view name);
 
 // The names every reader accepts, in declaration order.
 const std::vector<std::string_view>& training_argument_names();
