@@ -35,8 +35,8 @@ std::string StepReport::str() const {
 
 Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::move(options)), device_(device) {
   check_policy(options_.policy);
-  REMAT_CHECK(!options_.budget || options_.policy == "cost" || options_.policy == "optimal",
-              "checkpointing: policy {} takes no budget (cost and optimal do)", options_.policy);
+  REMAT_CHECK(!options_.budget || takes_budget(options_.policy), "checkpointing: policy {} takes no budget ({} do)",
+              options_.policy, budget_policies());
 }
 
 Checkpointer::Recording::Recording(Checkpointer& owner)

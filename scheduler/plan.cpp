@@ -1,5 +1,5 @@
-// The planners; see plan.h. The pieces they share are in search.h, the
-// optimal policy in optimal.cpp.
+// make_plan and what it shares with the policies; see plan.h. The policies
+// are in policies/, the pieces they share in search.h.
 #include "scheduler/plan.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "scheduler/policies/policy.h"
 #include "scheduler/search.h"
 
 namespace remat::scheduler {
@@ -15,51 +16,11 @@ namespace {
 
 using namespace search;
 
-// `cost` without a budget spends at most this share of a training step on
-// replays (GraphProfile::training_step_ms: forward and backward as the
-// Checkpointer timed them, the engine's own work between nodes included).
-constexpr double kNoBudgetReplayShare = 0.05;
-// ... and plans for this part of it. Replay prices and the step's time each
-// move by a few percent from run to run, and measured steps cost what the
-// replays cost (W2: the paired overhead tracks the replay clock to within
-// its noise), so a plan priced at the whole share would overrun it in about
-// half of the runs.
-constexpr double kNoBudgetAim = 0.9;
-
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-std::vector<Tag> cost_tags(const Context& c, std::optional<int64_t> budget, const std::vector<Candidate>& extra,
-                           std::string& why) {
-  const std::vector<Candidate> greedy = greedy_path(c);
-  if (!budget) {
-    // No budget: the lowest memory among the plans tried whose replays cost
-    // at most kNoBudgetReplayShare of the measured step. The greedy order
-    // drops memory-bound values first (most bytes per ms), GEMMs only if
-    // cheap; the chain's front combines its stages' plans per stage.
-    const double allowance = kNoBudgetAim * kNoBudgetReplayShare * c.graph.training_step_ms();
-    std::vector<Candidate> pool = descent(c, greedy);
-    std::vector<Candidate> front = chain_front_plans(c, greedy);
-    pool.insert(pool.end(), std::make_move_iterator(front.begin()), std::make_move_iterator(front.end()));
-    const Candidate* chosen = &pool.front();  // keep-all
-    for (const Candidate& candidate : pool) {
-      if (candidate.sim.recompute_ms <= allowance && better(candidate.sim, chosen->sim)) chosen = &candidate;
-    }
-    why = fmt::format("replays within {:.0f}% of the step, aiming at {:.1f}% ({:.1f} of {:.1f} ms)",
-                      100 * kNoBudgetReplayShare, 100 * kNoBudgetAim * kNoBudgetReplayShare, chosen->sim.recompute_ms,
-                      allowance);
-    return chosen->tags;
-  }
-  std::vector<Candidate> pool = descent(c, greedy);
-  pool.insert(pool.end(), extra.begin(), extra.end());
-  const Candidate* best = fastest_fitting(pool, planning_target(*budget));
-  REMAT_CHECK(best, "plan: cost found no plan within {} bytes among {} (make_plan checked that one fits)", *budget,
-              pool.size());
-  why = best->origin;
-  return best->tags;
-}
-
+// `policy`: the policy whose plan it is (Plan::chosen_by).
 std::string reason(const Context& c, const std::string& policy, const std::vector<Tag>& tags, int64_t v,
                    const std::string& detail) {
   const NodeProfile& node = c.graph.nodes[v];
@@ -104,11 +65,25 @@ void check_overrides(const GraphProfile& graph, const Overrides& overrides) {
 
 }  // namespace
 
-std::vector<std::string> policy_names() { return {"none", "blocks", "sqrt", "cost", "optimal"}; }
+std::vector<std::string> policy_names() {
+  std::vector<std::string> names;
+  for (const policies::Policy& policy : policies::registry()) names.emplace_back(policy.name);
+  return names;
+}
 
-void check_policy(const std::string& name) {
-  REMAT_CHECK(contains(policy_names(), name), "unknown recompute policy '{}' (available: {})", name,
-              fmt::join(policy_names(), ", "));
+void check_policy(const std::string& name) { (void)policies::find(name); }
+
+bool takes_budget(const std::string& policy) { return policies::find(policy).takes_budget; }
+
+std::string budget_policies() {
+  std::vector<std::string> names;
+  for (const policies::Policy& policy : policies::registry()) {
+    if (policy.takes_budget) names.emplace_back(policy.name);
+  }
+  if (names.size() < 2) return fmt::format("{}", fmt::join(names, ""));
+  const std::string last = names.back();
+  names.pop_back();
+  return fmt::format("{} and {}", fmt::join(names, ", "), last);
 }
 
 std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Overrides& overrides) {
@@ -156,41 +131,48 @@ Plan finish_plan(const GraphProfile& graph, Plan plan) {
 }
 
 Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std::vector<Tag>* current) {
-  check_policy(options.policy);
+  const policies::Policy& policy = policies::find(options.policy);
   REMAT_CHECK(!options.budget || *options.budget > 0, "plan: the budget must be positive, got {} bytes",
               *options.budget);
-  REMAT_CHECK(!options.budget || options.policy == "cost" || options.policy == "optimal",
-              "plan: policy {} takes no budget (cost and optimal do)", options.policy);
+  REMAT_CHECK(!options.budget || policy.takes_budget, "plan: policy {} takes no budget ({} do)", options.policy,
+              budget_policies());
   check_overrides(graph, options.overrides);
   const auto start = std::chrono::steady_clock::now();
   const Context c(graph, options.overrides);
   Plan plan{.policy = options.policy, .budget = options.budget};
-  std::string detail;
-  if (options.policy == "none") plan.tags = c.with_forced(std::vector<Tag>(graph.size(), Tag::Keep));
-  if (options.policy == "blocks") plan.tags = blocks_tags(c);
-  if (options.policy == "sqrt") plan.tags = sqrt_tags(c);
-  // Note [Budgets from bytes alone] (search.h): the minimum comes from plans
-  // searched on nominal times; a budget it fits, or that the plan a re-plan
-  // replaces fits, is planned, any other is refused, whatever the clock says.
-  std::vector<Candidate> extra = least_memory_plans(c, options.overrides);
-  for (const Candidate& candidate : extra) {
-    plan.minimum_peak_bytes = std::min(plan.minimum_peak_bytes, candidate.sim.peak_bytes);
-  }
+  // Note [Budgets from bytes alone] (policies/policy.h): the minimum comes
+  // from plans searched on nominal times; a budget it fits, or that the
+  // plan a re-plan replaces fits, is planned, any other is refused,
+  // whatever the clock says.
+  std::vector<Candidate> fallback = policies::least_memory_plans(c, options.overrides);
+  plan.minimum_peak_bytes = search::least_memory(fallback).sim.peak_bytes;
   plan.minimum_budget_bytes = budget_for_peak(plan.minimum_peak_bytes);
+  std::optional<Candidate> applied;
   if (current) {
     REMAT_CHECK(static_cast<int64_t>(current->size()) == graph.size(), "plan: the current plan has {} tags for a "
                 "graph of {} nodes", current->size(), graph.size());
-    extra.push_back({*current, c.simulate(*current), "the plan applied so far"});
+    applied = Candidate{*current, c.simulate(*current), "the plan applied so far"};
+    fallback.push_back(*applied);
   }
+  int64_t target = 0;
   if (options.budget) {
-    int64_t reachable = plan.minimum_peak_bytes;
-    if (current) reachable = std::min(reachable, extra.back().sim.peak_bytes);
-    if (planning_target(*options.budget) < reachable) fail_budget(options.policy, *options.budget, reachable);
+    const int64_t reachable = std::min(plan.minimum_peak_bytes, applied ? applied->sim.peak_bytes : plan.minimum_peak_bytes);
+    target = planning_target(*options.budget);
+    if (target < reachable) fail_budget(options.policy, *options.budget, reachable);
   }
-  if (options.policy == "cost") plan.tags = cost_tags(c, options.budget, extra, detail);
-  if (options.policy == "optimal") plan.tags = optimal_tags(c, options.budget, extra, detail);
-  for (int64_t v = 0; v < graph.size(); ++v) plan.reasons.push_back(reason(c, options.policy, plan.tags, v, detail));
+  const policies::Answer answer = policy.plan({.c = c, .budget = options.budget, .target = target,
+                                               .fallback = fallback, .current = applied ? &*applied : nullptr,
+                                               .time_limit_s = options.solver_time_limit_s});
+  plan.tags = answer.tags;
+  plan.chosen_by = answer.chosen_by;
+  plan.detail = answer.detail;
+  plan.solver = answer.solver;
+  for (int64_t v = 0; v < graph.size(); ++v) {
+    plan.reasons.push_back(reason(c, answer.chosen_by, plan.tags, v, answer.detail));
+  }
   plan = finish_plan(graph, std::move(plan));
+  REMAT_CHECK(!options.budget || plan.predicted.peak_bytes <= target, "plan: policy {} chose a plan of {} bytes for "
+              "a target of {} ({})", options.policy, plan.predicted.peak_bytes, target, answer.detail);
   plan.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return plan;
 }
@@ -199,7 +181,7 @@ int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides) {
   check_overrides(graph, overrides);
   const Context c(graph, overrides);
   int64_t minimum = std::numeric_limits<int64_t>::max();
-  for (const Candidate& candidate : least_memory_plans(c, overrides)) {
+  for (const Candidate& candidate : policies::least_memory_plans(c, overrides)) {
     minimum = std::min(minimum, candidate.sim.peak_bytes);
   }
   return minimum;

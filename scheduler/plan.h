@@ -6,19 +6,25 @@
 //   Plan plan = make_plan(graph, {.policy = "cost", .budget = 64 << 20});
 //   plan.predicted.peak_bytes;                           // <= 64 MiB
 //
-// Policies (../shared/DESIGN.md, "The scheduler"):
+// Policies (../shared/DESIGN.md, "The scheduler"; one file each in
+// policies/, registered in policies/registry.cpp):
 //   none     keep everything.
 //   blocks   replay everything inside a block (BlockScope), keep what is
 //            read outside its block: gradient_checkpointing_enable.
 //   sqrt     Chen et al. 2016: cut the graph where one value separates it,
 //            keep a cut about every sqrt(n) bytes' worth, replay the rest.
-//   cost     no budget: keep compute-bound outputs (GEMMs), replay the
-//            memory-bound rest. With a budget: the least recompute time among
-//            the plans of a greedy descent (drop the cheapest bytes to rebuild
-//            first) whose simulated peak fits.
-//   optimal  the least recompute time within the budget over plans that
-//            choose, per stage of the graph's chain, keep-all, replay-all or
-//            the cost rule, by dynamic programming (see optimal.h).
+//   cost     the cost rule: drop what is cheapest to rebuild per byte. No
+//            budget: memory-bound values, replays within 5% of the step.
+//            With a budget: the fastest fitting plan along its descent.
+//   chain    the least recompute time within the budget over every choice
+//            of kept and replayed stages on the graph's chain of stages
+//            (Beaumont et al.'s dynamic program; policies/chain.h).
+//   milp     the least recompute time within the budget over every choice
+//            of tags, as a mixed-integer program solved by CBC under a
+//            time limit, with its bound and gap (policies/milp.h).
+//   auto     the fastest fitting plan of cost, chain, blocks and sqrt and
+//            the least-memory search, naming the winner (Plan::chosen_by).
+// Without a budget, chain and milp keep everything (nothing to trade).
 // User overrides (Overrides, checkpoint regions) bind every policy. Budgets
 // are planned with a margin of 1% and 64 bytes for memory the profile
 // cannot see (scheduler/search.cpp).
@@ -47,6 +53,17 @@ struct PlanOptions {
   std::string policy = "none";
   std::optional<int64_t> budget;  // peak activation bytes over a step
   Overrides overrides;
+  double solver_time_limit_s = 60;  // milp's
+};
+
+// What a solver (milp) said about the plan it returned.
+struct SolverReport {
+  std::string status;        // "optimal", "time limit", ...
+  double objective_ms = 0;   // the plan's predicted recompute time
+  double bound_ms = 0;       // no plan within the budget replays for less
+  double gap = 0;            // (objective - bound) / objective; 0 when proven
+  double solve_seconds = 0;
+  int64_t variables = 0, constraints = 0, solves = 0;
 };
 
 struct Plan {
@@ -55,11 +72,17 @@ struct Plan {
   uint64_t signature = 0;
   std::vector<Tag> tags;             // by position
   std::vector<std::string> reasons;  // by position: why that tag
+  // Whose plan it is: the policy itself, the policy `auto` chose, or
+  // "least-memory search" where no plan of the policy's own fits the
+  // budget (policies/policy.h, Note [Budgets from bytes alone]).
+  std::string chosen_by;
+  std::string detail;  // how it was chosen, in a phrase
+  std::optional<SolverReport> solver;
   Simulation predicted;
   // Bytes of the outputs backward reads that the plan keeps, and drops.
   int64_t kept_bytes = 0, dropped_bytes = 0;
   // The smallest simulated peak a plan reaches on this graph, and the
-  // smallest budget cost and optimal accept for it (the margin added):
+  // smallest budget the policies accept for it (the margin added):
   // functions of the graph's bytes alone, the same on every run and
   // machine (search.h, Note [Budgets from bytes alone]).
   int64_t minimum_peak_bytes = std::numeric_limits<int64_t>::max();
@@ -69,6 +92,9 @@ struct Plan {
 
 std::vector<std::string> policy_names();
 void check_policy(const std::string& name);  // an unknown name is an error listing the known ones
+bool takes_budget(const std::string& policy);
+// The policies that take a budget, as a phrase for errors ("cost, chain, milp and auto").
+std::string budget_policies();
 
 // The plan of options.policy for `graph`. Whether a budget is feasible
 // depends on the graph's bytes alone (Plan::minimum_budget_bytes); measured
@@ -78,8 +104,8 @@ void check_policy(const std::string& name);  // an unknown name is an error list
 // stays unless a plan that fits is faster.
 Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std::vector<Tag>* current = nullptr);
 
-// Plan::minimum_peak_bytes and minimum_budget_bytes of `graph`, for cost and
-// optimal alike.
+// Plan::minimum_peak_bytes and minimum_budget_bytes of `graph`, for every
+// policy that takes a budget.
 int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides = {});
 int64_t minimum_budget(const GraphProfile& graph, const Overrides& overrides = {});
 // The smallest budget whose plans may peak at `peak` bytes.

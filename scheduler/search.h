@@ -1,6 +1,6 @@
-// What the planners of plan.cpp and optimal.cpp share (internal to
-// scheduler/): the planning context, plans tried with their simulations,
-// the rule-based plans, the greedy path of `cost`, and budget arithmetic.
+// What the planners share (internal to scheduler/: plan.cpp and the
+// policies of policies/): the planning context, plans tried with their
+// simulations, the graph's cuts, nominal clocks and budget arithmetic.
 #pragma once
 
 #include <cstdint>
@@ -65,52 +65,27 @@ void settle_unread(const Context& c, std::vector<Tag>& tags, MayDrop may_drop) {
 
 // a has the lower peak, or the same peak and fewer bytes after forward.
 bool better(const Simulation& a, const Simulation& b);
-// `tag` on every node worth deciding (Context::free), Keep elsewhere.
+// `tag` on every node worth deciding (Context::decidable), Keep elsewhere.
 std::vector<Tag> all(const Context& c, Tag tag);
-std::vector<Tag> blocks_tags(const Context& c);
-std::vector<Tag> sqrt_tags(const Context& c);
-// The cost rule on positions first..last (see search.cpp).
-void cost_rule(const Context& c, std::vector<Tag>& tags, int64_t first, int64_t last);
 // Positions p that cut the graph: no edge jumps from before p to after it.
 std::vector<int64_t> cuts(const Context& c);
-std::vector<Candidate> greedy_path(const Context& c);
-// The greedy path given, a static descent and the rule-based plans.
-std::vector<Candidate> descent(const Context& c, std::vector<Candidate> greedy);
 // The fastest plan in `pool` whose peak is at most `target`, or null.
 const Candidate* fastest_fitting(const std::vector<Candidate>& pool, int64_t target);
+// The plan of least memory (better) in `pool`; pool is not empty.
+const Candidate& least_memory(const std::vector<Candidate>& pool);
 
-// Note [Budgets from bytes alone]
-// Whether a budget can be met must not follow the clock: measured times
-// move from run to run, and a minimum found by searches that order their
-// candidates by them moved with them (up to 1.32x on small GPTs, so that a
-// budget met by one step was refused at the next re-plan). The least-memory
-// plans are therefore searched on a copy of the profile whose times are
-// nominal: a fixed roofline of each node's FLOPs and bytes, the same on
-// every run and machine, and the lowest of them is improved by flipping
-// single tags while the peak falls. The smallest simulated peak among them
-// is the graph's minimum (peaks depend on bytes alone); these plans join
-// the measured-time pool, where the real times choose among those that fit.
-// `overrides`: c's. The plans come simulated on c.graph (real times).
-std::vector<Candidate> least_memory_plans(const Context& c, const Overrides& overrides);
-
+// `graph` under the nominal clocks of Note [Budgets from bytes alone]
+// (policies/least_memory.cpp): fixed prices of each node's FLOPs and bytes,
+// the same on every run and machine, that only order a search.
+std::vector<GraphProfile> nominal_profiles(const GraphProfile& graph);
 // `graph` with the roofline clock's nominal times in place of measured
-// ones (Note [Budgets from bytes alone]): how a rehearsed step, which
-// measured no time, is planned (Checkpointer::rehearse).
+// ones: how a rehearsed step, which measured no time, is planned
+// (Checkpointer::rehearse).
 GraphProfile roofline_times(const GraphProfile& graph);
 
 // What a budget leaves to plan with, and the smallest budget for a peak.
 int64_t planning_target(int64_t budget);
 int64_t budget_for_peak(int64_t peak);
 [[noreturn]] void fail_budget(const std::string& policy, int64_t budget, int64_t minimum);
-
-// Plans of the chain model's front in (peak, recompute time), simulated
-// (optimal.cpp; see chain_front).
-std::vector<Candidate> chain_front_plans(const Context& c, const std::vector<Candidate>& greedy);
-
-// The `optimal` policy (optimal.cpp).
-// `extra`: plans that compete besides its own (the least-memory plans, the
-// plan a re-plan replaces); with a budget one of them fits (make_plan checks).
-std::vector<Tag> optimal_tags(const Context& c, std::optional<int64_t> budget, const std::vector<Candidate>& extra,
-                              std::string& why);
 
 }  // namespace remat::scheduler::search

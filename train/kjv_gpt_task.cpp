@@ -120,10 +120,11 @@ void check_options(const KjvGptOptions& o) {
   REMAT_CHECK(o.dropout >= 0 && o.dropout < 1, "train: --dropout must be in [0, 1), got {}", o.dropout);
   if (!o.checkpointing.empty()) scheduler::check_policy(o.checkpointing);
   REMAT_CHECK(!o.checkpointing_budget || !o.checkpointing.empty(), "train: --checkpointing-budget needs "
-              "--checkpointing cost or optimal (without a policy nothing is recomputed, and the budget would be "
-              "ignored; with --gradient-checkpointing the budget goes in --gradient-checkpointing-kwargs)");
-  REMAT_CHECK(!o.checkpointing_budget || o.checkpointing == "cost" || o.checkpointing == "optimal",
-              "train: --checkpointing {} takes no --checkpointing-budget (cost and optimal do)", o.checkpointing);
+              "--checkpointing with a policy that takes one, {} (without a policy nothing is recomputed, and the budget would be "
+              "ignored; with --gradient-checkpointing the budget goes in --gradient-checkpointing-kwargs)", scheduler::budget_policies());
+  REMAT_CHECK(!o.checkpointing_budget || scheduler::takes_budget(o.checkpointing),
+              "train: --checkpointing {} takes no --checkpointing-budget ({} do)", o.checkpointing,
+              scheduler::budget_policies());
   REMAT_CHECK(!o.checkpointing_budget || *o.checkpointing_budget > 0, "train: --checkpointing-budget must be more "
               "than 0 bytes, got {}", o.checkpointing_budget.value_or(0));
   REMAT_CHECK(o.batch_size >= 1, "train: --batch-size must be at least 1, got {}", o.batch_size);

@@ -420,9 +420,9 @@ void check(const TrainingArguments& a) {
   if (a.gradient_checkpointing) {
     scheduler::check_policy(a.gradient_checkpointing_kwargs.policy);
     const std::string& policy = a.gradient_checkpointing_kwargs.policy;
-    REMAT_CHECK(!a.gradient_checkpointing_kwargs.budget || policy == "cost" || policy == "optimal",
-                "training argument gradient_checkpointing_kwargs: policy {} takes no budget (cost and optimal do)",
-                policy);
+    REMAT_CHECK(!a.gradient_checkpointing_kwargs.budget || scheduler::takes_budget(policy),
+                "training argument gradient_checkpointing_kwargs: policy {} takes no budget ({} do)", policy,
+                scheduler::budget_policies());
     if (a.gradient_checkpointing_kwargs.budget) {
       positive("gradient_checkpointing_kwargs.budget", *a.gradient_checkpointing_kwargs.budget);
     }

@@ -26,7 +26,7 @@
 namespace remat::train {
 
 // gradient_checkpointing_kwargs: how the model checkpoints its activations
-// (scheduler/plan.h): a policy, a byte budget for cost and optimal ("64MiB"
+// (scheduler/plan.h): a policy, a byte budget for the policies that take one ("64MiB"
 // or a number of bytes in JSON), and ops every plan keeps or replays.
 struct GradientCheckpointingKwargs {
   std::string policy = "cost";

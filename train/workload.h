@@ -42,7 +42,7 @@ std::string describe(const ModelSpec& spec, const std::string& preset);
 struct WorkloadOptions {
   std::string workload = "W1";
   std::string policy = "none";
-  std::optional<int64_t> budget;  // peak activation bytes, for policies cost and optimal
+  std::optional<int64_t> budget;  // peak activation bytes, for the policies that take one (scheduler::takes_budget)
   scheduler::Overrides overrides;  // ops always kept / always replayed
   int threads = 1;
   int steps = 10;   // timed steps

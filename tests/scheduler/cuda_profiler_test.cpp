@@ -87,7 +87,7 @@ TEST(CudaProfiler, EveryPolicysGradientsOnTheGpuAreKeepAllsBitForBit) {
     return grads;
   };
   const auto keep_all = grads_under("none");
-  for (const char* policy : {"blocks", "sqrt", "cost", "optimal"}) {
+  for (const char* policy : {"blocks", "sqrt", "cost", "auto"}) {
     EXPECT_EQ(grads_under(policy), keep_all) << policy;
   }
 }

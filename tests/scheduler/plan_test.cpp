@@ -121,7 +121,7 @@ TEST(Plan, EveryPolicyIsBitIdenticalOnGptWithDropoutAndPredictsItsPeak) {
     EXPECT_EQ(step.grads, expected);
     EXPECT_FALSE(step.report.profiling);
     expect_prediction_holds(step);
-    if (policy != "none" && policy != "optimal") {
+    if (takes_budget(policy) ? policy == "cost" || policy == "auto" : policy != "none") {  // chain and milp keep all without a budget
       EXPECT_GT(step.report.replayed_nodes, 0);
     }
   }
@@ -143,7 +143,7 @@ TEST(Plan, BudgetsHoldInRealityAndASmallerBudgetNeverPeaksHigher) {
   const int64_t minimum = minimum_peak(all.graph);
   const int64_t top = all.report.measured_peak_bytes;
   ASSERT_LT(minimum, top);
-  for (const std::string policy : {"cost", "optimal"}) {
+  for (const std::string policy : {"cost", "chain", "auto"}) {
     SCOPED_TRACE(policy);
     int64_t previous_peak = std::numeric_limits<int64_t>::max();
     for (double fraction : {1.0, 0.8, 0.6, 0.45, 0.3, 0.0}) {
@@ -189,7 +189,7 @@ std::pair<std::vector<StepReport>, Grads> run_from(const Workload& workload, con
 
 // With a saved profile (JSON, as `remat explain --save-profile` writes it)
 // the first step is planned, not profiled: on GPT and the MLP, under cost
-// and optimal, at the minimum budget and halfway to keep-all's peak, every
+// chain and auto, at the minimum budget and halfway to keep-all's peak, every
 // step from the first measures within the budget and as predicted, with
 // the keep-all gradients. Without one, the first step runs under blocks.
 TEST(Plan, ASavedProfileKeepsTheFirstStepWithinTheBudget) {
@@ -199,7 +199,7 @@ TEST(Plan, ASavedProfileKeepsTheFirstStepWithinTheBudget) {
     const GraphProfile saved = profile_from_json(profile_to_json(all.graph));
     const int64_t minimum = minimum_budget(saved), top = all.report.measured_peak_bytes;
     ASSERT_LT(minimum, top) << name;
-    for (const std::string policy : {"cost", "optimal"}) {
+    for (const std::string policy : {"cost", "chain", "auto"}) {
       for (const int64_t budget : {minimum, (minimum + top) / 2}) {
         SCOPED_TRACE(fmt::format("{} {} budget {}", name, policy, budget));
         const auto [reports, grads] = run_from(workload, {.policy = policy, .budget = budget}, saved, 4);
@@ -223,7 +223,8 @@ TEST(Plan, APlanFromASavedProfileStaysThatPlan) {
   const Step all = run(gpt(), {.policy = "none"});
   const GraphProfile saved = profile_from_json(profile_to_json(all.graph));
   for (const PlanOptions& options : {PlanOptions{.policy = "cost"},
-                                     PlanOptions{.policy = "optimal", .budget = minimum_budget(saved)}}) {
+                                     PlanOptions{.policy = "chain", .budget = minimum_budget(saved)},
+                                     PlanOptions{.policy = "auto", .budget = minimum_budget(saved)}}) {
     SCOPED_TRACE(options.policy);
     const Plan expected = make_plan(saved, options);
     Checkpointer checkpointer(options);
@@ -247,7 +248,7 @@ TEST(Plan, APlanFromASavedProfileStaysThatPlan) {
 TEST(Plan, ASavedProfileRefusesABudgetBelowItsMinimumBeforeTheFirstStep) {
   const Step all = run(mlp(), {.policy = "none"});
   const int64_t minimum = minimum_budget(all.graph);
-  for (const std::string policy : {"cost", "optimal"}) {
+  for (const std::string policy : {"cost", "chain", "auto"}) {
     Checkpointer checkpointer({.policy = policy, .budget = minimum - 1});
     const std::string message = testing::error_of([&] { checkpointer.plan_from(all.graph); });
     EXPECT_TRUE(testing::contains(message, fmt::format("at least {} bytes", minimum))) << message;
@@ -263,7 +264,7 @@ TEST(Plan, TheReportedMinimumBudgetHoldsThroughTheRePlans) {
   ASSERT_TRUE(all.plan.has_value());
   const int64_t minimum = all.plan->minimum_budget_bytes;
   EXPECT_EQ(minimum, minimum_budget(all.graph));
-  for (const std::string policy : {"cost", "optimal"}) {
+  for (const std::string policy : {"cost", "chain", "auto"}) {
     SCOPED_TRACE(policy);
     Checkpointer checkpointer({.policy = policy, .budget = minimum});
     try {
@@ -304,7 +305,7 @@ std::vector<GraphProfile> small_gpt_profiles() {
   return profiles;
 }
 
-// On each, ten noisy clocks give cost and optimal one minimum budget
+// On each, ten noisy clocks give cost, chain and auto one minimum budget
 // (before: it followed the times), and a plan made at that budget on one
 // clock is re-planned from the next clocks with it as the current plan,
 // never refused and always within the budget.
@@ -313,7 +314,7 @@ TEST(Plan, OnSmallGptsTheMinimumAndTheRePlansDoNotFollowTheClock) {
   for (const GraphProfile& profile : small_gpt_profiles()) {
     SCOPED_TRACE(fmt::format("gpt {}", graph++));
     const int64_t minimum = minimum_budget(profile);
-    for (const std::string policy : {"cost", "optimal"}) {
+    for (const std::string policy : {"cost", "chain", "auto"}) {
       try {
         std::optional<Plan> current;
         for (uint64_t k = 0; k < 10; ++k) {
@@ -344,15 +345,19 @@ TEST(Plan, CostWithoutBudgetPlansItsReplaysWithinNineTenthsOfATwentiethOfTheStep
   EXPECT_LT(plan.predicted.peak_bytes, all.report.measured_peak_bytes);
 }
 
-TEST(Plan, OptimalNeverReplaysLongerThanCostWithinABudget) {
+TEST(Plan, AutoNeverReplaysLongerThanCostOrChainWithinABudget) {
   const Step all = run(gpt(), {.policy = "none"});
   const int64_t low = minimum_budget(all.graph), high = all.report.measured_peak_bytes;
   for (int i = 0; i <= 4; ++i) {
     const int64_t budget = low + (high - low) * i / 4;
     const Plan cost = make_plan(all.graph, {.policy = "cost", .budget = budget});
-    const Plan optimal = make_plan(all.graph, {.policy = "optimal", .budget = budget});
-    EXPECT_LE(optimal.predicted.recompute_ms, cost.predicted.recompute_ms) << "budget " << budget;
-    EXPECT_LE(optimal.predicted.peak_bytes, budget);
+    const Plan chain = make_plan(all.graph, {.policy = "chain", .budget = budget});
+    const Plan best = make_plan(all.graph, {.policy = "auto", .budget = budget});
+    EXPECT_LE(best.predicted.recompute_ms, cost.predicted.recompute_ms) << "budget " << budget;
+    EXPECT_LE(best.predicted.recompute_ms, chain.predicted.recompute_ms) << "budget " << budget;
+    for (const Plan* plan : {&cost, &chain, &best}) EXPECT_LE(plan->predicted.peak_bytes, budget) << plan->policy;
+    EXPECT_FALSE(best.chosen_by.empty());
+    EXPECT_NE(best.chosen_by, "auto");  // it names the policy whose plan won
   }
 }
 
@@ -529,7 +534,8 @@ TEST(Plan, ANestedRecordingIsAnErrorThatLeavesTheStepIntact) {
 
 TEST(Plan, UnknownPolicyAndMisplacedBudgetAreErrors) {
   EXPECT_TRUE(testing::contains(testing::error_of([] { Checkpointer({.policy = "sqrtt"}); }),
-                                "none, blocks, sqrt, cost, optimal"));
+                                "available: none, blocks, sqrt, cost, chain"));
+  EXPECT_TRUE(testing::contains(testing::error_of([] { Checkpointer({.policy = "optimal"}); }), "now policy 'auto'"));
   EXPECT_TRUE(testing::contains(testing::error_of([] { Checkpointer({.policy = "blocks", .budget = 1 << 20}); }),
                                 "takes no budget"));
 }

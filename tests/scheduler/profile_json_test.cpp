@@ -63,7 +63,7 @@ TEST(ProfileJson, ARoundTripKeepsEveryField) {
 }
 
 // The same saved profile, read ten times, plans identically under every
-// policy (and cost and optimal at a budget between the minimum and
+// policy (and cost, chain and auto at a budget between the minimum and
 // keep-all's peak): the plan is reproducible on any run or machine.
 TEST(ProfileJson, TheSameSavedProfileGivesTheSamePlanEveryTime) {
   const std::string text = profile_to_json(gpt_profile());
@@ -72,7 +72,8 @@ TEST(ProfileJson, TheSameSavedProfileGivesTheSamePlanEveryTime) {
   std::vector<PlanOptions> options;
   for (const std::string& policy : policy_names()) options.push_back({.policy = policy});
   options.push_back({.policy = "cost", .budget = budget});
-  options.push_back({.policy = "optimal", .budget = budget});
+  options.push_back({.policy = "chain", .budget = budget});
+  options.push_back({.policy = "auto", .budget = budget});
   std::vector<Plan> expected;
   for (const PlanOptions& o : options) expected.push_back(make_plan(first, o));
   for (int run = 0; run < 10; ++run) {

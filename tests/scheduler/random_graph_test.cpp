@@ -409,7 +409,7 @@ void check_planned_step(uint64_t seed, DType dtype, int& budgets) {
   const Reference ref = reference_step(graph);
   const std::string policy = policies[rng() % policies.size()];
   std::optional<int64_t> budget;
-  if ((policy == "cost" || policy == "optimal") && rng() % 2 == 0) {
+  if (takes_budget(policy) && rng() % 2 == 0) {
     // From the graph's minimum up (it depends on bytes alone: Note
     // [Budgets from bytes alone]; before, it followed the measured times
     // and the Checkpointer's own profiling step could reach less low).
@@ -449,7 +449,7 @@ void check_planned_step(uint64_t seed, DType dtype, int& budgets) {
 }
 
 // 240 graphs (every 8th in float64), each under a random policy and, for
-// cost and optimal, half the time a random budget up to keep-all's: the
+// cost, chain and auto, half the time a random budget up to keep-all's: the
 // Checkpointer's second, planned step gives the keep-all gradients bit for
 // bit, stays within the budget, measures the peak the simulator predicted
 // and replays the nodes it predicted.
@@ -462,7 +462,7 @@ TEST(RandomGraph, PlannedStepMatchesKeepAllGradientsAndPredictedPeak) {
 }
 
 // On each graph's profile: a budget one byte below minimum_peak is an
-// error for cost and for optimal (minimum_peak is "the smallest simulated
+// error for cost, chain and auto (minimum_peak is "the smallest simulated
 // peak any policy reaches"), cost's message names minimum_peak, and the
 // budget each planner's message says is needed is accepted.
 TEST(RandomGraph, BudgetBelowMinimumIsAnErrorNamingIt) {
@@ -471,15 +471,17 @@ TEST(RandomGraph, BudgetBelowMinimumIsAnErrorNamingIt) {
     RandomGraph graph(seed, DType::Float32);
     const Reference ref = reference_step(graph);
     const int64_t minimum = minimum_peak(ref.profile);
-    SCOPED_TRACE(trace(seed, graph, "cost and optimal", minimum - 1));
+    SCOPED_TRACE(trace(seed, graph, "cost, chain and auto", minimum - 1));
     const std::string cost =
         testing::error_of([&] { make_plan(ref.profile, {.policy = "cost", .budget = minimum - 1}); });
     EXPECT_TRUE(testing::contains(cost, fmt::format("the smallest peak it reaches on this graph is {} bytes", minimum)))
         << cost;
-    const std::string optimal =
-        testing::error_of([&] { make_plan(ref.profile, {.policy = "optimal", .budget = minimum - 1}); });
-    EXPECT_TRUE(testing::contains(optimal, "the smallest peak it reaches on this graph is")) << optimal;
-    for (const std::string policy : {"cost", "optimal"}) {
+    for (const std::string policy : {"chain", "auto"}) {
+      const std::string error =
+          testing::error_of([&] { make_plan(ref.profile, {.policy = policy, .budget = minimum - 1}); });
+      EXPECT_TRUE(testing::contains(error, "the smallest peak it reaches on this graph is")) << error;
+    }
+    for (const std::string policy : {"cost", "chain", "auto"}) {
       const int64_t needed = stated_minimum_budget(ref.profile, policy);
       try {
         EXPECT_LE(make_plan(ref.profile, {.policy = policy, .budget = needed}).predicted.peak_bytes, needed);
@@ -558,7 +560,7 @@ TEST(RandomGraph, SmallerBudgetNeverGivesLargerPeakForCost) {
 using testing::with_noisy_times;
 
 // On 30 graphs, ten noisy clocks give one minimum budget: the one the
-// errors of cost and of optimal name, and Plan::minimum_budget_bytes; and
+// errors of cost, chain and auto name, and Plan::minimum_budget_bytes; and
 // that budget is planned under every clock. (Before: the minimum came from
 // searches ordered by measured times, and moved with them.)
 TEST(RandomGraph, TheMinimumBudgetDoesNotFollowTheClock) {
@@ -566,11 +568,11 @@ TEST(RandomGraph, TheMinimumBudgetDoesNotFollowTheClock) {
     const uint64_t seed = kBaseSeed + 3000 + i;
     RandomGraph graph(seed, DType::Float32);
     const Reference ref = reference_step(graph);
-    SCOPED_TRACE(trace(seed, graph, "cost and optimal", std::nullopt));
+    SCOPED_TRACE(trace(seed, graph, "cost, chain and auto", std::nullopt));
     const int64_t expected = stated_minimum_budget(ref.profile, "cost");
     for (uint64_t k = 0; k < 10; ++k) {
       const GraphProfile noisy = with_noisy_times(ref.profile, seed * 31 + k);
-      for (const std::string policy : {"cost", "optimal"}) {
+      for (const std::string policy : {"cost", "chain", "auto"}) {
         EXPECT_EQ(stated_minimum_budget(noisy, policy), expected) << policy << ", clock " << k;
         try {
           const Plan plan = make_plan(noisy, {.policy = policy, .budget = expected});
@@ -594,7 +596,7 @@ TEST(RandomGraph, ARePlanNeverRefusesABudgetTheCurrentPlanMeets) {
     const uint64_t seed = kBaseSeed + 4000 + i;
     RandomGraph graph(seed, DType::Float32);
     const Reference ref = reference_step(graph);
-    for (const std::string policy : {"cost", "optimal"}) {
+    for (const std::string policy : {"cost", "chain", "auto"}) {
       SCOPED_TRACE(trace(seed, graph, policy, std::nullopt));
       try {
         const GraphProfile first = with_noisy_times(ref.profile, seed);
@@ -622,7 +624,7 @@ TEST(RandomGraph, TheCurrentPlanStaysUnlessAFasterOneFits) {
     const uint64_t seed = kBaseSeed + 5000 + i;
     RandomGraph graph(seed, DType::Float32);
     const Reference ref = reference_step(graph);
-    SCOPED_TRACE(trace(seed, graph, "cost and optimal", std::nullopt));
+    SCOPED_TRACE(trace(seed, graph, "cost, chain and auto", std::nullopt));
     std::mt19937_64 rng(seed);
     std::vector<Tag> random(ref.profile.nodes.size());
     for (Tag& tag : random) tag = rng() % 2 ? Tag::Keep : Tag::Recompute;
@@ -631,7 +633,7 @@ TEST(RandomGraph, TheCurrentPlanStaysUnlessAFasterOneFits) {
                                             make_plan(ref.profile, {.policy = "sqrt"}).tags, random}) {
       const Simulation sim = simulate(ref.profile, current);
       const int64_t budget = budget_for(sim.peak_bytes);
-      for (const std::string policy : {"cost", "optimal"}) {
+      for (const std::string policy : {"cost", "chain", "auto"}) {
         try {
           const Plan plan = make_plan(ref.profile, {.policy = policy, .budget = budget}, &current);
           EXPECT_LE(plan.predicted.peak_bytes, budget) << policy;

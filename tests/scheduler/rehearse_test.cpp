@@ -132,7 +132,7 @@ TEST(Rehearse, KeepsEveryStepFromTheFirstWithinTheBudget) {
     (void)keep_all.record();
     const int64_t minimum = minimum_budget(*keep_all.profile());
     ASSERT_LT(minimum, top) << name;
-    for (const std::string policy : {"cost", "optimal"}) {
+    for (const std::string policy : {"cost", "chain", "auto"}) {
       for (const int64_t budget : {minimum, (minimum + top) / 2}) {
         SCOPED_TRACE(fmt::format("{} {} budget {}", name, policy, budget));
         // Twins of the same seeds: dropout masks move on with every

@@ -185,7 +185,7 @@ TEST(Cli, NegativeAndOutOfRangeNumbersAreRejected) {
       {tiny_kjv("--sample-chars -5"), "--sample-chars must be >= 0, got -5"},
       {tiny_kjv("--seed -1"), "--seed must be an integer from 0 to 18446744073709551615, got '-1'"},
       {tiny_kjv("--seed 18446744073709551616"), "got '18446744073709551616'"},
-      {tiny_kjv("--checkpointing-budget 1MiB"), "--checkpointing-budget needs --checkpointing cost or optimal"},
+      {tiny_kjv("--checkpointing-budget 1MiB"), "--checkpointing-budget needs --checkpointing with a policy that takes one, cost, chain"},
       {tiny_kjv("--temperature 0"), "--temperature must be > 0"},
       {"train --task fashion-mnist --max-batches -1 --data-dir /nonexistent", "--max-batches must be >= 0"},
       {"bench --workload W1 --steps 1 --warmup 0 --seed -1", "bench --seed must be an integer"},

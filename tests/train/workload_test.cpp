@@ -142,7 +142,7 @@ TEST(Workload, AModelOfOnesOwnRunsUnderEveryPolicyAndIsNamed) {
   const WorkloadReport plain = run_workload({.policy = "none", .steps = 2, .warmup = 1, .model = gpt});
   EXPECT_EQ(plain.workload, "gpt 2x16 h2 T16 V32 tied dropout 0.1 B4");
   EXPECT_EQ(plain.parameters, nn::GPT(gpt.gpt).num_parameters());
-  for (const std::string policy : {"blocks", "sqrt", "cost", "optimal"}) {
+  for (const std::string policy : {"blocks", "sqrt", "cost", "auto"}) {
     const WorkloadReport report = run_workload({.policy = policy, .steps = 2, .warmup = 1, .model = gpt});
     EXPECT_EQ(report.loss_last, plain.loss_last) << policy;  // bit for bit, dropout included
     if (policy == "blocks") EXPECT_GT(report.dropped_bytes, 0);  // it replays inside each block

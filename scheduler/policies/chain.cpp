@@ -1,0 +1,302 @@
+// Policy `chain`: the dynamic program of chain.h, the chain of stages a
+// profiled graph is cut into, and the plan it gives.
+#include "scheduler/policies/chain.h"
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "scheduler/policies/policy.h"
+
+namespace remat::scheduler {
+namespace {
+
+// Where a choice's groups start and end: [first, last] stage, kept or not.
+struct Group {
+  size_t first, last;
+  bool replayed;
+};
+
+std::vector<Group> groups_of(const ChainChoice& choice) {
+  std::vector<Group> groups;
+  for (size_t s = 0; s < choice.size(); ++s) {
+    if (choice[s] == kKept) {
+      groups.push_back({s, s, false});
+      continue;
+    }
+    size_t last = s;
+    while (last + 1 < choice.size() && choice[last] == kReplayedOn) ++last;
+    groups.push_back({s, last, true});
+    s = last;
+  }
+  return groups;
+}
+
+const StageCost& cost_of(const ChainModel& model, const Group& g) {
+  return g.replayed ? model.replay[g.first][g.last - g.first] : model.keep[g.first];
+}
+
+bool better(double ms_a, int64_t peak_a, double ms_b, int64_t peak_b) {
+  return ms_a < ms_b || (ms_a == ms_b && peak_a < peak_b);
+}
+
+// A prefix of groups up to a stage boundary: what it holds, its time and
+// peak, and the group that ended it.
+struct State {
+  int64_t held = 0;
+  double ms = 0;
+  int64_t peak = 0;
+  std::shared_ptr<const State> parent;
+  Group group{0, 0, false};
+};
+using States = std::vector<std::shared_ptr<const State>>;
+
+// Keeps the Pareto set in (held, ms, peak): a prefix another beats or
+// equals on all three can never lead to a better choice.
+States pareto(States states) {
+  std::sort(states.begin(), states.end(), [](const auto& a, const auto& b) {
+    if (a->held != b->held) return a->held < b->held;
+    return better(a->ms, a->peak, b->ms, b->peak);
+  });
+  States kept;
+  for (const auto& candidate : states) {
+    const bool dominated = std::any_of(kept.begin(), kept.end(), [&](const auto& k) {
+      return k->ms <= candidate->ms && k->peak <= candidate->peak;  // k->held <= candidate->held by order
+    });
+    if (!dominated) kept.push_back(candidate);
+  }
+  return kept;
+}
+
+// The Pareto set of whole choices that fit `budget`, empty if none does.
+States final_states(const ChainModel& model, int64_t budget) {
+  const size_t n = model.size();
+  std::vector<States> at(n + 1);  // at[b]: prefixes ending before stage b
+  at[0].push_back(std::make_shared<State>());
+  for (size_t b = 0; b < n; ++b) {
+    at[b] = pareto(std::move(at[b]));
+    for (const auto& state : at[b]) {
+      auto extend = [&](const Group& g) {
+        const StageCost& c = cost_of(model, g);
+        const int64_t peak = std::max(state->peak, state->held + c.peak);
+        if (peak > budget) return;
+        at[g.last + 1].push_back(
+            std::make_shared<State>(State{state->held + c.held, state->ms + c.recompute_ms, peak, state, g}));
+      };
+      extend({b, b, false});
+      for (size_t last = b; last < n; ++last) extend({b, last, true});
+    }
+  }
+  return pareto(std::move(at[n]));
+}
+
+ChainChoice choice_of(const State* state, size_t n) {
+  ChainChoice choice(n, kKept);
+  for (const State* s = state; s->parent; s = s->parent.get()) {
+    if (!s->group.replayed) continue;
+    for (size_t i = s->group.first; i < s->group.last; ++i) choice[i] = kReplayedOn;
+    choice[s->group.last] = kReplayedToHere;
+  }
+  return choice;
+}
+
+}  // namespace
+
+bool valid(const ChainModel& model, const ChainChoice& choice) {
+  return choice.size() == model.size() && (choice.empty() || choice.back() != kReplayedOn) &&
+         std::all_of(choice.begin(), choice.end(), [](int m) { return m >= kKept && m <= kReplayedOn; });
+}
+
+int64_t peak_of(const ChainModel& model, const ChainChoice& choice) {
+  int64_t held = 0, peak = 0;
+  for (const Group& g : groups_of(choice)) {
+    const StageCost& c = cost_of(model, g);
+    peak = std::max(peak, held + c.peak);
+    held += c.held;
+  }
+  return peak;
+}
+
+double recompute_ms_of(const ChainModel& model, const ChainChoice& choice) {
+  double ms = 0;
+  for (const Group& g : groups_of(choice)) ms += cost_of(model, g).recompute_ms;
+  return ms;
+}
+
+std::optional<ChainChoice> solve_chain(const ChainModel& model, int64_t budget) {
+  const States states = final_states(model, budget);
+  if (states.empty()) return std::nullopt;
+  const auto best = std::min_element(states.begin(), states.end(), [](const auto& a, const auto& b) {
+    return better(a->ms, a->peak, b->ms, b->peak);
+  });
+  return choice_of(best->get(), model.size());
+}
+
+std::vector<ChainChoice> chain_front(const ChainModel& model) {
+  States states = final_states(model, std::numeric_limits<int64_t>::max());
+  std::sort(states.begin(), states.end(), [](const auto& a, const auto& b) {
+    return a->peak != b->peak ? a->peak < b->peak : a->ms < b->ms;
+  });
+  std::vector<ChainChoice> front;
+  double least_ms = std::numeric_limits<double>::infinity();
+  for (const auto& state : states) {
+    if (state->ms >= least_ms) continue;  // a lower peak costs no more
+    least_ms = state->ms;
+    front.push_back(choice_of(state.get(), model.size()));
+  }
+  return front;
+}
+
+std::optional<ChainChoice> solve_chain_exhaustive(const ChainModel& model, int64_t budget) {
+  const size_t n = model.size();
+  ChainChoice choice(n, kKept);
+  std::optional<ChainChoice> best;
+  double best_ms = 0;
+  int64_t best_peak = 0;
+  while (true) {
+    if (valid(model, choice)) {
+      const int64_t peak = peak_of(model, choice);
+      const double ms = recompute_ms_of(model, choice);
+      if (peak <= budget && (!best || better(ms, peak, best_ms, best_peak))) {
+        best = choice;
+        best_ms = ms;
+        best_peak = peak;
+      }
+    }
+    size_t i = 0;
+    while (i < n && ++choice[i] > kReplayedOn) choice[i++] = kKept;
+    if (i == n) break;
+  }
+  return best;
+}
+
+namespace policies {
+namespace {
+
+using search::Candidate;
+using search::Context;
+
+// The graph as a chain: its stages (first, last position) and their model.
+struct Chain {
+  std::vector<std::pair<int64_t, int64_t>> stages;
+  ChainModel model;
+};
+
+// Tags of a choice: every decidable value of a replayed group dropped but
+// the group's last output; the values no backward reads settled within
+// their group (a replay never reaches into the stage before its group, so
+// that a group's simulation holds all it costs).
+std::vector<Tag> tags_of(const Context& c, const Chain& chain, const ChainChoice& choice) {
+  std::vector<Tag> tags = search::all(c, Tag::Keep);
+  std::vector<bool> inside(c.graph.size(), false);
+  for (const Group& g : groups_of(choice)) {
+    if (!g.replayed) continue;
+    const int64_t first = chain.stages[g.first].first, last = chain.stages[g.last].second;
+    const int64_t end = g.last + 1 == chain.stages.size() ? last + 1 : last;
+    for (int64_t v = first; v < end; ++v) {
+      inside[v] = true;
+      if (c.decidable(v)) tags[v] = Tag::Recompute;
+    }
+  }
+  search::settle_unread(c, tags, [&](int64_t v) { return inside[v]; });
+  return tags;
+}
+
+// One group's costs, read off the simulation of a plan that differs from
+// keep-all in that group alone.
+StageCost group_cost(const Chain& chain, const Simulation& sim, size_t first, size_t last) {
+  const int64_t a = chain.stages[first].first, b = chain.stages[last].second;
+  const int64_t level = sim.level_before_forward[a];
+  const int64_t next =
+      last + 1 < chain.stages.size() ? sim.level_before_forward[chain.stages[last + 1].first] : sim.saved_bytes_after_forward;
+  StageCost cost{.held = next - level};
+  for (int64_t v = a; v <= b; ++v) {
+    cost.peak = std::max({cost.peak, sim.forward_peak_at[v] - level, sim.backward_peak_at[v] - level});
+    cost.recompute_ms += sim.replay_ms[v];
+  }
+  return cost;
+}
+
+Chain chain_of(const Context& c) {
+  Chain chain;
+  int64_t first = 0;
+  for (int64_t cut : search::cuts(c)) {
+    chain.stages.push_back({first, cut});
+    first = cut + 1;
+  }
+  chain.stages.push_back({first, c.root()});
+  const size_t n = chain.stages.size();
+  const Simulation kept = c.simulate(search::all(c, Tag::Keep));
+  chain.model.replay.resize(n);
+  for (size_t s = 0; s < n; ++s) chain.model.keep.push_back(group_cost(chain, kept, s, s));
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i; j < n; ++j) {
+      ChainChoice choice(n, kKept);
+      for (size_t s = i; s < j; ++s) choice[s] = kReplayedOn;
+      choice[j] = kReplayedToHere;
+      chain.model.replay[i].push_back(group_cost(chain, c.simulate(tags_of(c, chain, choice)), i, j));
+    }
+  }
+  return chain;
+}
+
+std::string describe(const ChainChoice& choice) {
+  std::string groups;
+  for (const Group& g : groups_of(choice)) {
+    if (!g.replayed) continue;
+    if (!groups.empty()) groups += ", ";
+    groups += g.first == g.last ? fmt::format("{}", g.first) : fmt::format("{}-{}", g.first, g.last);
+  }
+  return fmt::format("chain of {} stages, replaying {}", choice.size(), groups.empty() ? "none" : groups);
+}
+
+}  // namespace
+
+std::vector<Candidate> chain_plans(const Context& c) {
+  const Chain chain = chain_of(c);
+  std::vector<Candidate> plans;
+  for (const ChainChoice& choice : chain_front(chain.model)) {
+    std::vector<Tag> tags = tags_of(c, chain, choice);
+    Simulation sim = c.simulate(tags);
+    plans.push_back({std::move(tags), std::move(sim), "chain: front, " + describe(choice)});
+  }
+  return plans;
+}
+
+// The model is additive where the engine is nearly so: where the simulator
+// finds the chosen plan over the target, the model is asked again with the
+// excess taken off (a few times; then the front's fastest fitting plan).
+Answer plan_chain(const Request& request) {
+  const Context& c = request.c;
+  if (!request.budget) return {.tags = search::all(c, Tag::Keep), .detail = "no budget: keeping all is optimal",
+                               .chosen_by = "chain"};
+  const Chain chain = chain_of(c);
+  std::vector<Candidate> pool;
+  int64_t target = request.target;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::optional<ChainChoice> choice = solve_chain(chain.model, target);
+    if (!choice) break;
+    std::vector<Tag> tags = tags_of(c, chain, *choice);
+    Simulation sim = c.simulate(tags);
+    const bool fits = sim.peak_bytes <= request.target;
+    pool.push_back({std::move(tags), sim, fmt::format("chain: optimum of the model{}, {}",
+                                                      attempt ? fmt::format(" (try {})", attempt + 1) : "",
+                                                      describe(*choice))});
+    if (fits) break;
+    target -= std::max<int64_t>(sim.peak_bytes - request.target, request.target / 100 + 1);
+  }
+  pool = with_current(request, std::move(pool));
+  const Candidate* best = search::fastest_fitting(pool, request.target);
+  if (!best) {
+    const std::vector<Candidate> front = chain_plans(c);
+    best = search::fastest_fitting(front, request.target);
+    if (!best) return fall_back(request, "chain");
+    return {.tags = best->tags, .detail = best->origin, .chosen_by = "chain"};
+  }
+  return {.tags = best->tags, .detail = best->origin, .chosen_by = "chain"};
+}
+
+}  // namespace policies
+}  // namespace remat::scheduler

@@ -1,0 +1,69 @@
+// The policies by name (policy.h), and what they share with make_plan.
+#include "scheduler/policies/policy.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace remat::scheduler::policies {
+
+const std::vector<Policy>& registry() {
+  static const std::vector<Policy> policies{
+      {"none", "keep every output", false, &plan_none},
+      {"blocks", "replay each block from its input (gradient_checkpointing_enable)", false, &plan_blocks},
+      {"sqrt", "keep a cut about every sqrt(n) bytes' worth (Chen et al. 2016)", false, &plan_sqrt},
+      {"cost", "drop what is cheapest to rebuild per byte", true, &plan_cost},
+      {"chain", "the exact optimum over the chain of stages (Beaumont et al.)", true, &plan_chain},
+      {"auto", "the fastest fitting plan of cost, chain, blocks and sqrt", true, &plan_auto},
+  };
+  return policies;
+}
+
+const Policy& find(const std::string& name) {
+  const std::vector<Policy>& policies = registry();
+  const auto found = std::find_if(policies.begin(), policies.end(), [&](const Policy& p) { return p.name == name; });
+  if (found != policies.end()) return *found;
+  std::vector<std::string_view> names;
+  for (const Policy& p : policies) names.push_back(p.name);
+  if (name == "optimal") {
+    REMAT_FAIL("recompute policy 'optimal' is gone: it was the fastest of a pool of plans, now policy 'auto' "
+               "(which names the plan it chose); the exact optimum over a chain of stages is 'chain', over the "
+               "whole graph 'milp' (available: {})", fmt::join(names, ", "));
+  }
+  REMAT_FAIL("unknown recompute policy '{}' (available: {})", name, fmt::join(names, ", "));
+}
+
+std::vector<search::Candidate> with_current(const Request& request, std::vector<search::Candidate> pool) {
+  if (request.current) pool.push_back(*request.current);
+  return pool;
+}
+
+Answer within_replay_allowance(const search::Context& c, const std::vector<search::Candidate>& pool) {
+  const double allowance = kNoBudgetAim * kNoBudgetReplayShare * c.graph.training_step_ms();
+  const search::Candidate* chosen = &pool.front();
+  for (const search::Candidate& candidate : pool) {
+    if (candidate.sim.recompute_ms <= allowance && search::better(candidate.sim, chosen->sim)) chosen = &candidate;
+  }
+  return {.tags = chosen->tags,
+          .detail = fmt::format("replays within {:.0f}% of the step, aiming at {:.1f}% ({:.1f} of {:.1f} ms): {}",
+                                100 * kNoBudgetReplayShare, 100 * kNoBudgetAim * kNoBudgetReplayShare,
+                                chosen->sim.recompute_ms, allowance, chosen->origin),
+          .chosen_by = owner_of(*chosen)};
+}
+
+std::string owner_of(const search::Candidate& candidate) {
+  const std::string& origin = candidate.origin;
+  if (origin.rfind("least memory", 0) == 0) return "least-memory search";
+  return origin.substr(0, origin.find(':'));
+}
+
+Answer fall_back(const Request& request, std::string_view policy) {
+  const search::Candidate* best = search::fastest_fitting(request.fallback, request.target);
+  REMAT_CHECK(best, "plan: no plan of {} or of the least-memory search is within {} bytes (make_plan checked that "
+              "one is)", policy, request.target);
+  return {.tags = best->tags,
+          .detail = fmt::format("no plan of {} fits; the least-memory search's: {}", policy, best->origin),
+          .chosen_by = "least-memory search"};
+}
+
+}  // namespace remat::scheduler::policies
