@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev libopenblas0-pthread           # CPU GEMM (also libblas.so.3 for PyTorch)
   libgtest-dev libgmock-dev libbenchmark-dev     # tests and benchmarks
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  coinor-libcbc-dev                              # the milp policy's solver (COIN-OR CBC)
   libopenmpi-dev openmpi-bin                     # the MPI communicator (comm/)
   dataset-fashion-mnist bible-kjv                # data (no downloads at run time)
   python3-torch python3-numpy                    # bench/torch_reference.py

@@ -1,0 +1,40 @@
+// The `milp` policy's solver: the whole graph (not only its chain) as a
+// mixed-integer program in the spirit of Checkmate (Jain et al., MLSys
+// 2020), solved by COIN-OR CBC under a time limit, every plan it proposes
+// checked by the liveness simulator (scheduler/simulate.h). It is not the
+// policy registry's entry (plan.cpp wires it in) and plans nothing else.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/search.h"
+
+namespace remat::scheduler {
+
+struct MilpReport {
+  std::string status;        // "optimal", "time limit", ... (what CBC said, in words)
+  double objective_ms = 0;   // predicted recompute ms (Simulation::recompute_ms) of the tags returned
+  double bound_ms = 0;       // a proven lower bound on the recompute ms of any plan within the target
+  double gap = 0;            // (objective_ms - bound_ms) / objective_ms, 0 when objective_ms is 0
+  double solve_seconds = 0;
+  int64_t variables = 0, constraints = 0;  // of the last program solved (its cuts included)
+  int64_t solves = 0;        // programs solved (each re-solve follows a cut, see milp.cpp)
+};
+
+struct MilpSolution {
+  std::vector<Tag> tags;  // one per graph position; c.with_forced applied; simulate(graph, tags).peak_bytes <= target
+  MilpReport report;
+};
+
+// The tags of least predicted recompute time whose simulated peak is at most
+// `target` bytes, over every choice of tags of the decidable nodes
+// (search::Context::decidable; the others keep, unless a rule forces them),
+// found by a MILP solved by CBC within `time_limit_s` (the best plan found so
+// far when the limit is hit, with the bound and gap). nullopt when no plan
+// within target was found.
+std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, double time_limit_s);
+
+}  // namespace remat::scheduler
