@@ -2,9 +2,9 @@
 // no training or measuring logic lives here.
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
-//   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|optimal [--budget 64MiB] [--against none] [--save-profile F | --profile F] [--json]
+//   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|chain|milp|auto [--budget 64MiB] [--against none] [--save-profile F | --profile F] [--json]
 //   remat explain --workload W1|W2|W3 [--device cuda] --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
-//   remat tradeoff --workload W1|W2|W3 [--device cuda] [--fractions 0.25,0.5,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
+//   remat tradeoff --workload W1|W2|W3 | --model ... [--policies blocks,cost,chain,milp,auto] [--budgets 25%,50%,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //   (bench, explain, tradeoff: --model gpt [sizes] | --model mlp --dims 784,1024,10 | --hf DIR instead of --workload)
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
@@ -268,6 +268,14 @@ void run_bench(const remat::train::WorkloadOptions& options, const std::string& 
 // policy decided, and why.
 // With options.profile_path, the saved profile is planned instead of
 // running the workload; options.save_profile_path: the profile planned from.
+nlohmann::json solver_json(const remat::scheduler::Plan& plan) {
+  if (!plan.solver) return nullptr;
+  const remat::scheduler::SolverReport& r = *plan.solver;
+  return {{"status", r.status}, {"objective_ms", r.objective_ms}, {"bound_ms", r.bound_ms}, {"gap", r.gap},
+          {"solve_seconds", r.solve_seconds}, {"variables", r.variables}, {"constraints", r.constraints},
+          {"solves", r.solves}};
+}
+
 void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
   const auto [graph, plan] = remat::train::plan_workload(options);
   if (!options.save_profile_path.empty()) remat::scheduler::save_profile(graph, options.save_profile_path);
@@ -278,7 +286,10 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
                                        {"predicted_peak_bytes", plan.predicted.peak_bytes},
                                        {"minimum_peak_bytes", plan.minimum_peak_bytes},
                                        {"minimum_budget_bytes", plan.minimum_budget_bytes},
-                                       {"planning_ms", plan.planning_ms}}.dump());
+                                       {"planning_ms", plan.planning_ms},
+                                       {"chosen_by", plan.chosen_by},
+                                       {"detail", plan.detail},
+                                       {"solver", solver_json(plan)}}.dump());
   }
   if (format == "csv") {
     fmt::print("position,op,block,output_shape,output_bytes,flops,replay_flops,forward_ms,replay_ms,"
@@ -292,6 +303,13 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
                plan.planning_ms);
     fmt::print("minimum feasible budget {} bytes ({}; smallest peak {}), from the graph's bytes alone\n",
                plan.minimum_budget_bytes, mib(plan.minimum_budget_bytes), mib(plan.minimum_peak_bytes));
+    fmt::print("plan of {}: {}\n", plan.chosen_by, plan.detail);
+    if (plan.solver) {
+      const remat::scheduler::SolverReport& r = *plan.solver;
+      fmt::print("solver (CBC): {}; objective {:.3f} ms of recompute, bound {:.3f} ms, gap {:.2f}%, {:.2f} s, {} "
+                 "variables, {} constraints, {} solves\n", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
+                 r.solve_seconds, r.variables, r.constraints, r.solves);
+    }
     fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block",
                "output", "MiB", "MFLOP", "ms", "replay", "ms/MiB", "decision", "reason");
   }
@@ -326,18 +344,21 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
   }
 }
 
-// "0.25,0.5" -> {0.25, 0.5}; the range is checked by sweep_tradeoff.
+// "0.25,0.5" or "25%,50%" -> {0.25, 0.5}; the range is checked by sweep_tradeoff.
 std::vector<double> parse_fractions(const std::string& text) {
   std::vector<double> fractions;
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
     const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const bool percent = !item.empty() && item.back() == '%';
+    const size_t digits = item.size() - (percent ? 1 : 0);
     double value = 0;
-    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
-    REMAT_CHECK(!item.empty() && error == std::errc() && end == item.data() + item.size(),
-                "tradeoff --fractions: '{}' in '{}' is not a number (example: 0.25,0.5,0.75)", item, text);
-    fractions.push_back(value);
+    const auto [end, error] = std::from_chars(item.data(), item.data() + digits, value);
+    REMAT_CHECK(digits > 0 && error == std::errc() && end == item.data() + digits,
+                "tradeoff --budgets: '{}' in '{}' is not a number or a percentage (example: 0.25,0.5 or 25%,50%)",
+                item, text);
+    fractions.push_back(percent ? value / 100 : value);
     if (comma == std::string::npos) return fractions;
     start = comma + 1;
   }
@@ -454,9 +475,9 @@ void add_plan_options(CLI::App* command, remat::train::WorkloadOptions& options,
   command->add_option("--workload", options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")->capture_default_str();
   command->add_option("--device", options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
       ->capture_default_str();
-  command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost or optimal")
+  command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost, chain, milp or auto")
       ->capture_default_str();
-  command->add_option("--budget", budget, "peak activation bytes for cost/optimal, e.g. 64MiB");
+  command->add_option("--budget", budget, "peak activation bytes for cost, chain, milp or auto, e.g. 64MiB or 50% (of keep-all's peak)");
   command->add_option("--must-keep", options.overrides.must_keep, "ops whose outputs every plan keeps, e.g. gelu")
       ->delimiter(',');
   command->add_option("--must-recompute", options.overrides.must_recompute,
@@ -524,10 +545,10 @@ int main(int argc, char** argv) {
   kjv_only.push_back(train->add_option("--block-size", kjv.block_size, "kjv-gpt: context length")->capture_default_str());
   kjv_only.push_back(train->add_option("--dropout", kjv.dropout, "kjv-gpt: dropout probability")->capture_default_str());
   kjv_only.push_back(train->add_option("--checkpointing", kjv.checkpointing,
-                                       "kjv-gpt: activation checkpointing policy (blocks, sqrt, cost, optimal)"));
+                                       "kjv-gpt: activation checkpointing policy (blocks, sqrt, cost, chain, milp, auto)"));
   std::string kjv_budget;
   kjv_only.push_back(train->add_option("--checkpointing-budget", kjv_budget,
-                                       "kjv-gpt: peak activation bytes for cost/optimal, e.g. 32MiB"));
+                                       "kjv-gpt: peak activation bytes for cost, chain, milp or auto, e.g. 32MiB"));
   kjv_only.push_back(train->add_option("--checkpointing-profile", kjv.checkpointing_profile,
                                        "kjv-gpt: plan the first step from this saved profile (the budget holds from "
                                        "it)"));
@@ -603,8 +624,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string tradeoff_seed;
   tradeoff->add_option("--seed", tradeoff_seed, "seed of weights and batch (0)");
+  tradeoff->add_option("--policies", tradeoff_options.policies, "policies swept after keep-all, e.g. "
+                       "blocks,sqrt,cost,chain,milp,auto")->delimiter(',')->capture_default_str();
+  tradeoff->add_option("--budgets", fractions, "the same as --fractions, as percentages or fractions: 25%,50%,...");
   tradeoff->add_option("--fractions", fractions,
-                       "budgets of cost and optimal as fractions of keep-all's peak (0.25,0.35,0.5,0.6,0.75,0.9)");
+                       "budgets of the policies that take one, as fractions of keep-all's peak (0.25,0.35,0.5,0.6,0.75,0.9)");
   tradeoff->add_option("--profile", tradeoff_options.profile_path, "plan every run from this saved profile (JSON, "
                        "from bench or explain --save-profile): the same plans on every sweep");
   tradeoff->add_option("--out", out_dir, "folder for tradeoff.csv, tradeoff.json and graph_<policy>.dot")->required();
@@ -650,10 +674,12 @@ int main(int argc, char** argv) {
     }
     if (!bench_seed.empty()) bench_options.seed = parse_seed(bench_seed, "bench --seed");
     if (!tradeoff_seed.empty()) tradeoff_options.seed = parse_seed(tradeoff_seed, "tradeoff --seed");
-    if (!bench_budget.empty()) bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
-    if (!explain_budget.empty()) explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
     if (*bench) finish_model_spec(bench, bench_options.model, bench_model);
     if (*explain) finish_model_spec(explain, explain_options.model, explain_model);
+    if (!bench_budget.empty()) bench_options.budget = remat::train::resolve_budget(bench_budget, bench_options, "bench --budget");
+    if (!explain_budget.empty()) {
+      explain_options.budget = remat::train::resolve_budget(explain_budget, explain_options, "explain --budget");
+    }
     if (*tradeoff) finish_model_spec(tradeoff, tradeoff_options.model, tradeoff_model);
     if (*bench) run_bench(bench_options, against, json);
     if (*explain) run_explain(explain_options, format);

@@ -17,6 +17,7 @@
 
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "scheduler/plan.h"
 #include "train/limits.h"
 
 namespace remat::train {
@@ -34,6 +35,7 @@ void check_options(const TradeoffOptions& options) {
   REMAT_CHECK(!options.model.kind.empty() || options.workload != "W3" || device_from_name(options.device).is_cuda(),
               "tradeoff: W3 (GPT-2 124M) is a GPU workload: give --device cuda (on the CPU a step takes minutes)");
   check_threads(options.threads, "tradeoff");
+  for (const std::string& policy : options.policies) scheduler::check_policy(policy);
   REMAT_CHECK(options.steps >= 1, "tradeoff: steps must be at least 1, got {}", options.steps);
   REMAT_CHECK(options.rounds >= 1, "tradeoff: rounds must be at least 1, got {}", options.rounds);
   // With no warm-up the timed step would be the checkpointer's profiling
@@ -112,13 +114,15 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
 
   run(base, std::nullopt);  // keep-all: policy "none"
   const int64_t keep_all_peak = rows.front().report.peak_activation_bytes;
-  for (const char* policy : {"blocks", "sqrt", "cost"}) {
+  for (const std::string& policy : options.policies) {
+    if (policy == "none" || (scheduler::takes_budget(policy) && policy != "cost" && policy != "auto")) continue;
     WorkloadOptions o = base;
     o.policy = policy;
     run(o, std::nullopt);
   }
   for (const double fraction : options.budget_fractions) {
-    for (const char* policy : {"cost", "optimal"}) {
+    for (const std::string& policy : options.policies) {
+      if (!scheduler::takes_budget(policy)) continue;
       WorkloadOptions o = base;
       o.policy = policy;
       o.budget = std::max<int64_t>(1, std::llround(fraction * static_cast<double>(keep_all_peak)));
@@ -185,10 +189,10 @@ std::string tradeoff_csv(const std::vector<TradeoffRow>& rows) {
     const std::optional<double> budget = r.budget ? std::optional(mib(*r.budget)) : std::nullopt;
     const std::optional<double> predicted =
         r.predicted_peak_activation_bytes ? std::optional(mib(*r.predicted_peak_activation_bytes)) : std::nullopt;
-    out += fmt::format("{},remat,{},{},{:.3f},{},{:.3f},{:.4f},{:.3f},{:.3f},{}\n", r.workload, r.policy,
+    out += fmt::format("{},remat,{},{},{:.3f},{},{:.3f},{:.4f},{:.3f},{:.3f},{},{},{:.1f}\n", r.workload, r.policy,
                        cell(budget, "{:.2f}"), mib(r.peak_activation_bytes), cell(predicted, "{:.3f}"),
                        r.step_ms_median, row.time_vs_keep_all, r.recompute_ms, mib(r.saved_bytes_after_forward),
-                       r.replayed_nodes);
+                       r.replayed_nodes, r.chosen_by, r.planning_ms);
   }
   return out;
 }

@@ -1,7 +1,9 @@
 // The memory/time trade-off of the recompute policies on one workload of
-// ../shared/WORKLOADS.md: run_workload under keep-all first (its measured
-// peak is the reference P), then blocks, sqrt and cost without a budget, then
-// cost and optimal at each budget fraction * P. Writes the sweep as CSV (the
+// ../shared/WORKLOADS.md (or a model of the user's): run_workload under
+// keep-all first (its measured peak is the reference P), then each policy
+// without a budget (those that take one only where that means something:
+// cost and auto), then each policy that takes a budget at each budget
+// fraction * P. Writes the sweep as CSV (the
 // input of tools/plot_tradeoff.py) and JSON. Called by `remat tradeoff`;
 // measures nothing itself (train/workload.h does).
 //
@@ -38,7 +40,11 @@ struct TradeoffOptions {
   // per-step ratios (over rounds, the median of the rounds' medians), and a
   // run's step_ms_median keep-all's times that ratio.
   bool paired = false;
-  // Budgets for cost and optimal, as fractions of keep-all's measured peak.
+  // The policies swept after keep-all (scheduler::policy_names(); an
+  // unknown one is an error listing them).
+  std::vector<std::string> policies{"blocks", "sqrt", "cost", "chain", "milp", "auto"};
+  // Budgets for the policies that take one, as fractions of keep-all's
+  // measured peak.
   std::vector<double> budget_fractions{0.25, 0.35, 0.5, 0.6, 0.75, 0.9};
   // Every run's plan made from this saved profile of the workload
   // (WorkloadOptions::profile_path): the same plans on every sweep.
@@ -75,13 +81,14 @@ void mark_pareto(std::vector<TradeoffRow>& rows);
 
 inline constexpr std::string_view kTradeoffCsvHeader =
     "workload,engine,policy,budget_mib,peak_activation_mib,predicted_peak_mib,step_ms,time_vs_keep_all,"
-    "recompute_ms,saved_mib,replayed_nodes";
+    "recompute_ms,saved_mib,replayed_nodes,chosen_by,planning_ms";
 
 // The header above and one line per measured row (skipped rows are left out:
 // they have no point to plot). engine is "remat"; budget_mib and
 // predicted_peak_mib are empty when the run had none (budget_mib has 2
 // decimals, for the plot's labels; tradeoff_json has the bytes); saved_mib is
-// saved_bytes_after_forward; step_ms the median.
+// saved_bytes_after_forward; step_ms the median; chosen_by the policy whose
+// plan ran (auto's winner); planning_ms make_plan's wall time.
 std::string tradeoff_csv(const std::vector<TradeoffRow>& rows);
 
 // A JSON array: per measured row WorkloadReport::to_json() plus

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "scheduler/checkpointer.h"
 #include "scheduler/profile_json.h"
 #include "train/limits.h"
+#include "train/parse.h"
 #include "train/run_files.h"
 
 namespace remat::train {
@@ -162,6 +164,14 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["recompute_flops"] = recompute_flops;
   j["predicted_recompute_ms"] = predicted_recompute_ms ? nlohmann::ordered_json(*predicted_recompute_ms) : nullptr;
   j["planned_step_ms"] = planned_step_ms ? nlohmann::ordered_json(*planned_step_ms) : nullptr;
+  j["chosen_by"] = chosen_by;
+  j["planning_ms"] = planning_ms;
+  if (solver) {
+    j["solver"] = {{"status", solver->status},         {"objective_ms", solver->objective_ms},
+                   {"bound_ms", solver->bound_ms},     {"gap", solver->gap},
+                   {"solve_seconds", solver->solve_seconds}, {"variables", solver->variables},
+                   {"constraints", solver->constraints},     {"solves", solver->solves}};
+  }
   j["loss_first"] = loss_first;
   j["loss_last"] = loss_last;
   j["parameters"] = parameters;
@@ -253,6 +263,30 @@ WorkloadPlan plan_workload(const WorkloadOptions& options) {
   REMAT_CHECK(checkpointer.plan() && checkpointer.profile(), "plan_workload: the graph of {} changed between steps",
               describe(options.model, options.workload));
   return {*checkpointer.profile(), *checkpointer.plan()};
+}
+
+int64_t keep_all_peak_bytes(const WorkloadOptions& options) {
+  WorkloadOptions keep_all = options;
+  keep_all.policy = "none";
+  keep_all.budget.reset();
+  keep_all.save_profile_path.clear();
+  return plan_workload(keep_all).plan.predicted.peak_bytes;
+}
+
+int64_t resolve_budget(const std::string& text, const WorkloadOptions& options, const std::string& flag) {
+  if (text.empty() || text.back() != '%') return parse_bytes(text, flag);
+  const std::string number = text.substr(0, text.size() - 1);
+  double percent = 0;
+  size_t used = 0;
+  try {
+    percent = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  REMAT_CHECK(used == number.size() && used > 0 && percent > 0 && percent <= 100, "{}: '{}' is not a share of "
+              "keep-all's peak in (0%, 100%]", flag, text);
+  const int64_t peak = keep_all_peak_bytes(options);
+  return std::max<int64_t>(1, std::llround(percent / 100 * static_cast<double>(peak)));
 }
 
 namespace {
@@ -373,6 +407,11 @@ class Run {
     report_.predicted_peak_activation_bytes = step_report.predicted_peak_bytes;
     report_.predicted_recompute_ms = step_report.predicted_recompute_ms;
     report_.planned_step_ms = step_report.planned_step_ms;
+    if (const scheduler::Plan* plan = checkpointer_.plan()) {
+      report_.chosen_by = plan->chosen_by;
+      report_.planning_ms = plan->planning_ms;
+      report_.solver = plan->solver;
+    }
     return times;
   }
 

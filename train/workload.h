@@ -97,6 +97,11 @@ struct WorkloadReport {
   int64_t peak_total_bytes = 0;
   // The liveness simulator's figure for the plan of the timed steps.
   std::optional<int64_t> predicted_peak_activation_bytes;
+  // That plan: whose it is (scheduler::Plan::chosen_by, auto's winner),
+  // how long make_plan took, and a solver's report (milp).
+  std::string chosen_by;
+  double planning_ms = 0;
+  std::optional<scheduler::SolverReport> solver;
   // Bytes backward reads that the plan keeps, and that it drops (replays).
   int64_t kept_bytes = 0, dropped_bytes = 0;
   int64_t replayed_nodes = 0;
@@ -147,5 +152,13 @@ struct WorkloadPlan {
   scheduler::Plan plan;
 };
 WorkloadPlan plan_workload(const WorkloadOptions& options);
+
+// Keep-all's predicted peak activation bytes on the workload (equal to the
+// allocator's on every workload measured), the base of a budget given as a
+// share of it ("50%"): its graph planned under policy none.
+int64_t keep_all_peak_bytes(const WorkloadOptions& options);
+// A budget flag's bytes: "64MiB", a number of bytes, or "P%" of
+// keep_all_peak_bytes(options) (rounded to the byte). `flag` names it in errors.
+int64_t resolve_budget(const std::string& text, const WorkloadOptions& options, const std::string& flag);
 
 }  // namespace remat::train

@@ -48,6 +48,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "scheduler/policies/policy.h"
 
 namespace remat::scheduler {
 namespace {
@@ -663,12 +664,12 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     } catch (const Error&) {  // a plan the engine could not run fits no budget
     }
   };
-  // Plans of the rule-based searches, on the decidable nodes alone, start
-  // the incumbent (the program then looks for cheaper ones).
+  // The other policies' plans (policies::pooled_plans), on the decidable
+  // nodes alone, start the incumbent (the program then looks for cheaper ones).
   {
     std::vector<Tag> keep_all(static_cast<size_t>(c.graph.size()), Tag::Keep);
     check(c.with_forced(keep_all));
-    for (const search::Candidate& candidate : search::descent(c, search::greedy_path(c))) {
+    for (const search::Candidate& candidate : policies::pooled_plans(c)) {
       if (candidate.sim.peak_bytes > target) continue;
       std::vector<Tag> tags = keep_all;
       for (int64_t v : f.decidable()) tags[v] = candidate.tags[v];
@@ -768,4 +769,31 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
   return best;
 }
 
+namespace policies {
+
+// The solver's plan, or where it found none within its time, the fastest
+// least-memory plan that fits, with what the solver said.
+Answer plan_milp(const Request& request) {
+  const search::Context& c = request.c;
+  if (!request.budget) return {.tags = search::all(c, Tag::Keep), .detail = "no budget: keeping all is optimal",
+                               .chosen_by = "milp"};
+  const std::optional<MilpSolution> solution = solve_milp(c, request.target, request.time_limit_s);
+  if (!solution) {
+    Answer answer = fall_back(request, "milp");
+    answer.detail = fmt::format("the solver found no plan within {} bytes in {:.0f} s over its decidable nodes; "
+                                "{}", request.target, request.time_limit_s, answer.detail);
+    return answer;
+  }
+  const MilpReport& r = solution->report;
+  return {.tags = solution->tags,
+          .detail = fmt::format("milp: {}, {:.3f} ms (bound {:.3f}, gap {:.2f}%) in {:.2f} s, {} variables, {} "
+                                "constraints, {} solves", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
+                                r.solve_seconds, r.variables, r.constraints, r.solves),
+          .chosen_by = "milp",
+          .solver = SolverReport{.status = r.status, .objective_ms = r.objective_ms, .bound_ms = r.bound_ms,
+                                 .gap = r.gap, .solve_seconds = r.solve_seconds, .variables = r.variables,
+                                 .constraints = r.constraints, .solves = r.solves}};
+}
+
+}  // namespace policies
 }  // namespace remat::scheduler

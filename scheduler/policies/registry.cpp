@@ -14,6 +14,7 @@ const std::vector<Policy>& registry() {
       {"sqrt", "keep a cut about every sqrt(n) bytes' worth (Chen et al. 2016)", false, &plan_sqrt},
       {"cost", "drop what is cheapest to rebuild per byte", true, &plan_cost},
       {"chain", "the exact optimum over the chain of stages (Beaumont et al.)", true, &plan_chain},
+      {"milp", "the exact optimum over every choice of tags, a mixed-integer program (CBC)", true, &plan_milp},
       {"auto", "the fastest fitting plan of cost, chain, blocks and sqrt", true, &plan_auto},
   };
   return policies;

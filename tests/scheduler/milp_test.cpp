@@ -5,6 +5,7 @@
 // nothing; and on a small GPT it reports its status, bound and gap. W2's
 // figures come from the slow test at the end.
 #include "scheduler/policies/milp.h"
+#include "scheduler/policies/policy.h"
 
 #include <gtest/gtest.h>
 
@@ -178,7 +179,7 @@ TEST(MilpSlow, W2ReportsItsGapWithinAMinute) {
               keep_all / search::kMiB, minimum_peak(profile) / search::kMiB);
   {  // how low plans on the decidable nodes alone reach (the space milp searches)
     int64_t projected = std::numeric_limits<int64_t>::max();
-    for (const search::Candidate& candidate : search::least_memory_plans(c, {})) {
+    for (const search::Candidate& candidate : policies::least_memory_plans(c, {})) {
       std::vector<Tag> tags(profile.nodes.size(), Tag::Keep);
       for (int64_t v = 0; v < profile.size(); ++v) {
         if (c.decidable(v)) tags[v] = candidate.tags[v];

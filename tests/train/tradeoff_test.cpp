@@ -44,7 +44,7 @@ TEST(Tradeoff, ParetoKeepsRowsNoOtherBeatsInBothPeakAndTime) {
 
 TEST(Tradeoff, CsvHasTheHeaderAndOneLinePerMeasuredRow) {
   std::vector<TradeoffRow> rows{measured("none", 20 * kMiB, 400), measured("cost", 10 * kMiB, 440),
-                                measured("optimal", 0, 0)};
+                                measured("chain", 0, 0)};
   rows[0].time_vs_keep_all = 1.0;
   rows[0].report.saved_bytes_after_forward = 16 * kMiB;
   rows[1].report.budget = 10 * kMiB;
@@ -52,21 +52,23 @@ TEST(Tradeoff, CsvHasTheHeaderAndOneLinePerMeasuredRow) {
   rows[1].report.recompute_ms = 12.5;
   rows[1].report.replayed_nodes = 7;
   rows[1].time_vs_keep_all = 1.1;
-  rows[2].skipped = "plan: policy optimal cannot fit";
+  rows[1].report.chosen_by = "cost";
+  rows[1].report.planning_ms = 12.34;
+  rows[2].skipped = "plan: policy chain cannot fit";
   const std::vector<std::string> lines = lines_of(tradeoff_csv(rows));
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0],
             "workload,engine,policy,budget_mib,peak_activation_mib,predicted_peak_mib,step_ms,time_vs_keep_all,"
-            "recompute_ms,saved_mib,replayed_nodes");
-  EXPECT_EQ(lines[1], "W1,remat,none,,20.000,,400.000,1.0000,0.000,16.000,0");
-  EXPECT_EQ(lines[2], "W1,remat,cost,10.00,10.000,10.500,440.000,1.1000,12.500,0.000,7");
+            "recompute_ms,saved_mib,replayed_nodes,chosen_by,planning_ms");
+  EXPECT_EQ(lines[1], "W1,remat,none,,20.000,,400.000,1.0000,0.000,16.000,0,,0.0");
+  EXPECT_EQ(lines[2], "W1,remat,cost,10.00,10.000,10.500,440.000,1.1000,12.500,0.000,7,cost,12.3");
 
   const nlohmann::ordered_json json = tradeoff_json(rows);
   ASSERT_EQ(json.size(), 3u);
   EXPECT_EQ(json[0]["engine"], "remat");
   EXPECT_TRUE(json[0]["budget_fraction"].is_null());
   EXPECT_EQ(json[1]["budget_bytes"], 10 * kMiB);
-  EXPECT_EQ(json[2]["skipped"], "plan: policy optimal cannot fit");
+  EXPECT_EQ(json[2]["skipped"], "plan: policy chain cannot fit");
   EXPECT_EQ(json[2]["pareto"], false);
   for (const auto& j : json) EXPECT_TRUE(j.contains("pareto"));
 }
@@ -90,14 +92,15 @@ TEST(Tradeoff, BadOptionsNameTheValue) {
 TEST(TradeoffSlow, W1SweepRunsEveryPolicyAndSkipsAnUnreachableBudget) {
   std::vector<std::string> progress;
   const std::vector<TradeoffRow> rows =
-      sweep_tradeoff({.workload = "W1", .steps = 1, .warmup = 1, .budget_fractions = {0.1, 0.7, 0.9},
+      sweep_tradeoff({.workload = "W1", .steps = 1, .warmup = 1, .policies = {"blocks", "sqrt", "cost", "chain"},
+                      .budget_fractions = {0.1, 0.7, 0.9},
                       .progress = [&](const std::string& line) { progress.push_back(line); }});
   ASSERT_EQ(rows.size(), 10u);
   EXPECT_EQ(progress.size(), 20u);  // one line before and one after each run
   EXPECT_EQ(progress.front().rfind("[1/10] W1 none", 0), 0u) << progress.front();
 
   const std::vector<std::string> policies{"none", "blocks", "sqrt", "cost", "cost",
-                                          "optimal", "cost", "optimal", "cost", "optimal"};
+                                          "chain", "cost", "chain", "cost", "chain"};
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].report.policy, policies[i]) << i;
 
   const TradeoffRow& keep_all = rows[0];
@@ -131,8 +134,7 @@ TEST(TradeoffSlow, W1SweepRunsEveryPolicyAndSkipsAnUnreachableBudget) {
     }
   }
   // cost reaches 70% and 90% of keep-all, and a smaller budget never
-  // measures a larger peak (optimal may not reach them: its stages are
-  // blocks, and W1 has none).
+  // measures a larger peak.
   ASSERT_TRUE(rows[6].ran() && rows[8].ran()) << rows[6].skipped << rows[8].skipped;
   for (size_t i : {6, 7}) {
     if (!rows[i].ran() || !rows[i + 2].ran()) continue;
