@@ -786,8 +786,8 @@ Answer plan_milp(const Request& request) {
   }
   const MilpReport& r = solution->report;
   return {.tags = solution->tags,
-          .detail = fmt::format("milp: {}, {:.3f} ms (bound {:.3f}, gap {:.2f}%) in {:.2f} s, {} variables, {} "
-                                "constraints, {} solves", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
+          .detail = fmt::format("milp: {} over the values backward reads (the others kept), {:.3f} ms (bound "
+                                "{:.3f}, gap {:.2f}%) in {:.2f} s, {} variables, {} constraints, {} solves", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
                                 r.solve_seconds, r.variables, r.constraints, r.solves),
           .chosen_by = "milp",
           .solver = SolverReport{.status = r.status, .objective_ms = r.objective_ms, .bound_ms = r.bound_ms,
