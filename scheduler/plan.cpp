@@ -104,7 +104,7 @@ void check_overrides(const GraphProfile& graph, const Overrides& overrides) {
 
 }  // namespace
 
-std::vector<std::string> policy_names() { return {"none", "blocks", "sqrt", "cost", "optimal"}; }
+std::vector<std::string> policy_names() { return {"none", "blocks", "sqrt", "cost", "optimal", "dtr"}; }
 
 void check_policy(const std::string& name) {
   REMAT_CHECK(contains(policy_names(), name), "unknown recompute policy '{}' (available: {})", name,
@@ -157,6 +157,8 @@ Plan finish_plan(const GraphProfile& graph, Plan plan) {
 
 Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std::vector<Tag>* current) {
   check_policy(options.policy);
+  REMAT_CHECK(options.policy != "dtr", "plan: policy dtr makes no plan: it evicts at run time within its budget "
+              "(scheduler/policies/dtr.h; a Checkpointer, or bench --policy dtr, runs it)");
   REMAT_CHECK(!options.budget || *options.budget > 0, "plan: the budget must be positive, got {} bytes",
               *options.budget);
   REMAT_CHECK(!options.budget || options.policy == "cost" || options.policy == "optimal",

@@ -19,6 +19,8 @@
 //   optimal  the least recompute time within the budget over plans that
 //            choose, per stage of the graph's chain, keep-all, replay-all or
 //            the cost rule, by dynamic programming (see optimal.h).
+//   dtr      no plan (make_plan refuses it): eviction at run time within a
+//            budget, scheduler/policies/dtr.h; listed so that names check.
 // User overrides (Overrides, checkpoint regions) bind every policy. Budgets
 // are planned with a margin of 1% and 64 bytes for memory the profile
 // cannot see (scheduler/search.cpp).

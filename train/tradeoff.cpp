@@ -44,6 +44,10 @@ void check_options(const TradeoffOptions& options) {
     REMAT_CHECK(std::isfinite(fraction) && fraction > 0 && fraction <= 1,
                 "tradeoff: budget fraction {} is outside (0, 1]", fraction);
   }
+  for (const std::string& policy : options.budgeted_policies) {
+    REMAT_CHECK(policy == "cost" || policy == "optimal" || policy == "dtr", "tradeoff: policy '{}' takes no budget "
+                "(budgeted policies: cost, optimal, dtr)", policy);
+  }
 }
 
 std::string describe(const WorkloadOptions& run, std::optional<double> fraction) {
@@ -73,7 +77,7 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
   const WorkloadOptions base{.workload = options.workload, .threads = options.threads, .steps = options.steps,
                              .warmup = options.warmup, .seed = options.seed, .device = options.device,
                              .profile_path = options.profile_path, .model = options.model};
-  const size_t runs = 4 + 2 * options.budget_fractions.size();
+  const size_t runs = 4 + options.budgeted_policies.size() * options.budget_fractions.size();
   std::vector<TradeoffRow> rows;
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(fmt::format("[{}/{}] {}", rows.size() + 1, runs, line));
@@ -118,9 +122,10 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
     run(o, std::nullopt);
   }
   for (const double fraction : options.budget_fractions) {
-    for (const char* policy : {"cost", "optimal"}) {
+    for (const std::string& policy : options.budgeted_policies) {
       WorkloadOptions o = base;
       o.policy = policy;
+      if (policy == "dtr") o.profile_path.clear();  // it plans nothing, from a profile or not
       o.budget = std::max<int64_t>(1, std::llround(fraction * static_cast<double>(keep_all_peak)));
       run(o, fraction);
     }

@@ -1,7 +1,8 @@
 // The memory/time trade-off of the recompute policies on one workload of
 // ../shared/WORKLOADS.md: run_workload under keep-all first (its measured
 // peak is the reference P), then blocks, sqrt and cost without a budget, then
-// cost and optimal at each budget fraction * P. Writes the sweep as CSV (the
+// cost and optimal (and dtr, when asked: budgeted_policies) at each budget
+// fraction * P. Writes the sweep as CSV (the
 // input of tools/plot_tradeoff.py) and JSON. Called by `remat tradeoff`;
 // measures nothing itself (train/workload.h does).
 //
@@ -40,6 +41,10 @@ struct TradeoffOptions {
   bool paired = false;
   // Budgets for cost and optimal, as fractions of keep-all's measured peak.
   std::vector<double> budget_fractions{0.25, 0.35, 0.5, 0.6, 0.75, 0.9};
+  // The policies run at each budget fraction, in this order: cost, optimal
+  // and (asked for: tradeoff --budgeted-policies cost,optimal,dtr) dtr, the
+  // runtime eviction of scheduler/policies/dtr.h beside the static plans.
+  std::vector<std::string> budgeted_policies{"cost", "optimal"};
   // Every run's plan made from this saved profile of the workload
   // (WorkloadOptions::profile_path): the same plans on every sweep.
   std::string profile_path;
