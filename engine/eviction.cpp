@@ -4,6 +4,7 @@
 #include "engine/eviction.h"
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 #include "engine/autograd.h"
@@ -32,14 +33,20 @@ void ResidentPool::begin_step() {
 
 void ResidentPool::make_room(Allocator& allocator, size_t nbytes) {
   if (busy_ || !active_ || &allocator != allocator_) return;
-  busy_ = true;
-  struct Done {
-    bool& busy;
-    ~Done() { busy = false; }
-  } done{busy_};
   const auto excess = [&] {
     return allocator.stats().live_transient - level_ + static_cast<int64_t>(nbytes) - budget_;
   };
+  if (excess() <= 0) return;
+  busy_ = true;
+  struct Done {
+    ResidentPool& pool;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Done() {
+      pool.busy_ = false;
+      pool.stats_.evicting_ms +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+  } done{*this};
   for (int64_t over = excess(); over > 0; over = excess()) {
     const std::vector<EvictionCandidate> candidates = evictable();
     if (candidates.empty()) {

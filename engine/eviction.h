@@ -65,6 +65,9 @@ struct EvictionStats {
   int64_t rebuilds = 0;       // replays of the pool's nodes (evicted values rebuilt)
   int64_t over_budget_allocations = 0;  // allocations made over budget: nothing was left to evict
   int64_t max_over_budget_bytes = 0;    // the largest excess over the budget they asked for
+  // Wall time spent choosing and freeing victims (the policy's share of the
+  // step's overhead; the rebuilds' is the Profiler's recompute time).
+  double evicting_ms = 0;
 };
 
 class ResidentPool final : public MemoryPressureHandler {

@@ -350,6 +350,7 @@ StepReport Checkpointer::report() const {
     report.rebuilds = stats.rebuilds;
     report.over_budget_allocations = stats.over_budget_allocations;
     report.max_over_budget_bytes = stats.max_over_budget_bytes;
+    report.evicting_ms = stats.evicting_ms;
   }
   return report;
 }

@@ -76,6 +76,7 @@ struct StepReport {
   // nothing left to evict, and the largest excess they asked for.
   int64_t evictions = 0, evicted_bytes = 0, rebuilds = 0;
   int64_t over_budget_allocations = 0, max_over_budget_bytes = 0;
+  double evicting_ms = 0;  // choosing and freeing victims
   std::string str() const;
 };
 

@@ -122,8 +122,9 @@ void check_options(const KjvGptOptions& o) {
   REMAT_CHECK(!o.checkpointing_budget || !o.checkpointing.empty(), "train: --checkpointing-budget needs "
               "--checkpointing cost or optimal (without a policy nothing is recomputed, and the budget would be "
               "ignored; with --gradient-checkpointing the budget goes in --gradient-checkpointing-kwargs)");
-  REMAT_CHECK(!o.checkpointing_budget || o.checkpointing == "cost" || o.checkpointing == "optimal",
-              "train: --checkpointing {} takes no --checkpointing-budget (cost and optimal do)", o.checkpointing);
+  REMAT_CHECK(!o.checkpointing_budget || o.checkpointing == "cost" || o.checkpointing == "optimal" ||
+                  o.checkpointing == "dtr",
+              "train: --checkpointing {} takes no --checkpointing-budget (cost, optimal and dtr do)", o.checkpointing);
   REMAT_CHECK(!o.checkpointing_budget || *o.checkpointing_budget > 0, "train: --checkpointing-budget must be more "
               "than 0 bytes, got {}", o.checkpointing_budget.value_or(0));
   REMAT_CHECK(o.batch_size >= 1, "train: --batch-size must be at least 1, got {}", o.batch_size);

@@ -420,9 +420,10 @@ void check(const TrainingArguments& a) {
   if (a.gradient_checkpointing) {
     scheduler::check_policy(a.gradient_checkpointing_kwargs.policy);
     const std::string& policy = a.gradient_checkpointing_kwargs.policy;
-    REMAT_CHECK(!a.gradient_checkpointing_kwargs.budget || policy == "cost" || policy == "optimal",
-                "training argument gradient_checkpointing_kwargs: policy {} takes no budget (cost and optimal do)",
-                policy);
+    REMAT_CHECK(!a.gradient_checkpointing_kwargs.budget || policy == "cost" || policy == "optimal" ||
+                    policy == "dtr",
+                "training argument gradient_checkpointing_kwargs: policy {} takes no budget (cost, optimal and dtr "
+                "do)", policy);
     if (a.gradient_checkpointing_kwargs.budget) {
       positive("gradient_checkpointing_kwargs.budget", *a.gradient_checkpointing_kwargs.budget);
     }

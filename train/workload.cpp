@@ -167,6 +167,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
     j["rebuilds"] = rebuilds;
     j["over_budget_allocations"] = over_budget_allocations;
     j["max_over_budget_bytes"] = max_over_budget_bytes;
+    j["evicting_ms"] = evicting_ms;
   }
   if (keep_all_peak_activation_bytes) j["keep_all_peak_activation_bytes"] = *keep_all_peak_activation_bytes;
   j["predicted_recompute_ms"] = predicted_recompute_ms ? nlohmann::ordered_json(*predicted_recompute_ms) : nullptr;
@@ -382,6 +383,7 @@ class Run {
     report_.rebuilds = step_report.rebuilds;
     report_.over_budget_allocations = step_report.over_budget_allocations;
     report_.max_over_budget_bytes = step_report.max_over_budget_bytes;
+    report_.evicting_ms = step_report.evicting_ms;
     report_.kept_bytes = step_report.kept_bytes;
     report_.dropped_bytes = step_report.dropped_bytes;
     report_.predicted_peak_activation_bytes = step_report.predicted_peak_bytes;

@@ -115,6 +115,7 @@ struct WorkloadReport {
   // budget with nothing left to evict (and by how much at most).
   int64_t evictions = 0, evicted_bytes = 0, rebuilds = 0;
   int64_t over_budget_allocations = 0, max_over_budget_bytes = 0;
+  double evicting_ms = 0;  // choosing and freeing victims, in the step
   // keep-all's measured peak a budget_fraction was taken of, if one was.
   std::optional<int64_t> keep_all_peak_activation_bytes;
   double loss_first = 0, loss_last = 0;
