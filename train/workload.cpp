@@ -237,6 +237,8 @@ Workload build(const WorkloadOptions& options) {
 }  // namespace
 
 WorkloadPlan plan_workload(const WorkloadOptions& options) {
+  REMAT_CHECK(options.policy != "dtr", "explain: policy dtr makes no plan to explain: it evicts at run time within "
+              "its budget (run it with bench --policy dtr --budget B, which reports its evictions and rebuilds)");
   const scheduler::PlanOptions plan_options{.policy = options.policy, .budget = options.budget,
                                             .overrides = options.overrides};
   if (!options.profile_path.empty()) {  // planned from the saved profile alone: nothing runs
