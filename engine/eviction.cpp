@@ -109,7 +109,7 @@ void ResidentPool::admit(Node& node) {
 void ResidentPool::rebuilt(Node& node) {
   ++stats_.rebuilds;
   node.evicted_ = false;
-  if (node.rebuilt_.storage()) resident_[node.record().sequence_nr] = &node;
+  if (node.in_pool_ && node.rebuilt_.storage()) resident_[node.record().sequence_nr] = &node;
   touch(node);
 }
 
