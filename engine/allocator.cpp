@@ -24,6 +24,7 @@ constexpr size_t kMaxCachedBytes = size_t{2} << 30;
 
 thread_local MemoryCategory t_category = MemoryCategory::Activation;
 thread_local double t_first_touch_ms = 0;
+thread_local MemoryPressureHandler* t_pressure = nullptr;
 
 // Maps a fresh block's pages now, one write per page, and counts the time:
 // the page faults a block costs once, on first use, which the cache spares
@@ -38,6 +39,13 @@ void touch_pages(void* ptr, size_t nbytes) {
 }  // namespace
 
 double first_touch_ms() { return t_first_touch_ms; }
+
+MemoryPressureHandler* set_memory_pressure_handler(MemoryPressureHandler* handler) {
+  MemoryPressureHandler* previous = t_pressure;
+  t_pressure = handler;
+  return previous;
+}
+MemoryPressureHandler* memory_pressure_handler() { return t_pressure; }
 
 std::string_view category_name(MemoryCategory category) {
   switch (category) {
@@ -69,6 +77,8 @@ Allocator::Allocator(Device device, std::unique_ptr<CachingPool> pool) : device_
 Allocator::~Allocator() = default;
 
 void* Allocator::allocate(size_t nbytes, MemoryCategory category) {
+  // Outside the lock: making room frees storages, which deallocate here.
+  if (t_pressure && is_transient(category) && nbytes > 0) t_pressure->make_room(*this, nbytes);
   if (device_.is_meta() || pool_) {  // counted; backed by nothing (meta) or by the pool
     void* ptr = pool_ ? pool_->allocate(nbytes, 0) : nullptr;  // one stream per device so far
     std::lock_guard lock(mutex_);

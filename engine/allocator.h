@@ -26,6 +26,9 @@
 //    measured op time can leave out a cost that steady-state steps never pay.
 // The current category for new storage is set by CategoryGuard (thread-local;
 // Activation by default). ScopedPeak measures the peaks of one region.
+// Before it takes activation or temporary bytes, an allocator asks the
+// memory-pressure handler of the calling thread, if one is installed, to make
+// room (Note [Eviction] in engine/eviction.h).
 #pragma once
 
 #include <array>
@@ -66,6 +69,20 @@ struct MemoryStats {
 };
 
 class CachingPool;
+class Allocator;
+
+// Asked by Allocator::allocate, on the thread that installed it, before
+// `nbytes` of activation or temporary bytes are taken from `allocator`:
+// it may free bytes (evict) to keep a budget; it must not allocate from
+// `allocator` itself. engine/eviction.h's ResidentPool is one.
+class MemoryPressureHandler {
+ public:
+  virtual ~MemoryPressureHandler() = default;
+  virtual void make_room(Allocator& allocator, size_t nbytes) = 0;
+};
+// Installs `handler` (null: none) for this thread; returns the one before.
+MemoryPressureHandler* set_memory_pressure_handler(MemoryPressureHandler* handler);
+MemoryPressureHandler* memory_pressure_handler();
 
 class Allocator {
  public:

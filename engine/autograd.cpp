@@ -5,6 +5,7 @@
 
 #include "engine/allocator.h"
 #include "engine/backward.h"
+#include "engine/eviction.h"
 #include "engine/trace.h"
 
 namespace remat {
@@ -148,11 +149,19 @@ void Node::output_released() {
   if (record_->output_released_before == InputSource::kNone) record_->output_released_before = next_sequence_nr();
 }
 
+Node::~Node() {
+  if (pool_) pool_->leave(*this);
+}
+
 void Node::release_saved() {
   for (SavedValue& value : saved_) value.release();
   // This node's backward has run, so every consumer's already has: no one
   // will ask for a replay any more.
   for (SavedValue& input : replay_inputs_) input.release();
+  if (pool_) {  // Note [Eviction]: nor for its resident output
+    pool_->leave(*this);
+    rebuilt_ = Tensor();
+  }
 }
 
 void Node::drop_use() {
@@ -161,18 +170,36 @@ void Node::drop_use() {
   // stays: rebuild() released it already, or the output was never rebuilt
   // and a node recorded later (forward may still run) can still save it;
   // it goes with this node's own saved values.
+  if (pool_ && rebuilt_.defined()) pool_->dropped(*this);
   rebuilt_ = Tensor();
 }
 
 void Node::promote_to_keep(const Tensor& output) {
   if (record_->tag == Tag::Keep) return;
   record_->tag = Tag::Keep;
+  if (pool_) pool_->leave(*this);  // kept: never evicted
   if (pending_uses_ > 0 && !rebuilt_.defined()) rebuilt_ = output.detach();  // for the saved values made before
   for (SavedValue& input : replay_inputs_) input.release();
 }
 
+SavedValuePins::SavedValuePins(const Node& node) {
+  for (const SavedValue& value : node.saved_) {
+    std::shared_ptr<Node> producer = value.producer();
+    if (!producer || !producer->pool_) continue;
+    producer->pin();
+    pinned_.push_back(std::move(producer));
+  }
+}
+
+SavedValuePins::~SavedValuePins() {
+  for (const std::shared_ptr<Node>& node : pinned_) node->unpin();
+}
+
 Tensor Node::rebuild() {
-  if (rebuilt_.defined()) return rebuilt_;
+  if (rebuilt_.defined()) {
+    if (pool_) pool_->touch(*this);
+    return rebuilt_;
+  }
   REMAT_CHECK(record_->tag == Tag::Recompute, "{}: asked to rebuild an output it kept", name());
   REMAT_CHECK(!replay_failed_, "{}: an earlier replay of it failed, after letting go of the inputs it needs", name());
   REMAT_CHECK(!replay_inputs_.empty() && !replay_inputs_.front().is_released(), "{}: asked to rebuild its output "
@@ -183,7 +210,11 @@ Tensor Node::rebuild() {
   // rebuilt_ will serve every later read until the last one, so the inputs
   // (themselves perhaps rebuilt) go with `inputs`, after forward(); until
   // then `inputs` may be all that refers to one (Note [Replays in place]).
-  for (SavedValue& input : replay_inputs_) input.release();
+  // A resident node's output may be evicted again (Note [Eviction]): it
+  // keeps them, and never writes over one.
+  if (!pool_) {
+    for (SavedValue& input : replay_inputs_) input.release();
+  }
   NoGradGuard no_grad;
   CategoryGuard activations(MemoryCategory::Activation);
   if (observer_) observer_->replay_started(*this, inputs.empty() ? Device::cpu() : inputs.front().device());
@@ -202,6 +233,7 @@ Tensor Node::rebuild() {
   const bool in_place = over >= 0 && static_cast<size_t>(over) < inputs.size() &&
                         rebuilt_.storage() == inputs[static_cast<size_t>(over)].storage();
   discard_side_results();
+  if (pool_) pool_->rebuilt(*this);
   if (observer_) observer_->replayed(*this, in_place);
   inputs.clear();
   return rebuilt_;
@@ -337,7 +369,7 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
   // node saving its own output sees itself as the producer. The policy sees
   // every node, so that it can count positions.
   const Tag asked = t_policy.tag ? t_policy.tag(*node) : Tag::Keep;
-  const Tag chosen = t_region != 0 ? Tag::Recompute : asked;
+  const Tag chosen = t_region != 0 || t_policy.pool ? Tag::Recompute : asked;
   record.tag = views_dropped ? Tag::Recompute : chosen;
   if (record.tag == Tag::Recompute) {
     for (const Tensor& input : inputs) node->replay_inputs_.emplace_back(input);
@@ -356,6 +388,16 @@ Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs) {
     node->recording_inputs_ = &inputs;
     node->recording_output_ = &output;
     node->save(inputs, output);
+  }
+  if (t_policy.pool) {
+    // Note [Eviction]: resident until evicted; reading an input is an access.
+    for (const Tensor& input : inputs) {
+      Node* producer = input.grad_fn().get();
+      if (producer && producer->pool_ && producer->rebuilt_.defined()) producer->pool_->touch(*producer);
+    }
+    node->pool_ = t_policy.pool;
+    node->rebuilt_ = output.detach();
+    node->pool_->admit(*node);
   }
   if (observer) observer->recorded(*node);
   return output;

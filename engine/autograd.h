@@ -47,6 +47,11 @@ namespace remat {
 // same mask from its recorded seed and offset), so gradients are
 // bit-identical to those of a run that kept everything.
 //
+// Under a ResidentPool (Note [Eviction], engine/eviction.h) a node is
+// tagged Recompute and still keeps its output resident after forward; the
+// pool may evict it under its budget, and rebuild() replays it again as
+// often as it is evicted (its replay inputs stay until its own backward).
+//
 // Note [Replays in place]
 // A replay lets go of its replay inputs before it runs forward(), holding
 // them only in its own argument list. An elementwise op (see
@@ -58,6 +63,7 @@ namespace remat {
 // input), and the liveness simulator applies the same rule: both call
 // replay_writes_over_input.
 class Node;
+class ResidentPool;
 
 // The rule of Note [Replays in place], one function for the engine
 // (Node::new_output) and the liveness simulator (scheduler/simulate.cpp): a
@@ -89,6 +95,8 @@ class SavedValue {
   bool holds_value() const { return holds_value_; }
   // True when the value is rebuilt on demand rather than held.
   bool is_dropped() const { return !producer_.expired() || recompute_; }
+  // The Recompute node that rebuilds it (null for a value held directly).
+  std::shared_ptr<Node> producer() const { return producer_.lock(); }
 
  private:
   Tensor value_;
@@ -286,7 +294,7 @@ struct OpTraits {
 
 class Node {
  public:
-  virtual ~Node() = default;
+  virtual ~Node();
 
   virtual std::string_view name() const = 0;
   // The op itself: output from inputs, no autograd. Must be repeatable.
@@ -330,6 +338,16 @@ class Node {
   // before read it too, so it is never replayed.
   void promote_to_keep(const Tensor& output);
 
+  // Note [Eviction]. While pinned (a count), the resident output is never
+  // evicted; the backward executor pins the producers of a node's saved
+  // values while its backward runs.
+  void pin() { ++pins_; }
+  void unpin() { --pins_; }
+  // The output was evicted by its ResidentPool and not rebuilt since.
+  bool evicted() const { return evicted_; }
+  // The ResidentPool this node's output is resident in, or null.
+  const ResidentPool* resident_pool() const { return pool_.get(); }
+
  protected:
   NodeRecord& mutable_record() { return *record_; }
   // forward()'s output buffer: during a replay, input overwritable_input
@@ -355,6 +373,8 @@ class Node {
  private:
   friend Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
   friend class SavedValue;
+  friend class ResidentPool;
+  friend class SavedValuePins;
   void add_use() { ++pending_uses_; }
   void drop_use();
 
@@ -369,6 +389,28 @@ class Node {
   int pending_uses_ = 0;                   // SavedValues that read this node's output
   bool replaying_ = false;                 // rebuild() is running forward()
   bool replay_failed_ = false;             // a replay threw after letting go of its inputs
+  // Note [Eviction]: the pool holding the output resident (null: none), the
+  // pool's clock at its last access, pins, and whether it was evicted.
+  std::shared_ptr<ResidentPool> pool_;
+  uint64_t last_access_ = 0;
+  int pins_ = 0;
+  bool evicted_ = false;
+  bool in_pool_ = false;
+};
+
+// Note [Eviction]: pins the producers of `node`'s saved values that are
+// resident in a pool while it lives (the backward executor, around the
+// node's backward), so that no value the backward reads is evicted between
+// its materialisation and its last read.
+class SavedValuePins {
+ public:
+  explicit SavedValuePins(const Node& node);
+  ~SavedValuePins();
+  SavedValuePins(const SavedValuePins&) = delete;
+  SavedValuePins& operator=(const SavedValuePins&) = delete;
+
+ private:
+  std::vector<std::shared_ptr<Node>> pinned_;
 };
 
 // True when nothing but `t` refers to its storage and `t` covers all of it,
@@ -403,6 +445,9 @@ using KeepInputPolicy = std::function<bool(const Node& consumer, const Node& pro
 struct RecomputePolicy {
   TagPolicy tag;
   KeepInputPolicy keep_input;  // may be empty
+  // Note [Eviction]: every node is tagged Recompute, whatever `tag` says,
+  // and its output stays resident in this pool until evicted.
+  std::shared_ptr<ResidentPool> pool;
 };
 
 class RecomputeScope {

@@ -42,6 +42,8 @@ struct LaterFirst {
 // the events its observer hears (Note [Graph events]).
 Tensors run_node_backward(Node& node, const Tensor& grad_output) {
   TraceSpan span("backward", node.name());
+  // Note [Eviction]: what it reads stays resident until it has run.
+  const SavedValuePins pins(node);
   node.materialize_saved();
   GraphObserver* observer = node.observer();
   if (!observer) return node.backward(grad_output);

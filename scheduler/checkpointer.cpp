@@ -5,6 +5,7 @@
 
 #include "engine/factory.h"
 #include "engine/meta.h"
+#include "scheduler/policies/dtr.h"
 #include "scheduler/search.h"
 
 namespace remat::scheduler {
@@ -23,6 +24,16 @@ bool same_block(const Node& a, const Node& b) {
 
 std::string StepReport::str() const {
   std::string predicted = predicted_peak_bytes ? fmt::format("{:.2f}", *predicted_peak_bytes / kMiB) : "-";
+  if (policy == "dtr") {
+    return fmt::format("step {}: policy dtr{}, peak {:.2f} MiB, {} evictions ({:.2f} MiB), {} rebuilds, {} replays, "
+                       "{:.1f} ms, {:.3g} FLOP{}", step, budget ? fmt::format(" budget {:.2f} MiB", *budget / kMiB) : "",
+                       measured_peak_bytes / kMiB, evictions, evicted_bytes / kMiB, rebuilds, replayed_nodes,
+                       recompute_ms, static_cast<double>(recompute_flops),
+                       over_budget_allocations > 0
+                           ? fmt::format(", {} allocations over budget (by up to {:.2f} MiB)", over_budget_allocations,
+                                         max_over_budget_bytes / kMiB)
+                           : "");
+  }
   return fmt::format("step {}{}: policy {}{}{}, kept {:.2f} MiB, dropped {:.2f} MiB, peak {:.2f} MiB (predicted {}), "
                      "{} replays, {:.1f} ms, {:.3g} FLOP",
                      step, profiling ? " (profiling)" : "", policy,
@@ -37,6 +48,11 @@ Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::m
   check_policy(options_.policy);
   REMAT_CHECK(!options_.budget || takes_budget(options_.policy), "checkpointing: policy {} takes no budget ({} do)",
               options_.policy, budget_policies());
+  if (options_.policy == "dtr") {
+    REMAT_CHECK(options_.budget && *options_.budget > 0, "checkpointing: policy dtr needs a positive budget (the "
+                "runtime cap on a step's activation bytes), e.g. {{.policy = \"dtr\", .budget = 64 << 20}}");
+    pool_ = make_dtr_pool(*options_.budget, device_);
+  }
 }
 
 Checkpointer::Recording::Recording(Checkpointer& owner)
@@ -62,6 +78,7 @@ void Checkpointer::set_device(Device device) {
   records_.clear();
   watch_.reset();
   device_ = device;
+  if (pool_) pool_ = make_dtr_pool(*options_.budget, device_);
 }
 
 std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
@@ -71,7 +88,7 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   records_.clear();
   mismatch_ = false;
   const int64_t step = report_.step + 1;
-  report_ = StepReport{.step = step, .profiling = active_ == nullptr, .policy = options_.policy,
+  report_ = StepReport{.step = step, .profiling = active_ == nullptr && !pool_, .policy = options_.policy,
                        .budget = options_.budget};
   if (active_) report_applying(*active_);
   replays_at_start_ = profiler_->replays();
@@ -79,10 +96,19 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   // The allocator the step's bytes come from: the meta one in a rehearsal.
   watch_ = std::make_unique<TransientPeakWatch>(placement(device_));
   step_start_ = mark_sequence();  // what is allocated from here on is the step's
+  if (pool_) pool_->begin_step();  // the budget counts from here, as the watch does
   return std::make_unique<Recording>(*this);
 }
 
 RecomputePolicy Checkpointer::recording_policy() {
+  if (pool_) {
+    return {.tag = [this](const Node& node) {
+              records_.push_back(node.shared_record());
+              return Tag::Recompute;
+            },
+            .keep_input = {},
+            .pool = pool_};
+  }
   RecomputePolicy policy{.tag = [this](const Node& node) { return tag_for(node); }, .keep_input = {}};
   if (!active_ && options_.policy != "none") {
     // Profiling under `blocks`: a block's output is kept when read outside it.
@@ -202,6 +228,7 @@ void Checkpointer::report_applying(const CachedPlan& cached) {
 void Checkpointer::settle_last_step() {
   if (records_.empty()) return;
   report_ = report();  // freeze the last step's measured figures
+  if (pool_) return;     // dtr: nothing to plan
   if (!records_.back()->measured.backward_ran) return;  // no backward: nothing to plan from
   profiler_->resolve();  // a GPU's times, read now that the step has run
   GraphProfile graph = profile_records(records_, step_start_);
@@ -270,6 +297,7 @@ GraphProfile without_times(GraphProfile graph) {
 
 void Checkpointer::rehearse(const std::function<void()>& step) {
   REMAT_CHECK(!t_recording, "checkpointing: rehearse while a step is recording");
+  if (pool_) return;  // dtr plans nothing: its budget holds from the first step
   settle_last_step();  // a real step before it is planned first
   records_.clear();
   const StepReport before = report_;
@@ -314,6 +342,15 @@ StepReport Checkpointer::report() const {
   report.replayed_nodes = now.nodes - replays_at_start_.nodes;
   report.recompute_ms = now.ms - replays_at_start_.ms;
   report.recompute_flops = now.flops - replays_at_start_.flops;
+  if (pool_ && watch_) {
+    const EvictionStats& stats = pool_->stats();
+    report.evictions = stats.evictions;
+    report.evicted_bytes = stats.evicted_bytes;
+    report.rebuilds = stats.rebuilds;
+    report.over_budget_allocations = stats.over_budget_allocations;
+    report.max_over_budget_bytes = stats.max_over_budget_bytes;
+    report.evicting_ms = stats.evicting_ms;
+  }
   return report;
 }
 

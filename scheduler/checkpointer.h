@@ -26,6 +26,14 @@
 // first step's times are cold, so a graph is planned again after each of
 // the first CachedPlan::kWarmPlans steps its plan ran on, from their median
 // times.
+//
+// Policy dtr (scheduler/policies/dtr.h) plans nothing and profiles nothing
+// first: every step records into its ResidentPool (engine/eviction.h, Note
+// [Eviction]), which evicts resident values when an allocation would take
+// the step's transient bytes over the budget and rebuilds them on demand.
+// Its budget is required; graphs may change from step to step at no cost
+// (there is no plan to invalidate). A step that finds nothing left to evict
+// goes on over the budget, and its report counts that (over_budget_*).
 #pragma once
 
 #include <chrono>
@@ -39,6 +47,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/eviction.h"
 #include "scheduler/plan.h"
 #include "scheduler/profiler.h"
 
@@ -62,6 +71,12 @@ struct StepReport {
   int64_t replayed_nodes = 0;
   double recompute_ms = 0;
   int64_t recompute_flops = 0;
+  // Policy dtr only (engine/eviction.h): storages evicted and their bytes,
+  // rebuilds of evicted values, allocations that went over the budget with
+  // nothing left to evict, and the largest excess they asked for.
+  int64_t evictions = 0, evicted_bytes = 0, rebuilds = 0;
+  int64_t over_budget_allocations = 0, max_over_budget_bytes = 0;
+  double evicting_ms = 0;  // choosing and freeing victims
   std::string str() const;
 };
 
@@ -170,6 +185,7 @@ class Checkpointer {
   uint64_t step_start_ = InputSource::kNone;  // mark_sequence() at the latest record()
   std::unique_ptr<TransientPeakWatch> watch_;
   int64_t plans_made_ = 0;
+  std::shared_ptr<ResidentPool> pool_;  // policy dtr: the pool its steps record into
 };
 
 // Runs fn(inputs) in a checkpoint region (engine's CheckpointRegion): what

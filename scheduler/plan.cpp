@@ -132,6 +132,8 @@ Plan finish_plan(const GraphProfile& graph, Plan plan) {
 
 Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std::vector<Tag>* current) {
   const policies::Policy& policy = policies::find(options.policy);
+  REMAT_CHECK(policy.plan != nullptr, "plan: policy {} makes no plan: it evicts at run time within its budget "
+              "(scheduler/policies/dtr.h; a Checkpointer, or bench --policy dtr, runs it)", options.policy);
   REMAT_CHECK(!options.budget || *options.budget > 0, "plan: the budget must be positive, got {} bytes",
               *options.budget);
   REMAT_CHECK(!options.budget || policy.takes_budget, "plan: policy {} takes no budget ({} do)", options.policy,

@@ -24,6 +24,8 @@
 //            time limit, with its bound and gap (policies/milp.h).
 //   auto     the fastest fitting plan of cost, chain, blocks and sqrt and
 //            the least-memory search, naming the winner (Plan::chosen_by).
+//   dtr      no plan (make_plan refuses it): eviction at run time within a
+//            budget (policies/dtr.h); the Checkpointer runs it.
 // Without a budget, chain and milp keep everything (nothing to trade).
 // User overrides (Overrides, checkpoint regions) bind every policy. Budgets
 // are planned with a margin of 1% and 64 bytes for memory the profile

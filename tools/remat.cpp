@@ -2,7 +2,7 @@
 // no training or measuring logic lives here.
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
-//   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|chain|milp|auto [--budget 64MiB] [--against none] [--save-profile F | --profile F] [--json]
+//   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|chain|milp|auto|dtr [--budget 64MiB|50%] [--against none] [--save-profile F | --profile F] [--json]
 //   remat explain --workload W1|W2|W3 [--device cuda] --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
 //   remat tradeoff --workload W1|W2|W3 | --model ... [--policies blocks,cost,chain,milp,auto] [--budgets 25%,50%,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //   (bench, explain, tradeoff: --model gpt [sizes] | --model mlp --dims 784,1024,10 | --hf DIR instead of --workload)
@@ -470,14 +470,25 @@ void finish_model_spec(const CLI::App* app, remat::train::ModelSpec& spec, const
   }
 }
 
+// "50%" -> 0.5, for bench --budget.
+double parse_percent(const std::string& text, std::string_view what) {
+  double value = 0;
+  const std::string_view number(text.data(), text.size() - 1);
+  const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value);
+  REMAT_CHECK(error == std::errc() && end == number.data() + number.size() && value > 0 && value <= 100,
+              "{}: '{}' is not a share of keep-all's peak in (0, 100]% (examples: 25%, 50%)", what, text);
+  return value / 100;
+}
+
 // The options bench and explain share: which workload, and how to plan it.
 void add_plan_options(CLI::App* command, remat::train::WorkloadOptions& options, std::string& budget) {
   command->add_option("--workload", options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")->capture_default_str();
   command->add_option("--device", options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
       ->capture_default_str();
-  command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost, chain, milp or auto")
-      ->capture_default_str();
-  command->add_option("--budget", budget, "peak activation bytes for cost, chain, milp or auto, e.g. 64MiB or 50% (of keep-all's peak)");
+  command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost, chain, milp, auto or "
+                      "dtr")->capture_default_str();
+  command->add_option("--budget", budget, "peak activation bytes for cost, chain, milp, auto or dtr, e.g. 64MiB, or "
+                      "50% (a share of keep-all's peak)");
   command->add_option("--must-keep", options.overrides.must_keep, "ops whose outputs every plan keeps, e.g. gelu")
       ->delimiter(',');
   command->add_option("--must-recompute", options.overrides.must_recompute,
@@ -674,9 +685,14 @@ int main(int argc, char** argv) {
     }
     if (!bench_seed.empty()) bench_options.seed = parse_seed(bench_seed, "bench --seed");
     if (!tradeoff_seed.empty()) tradeoff_options.seed = parse_seed(tradeoff_seed, "tradeoff --seed");
+    if (!bench_budget.empty() && bench_budget.ends_with('%')) {
+      // A share of keep-all's measured peak (train/workload.h, budget_fraction).
+      bench_options.budget_fraction = parse_percent(bench_budget, "bench --budget");
+    } else if (!bench_budget.empty()) {
+      bench_options.budget = remat::train::parse_bytes(bench_budget, "bench --budget");
+    }
     if (*bench) finish_model_spec(bench, bench_options.model, bench_model);
     if (*explain) finish_model_spec(explain, explain_options.model, explain_model);
-    if (!bench_budget.empty()) bench_options.budget = remat::train::resolve_budget(bench_budget, bench_options, "bench --budget");
     if (!explain_budget.empty()) {
       explain_options.budget = remat::train::resolve_budget(explain_budget, explain_options, "explain --budget");
     }

@@ -48,6 +48,12 @@ void check_options(const TradeoffOptions& options) {
   }
 }
 
+// Keep-all runs first, and chain, milp and dtr need a budget to mean
+// anything: the others run once without one too.
+bool runs_without_budget(const std::string& policy) {
+  return policy != "none" && (!scheduler::takes_budget(policy) || policy == "cost" || policy == "auto");
+}
+
 std::string describe(const WorkloadOptions& run, std::optional<double> fraction) {
   std::string text = fmt::format("{} {}", train::describe(run.model, run.workload), run.policy);
   if (run.budget) text += fmt::format(" budget {:.2f} MiB ({:g} of keep-all)", mib(*run.budget), *fraction);
@@ -75,7 +81,11 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
   const WorkloadOptions base{.workload = options.workload, .threads = options.threads, .steps = options.steps,
                              .warmup = options.warmup, .seed = options.seed, .device = options.device,
                              .profile_path = options.profile_path, .model = options.model};
-  const size_t runs = 4 + 2 * options.budget_fractions.size();
+  size_t runs = 1;  // keep-all
+  for (const std::string& policy : options.policies) {
+    if (runs_without_budget(policy)) ++runs;
+    if (scheduler::takes_budget(policy)) runs += options.budget_fractions.size();
+  }
   std::vector<TradeoffRow> rows;
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(fmt::format("[{}/{}] {}", rows.size() + 1, runs, line));
@@ -115,7 +125,7 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
   run(base, std::nullopt);  // keep-all: policy "none"
   const int64_t keep_all_peak = rows.front().report.peak_activation_bytes;
   for (const std::string& policy : options.policies) {
-    if (policy == "none" || (scheduler::takes_budget(policy) && policy != "cost" && policy != "auto")) continue;
+    if (!runs_without_budget(policy)) continue;
     WorkloadOptions o = base;
     o.policy = policy;
     run(o, std::nullopt);
@@ -125,6 +135,7 @@ std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
       if (!scheduler::takes_budget(policy)) continue;
       WorkloadOptions o = base;
       o.policy = policy;
+      if (policy == "dtr") o.profile_path.clear();  // it plans nothing, from a profile or not
       o.budget = std::max<int64_t>(1, std::llround(fraction * static_cast<double>(keep_all_peak)));
       run(o, fraction);
     }

@@ -42,7 +42,7 @@ struct TradeoffOptions {
   bool paired = false;
   // The policies swept after keep-all (scheduler::policy_names(); an
   // unknown one is an error listing them).
-  std::vector<std::string> policies{"blocks", "sqrt", "cost", "chain", "milp", "auto"};
+  std::vector<std::string> policies{"blocks", "sqrt", "cost", "chain", "milp", "auto", "dtr"};
   // Budgets for the policies that take one, as fractions of keep-all's
   // measured peak.
   std::vector<double> budget_fractions{0.25, 0.35, 0.5, 0.6, 0.75, 0.9};

@@ -162,6 +162,15 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["replayed_nodes"] = replayed_nodes;
   j["recompute_ms"] = recompute_ms;
   j["recompute_flops"] = recompute_flops;
+  if (policy == "dtr") {
+    j["evictions"] = evictions;
+    j["evicted_bytes"] = evicted_bytes;
+    j["rebuilds"] = rebuilds;
+    j["over_budget_allocations"] = over_budget_allocations;
+    j["max_over_budget_bytes"] = max_over_budget_bytes;
+    j["evicting_ms"] = evicting_ms;
+  }
+  if (keep_all_peak_activation_bytes) j["keep_all_peak_activation_bytes"] = *keep_all_peak_activation_bytes;
   j["predicted_recompute_ms"] = predicted_recompute_ms ? nlohmann::ordered_json(*predicted_recompute_ms) : nullptr;
   j["planned_step_ms"] = planned_step_ms ? nlohmann::ordered_json(*planned_step_ms) : nullptr;
   j["chosen_by"] = chosen_by;
@@ -237,6 +246,8 @@ Workload build(const WorkloadOptions& options) {
 }  // namespace
 
 WorkloadPlan plan_workload(const WorkloadOptions& options) {
+  REMAT_CHECK(options.policy != "dtr", "explain: policy dtr makes no plan to explain: it evicts at run time within "
+              "its budget (run it with bench --policy dtr --budget B, which reports its evictions and rebuilds)");
   const scheduler::PlanOptions plan_options{.policy = options.policy, .budget = options.budget,
                                             .overrides = options.overrides};
   if (!options.profile_path.empty()) {  // planned from the saved profile alone: nothing runs
@@ -402,6 +413,12 @@ class Run {
     report_.recompute_ms = step_report.recompute_ms;
     report_.recompute_flops = step_report.recompute_flops;
     report_.replayed_nodes = step_report.replayed_nodes;
+    report_.evictions = step_report.evictions;
+    report_.evicted_bytes = step_report.evicted_bytes;
+    report_.rebuilds = step_report.rebuilds;
+    report_.over_budget_allocations = step_report.over_budget_allocations;
+    report_.max_over_budget_bytes = step_report.max_over_budget_bytes;
+    report_.evicting_ms = step_report.evicting_ms;
     report_.kept_bytes = step_report.kept_bytes;
     report_.dropped_bytes = step_report.dropped_bytes;
     report_.predicted_peak_activation_bytes = step_report.predicted_peak_bytes;
@@ -446,16 +463,42 @@ class Run {
 
 }  // namespace
 
-WorkloadReport run_workload(const WorkloadOptions& options) {
+std::pair<WorkloadOptions, std::optional<int64_t>> resolve_budget(const WorkloadOptions& options) {
+  if (!options.budget_fraction) return {options, std::nullopt};
+  const double fraction = *options.budget_fraction;
+  REMAT_CHECK(std::isfinite(fraction) && fraction > 0 && fraction <= 1, "bench: a budget of {}% of keep-all's peak "
+              "is outside (0, 100]%", 100 * fraction);
+  REMAT_CHECK(!options.budget, "bench: a budget in bytes and one as a fraction of keep-all's peak, not both");
+  WorkloadOptions keep_all = options;
+  keep_all.budget_fraction.reset();
+  keep_all.policy = "none";
+  keep_all.overrides = {};
+  keep_all.warmup = 1;
+  keep_all.steps = 1;
+  keep_all.trace_path.clear();
+  keep_all.profile_path.clear();
+  keep_all.save_profile_path.clear();
+  const int64_t peak = run_workload(keep_all).peak_activation_bytes;
+  WorkloadOptions resolved = options;
+  resolved.budget_fraction.reset();
+  resolved.budget = std::max<int64_t>(1, std::llround(fraction * static_cast<double>(peak)));
+  return {resolved, peak};
+}
+
+WorkloadReport run_workload(const WorkloadOptions& requested) {
+  const auto [options, keep_all_peak] = resolve_budget(requested);
   Run run(options, options.policy, options.budget, options.overrides);
   const int total = options.warmup + options.steps;
   for (int step = 0; step < total; ++step) run.step(step, !options.trace_path.empty() && step + 1 == total);
   if (!options.save_profile_path.empty()) run.save_profile(options.save_profile_path);
-  return run.finish();
+  WorkloadReport report = run.finish();
+  report.keep_all_peak_activation_bytes = keep_all_peak;
+  return report;
 }
 
-PairedReport run_paired_workload(const WorkloadOptions& options, const std::string& against) {
+PairedReport run_paired_workload(const WorkloadOptions& requested, const std::string& against) {
   scheduler::check_policy(against);
+  const auto [options, keep_all_peak] = resolve_budget(requested);
   Run run(options, options.policy, options.budget, options.overrides);
   Run baseline(options, against, std::nullopt, {});
   PairedReport paired;
@@ -484,6 +527,7 @@ PairedReport run_paired_workload(const WorkloadOptions& options, const std::stri
                      .replays_ms = median(replays)};
   if (!options.save_profile_path.empty()) run.save_profile(options.save_profile_path);
   paired.report = run.finish();
+  paired.report.keep_all_peak_activation_bytes = keep_all_peak;
   paired.baseline = baseline.finish();
   return paired;
 }

@@ -43,6 +43,10 @@ struct WorkloadOptions {
   std::string workload = "W1";
   std::string policy = "none";
   std::optional<int64_t> budget;  // peak activation bytes, for the policies that take one (scheduler::takes_budget)
+  // A budget as a fraction of keep-all's measured peak (bench --budget 50%),
+  // in (0, 1]: run_workload first measures policy none's peak on the same
+  // workload (one warm-up and one step), then sets `budget` from it.
+  std::optional<double> budget_fraction;
   scheduler::Overrides overrides;  // ops always kept / always replayed
   int threads = 1;
   int steps = 10;   // timed steps
@@ -111,6 +115,14 @@ struct WorkloadReport {
   // was made from (StepReport), for seeing how far the measured figures moved.
   std::optional<double> predicted_recompute_ms, planned_step_ms;
   int64_t recompute_flops = 0;
+  // Policy dtr (scheduler/policies/dtr.h), the last timed step's: storages
+  // evicted and their bytes, rebuilds, and allocations that went over the
+  // budget with nothing left to evict (and by how much at most).
+  int64_t evictions = 0, evicted_bytes = 0, rebuilds = 0;
+  int64_t over_budget_allocations = 0, max_over_budget_bytes = 0;
+  double evicting_ms = 0;  // choosing and freeing victims, in the step
+  // keep-all's measured peak a budget_fraction was taken of, if one was.
+  std::optional<int64_t> keep_all_peak_activation_bytes;
   double loss_first = 0, loss_last = 0;
   int64_t parameters = 0;
 
@@ -120,6 +132,10 @@ struct WorkloadReport {
 // Runs W1 or W2 under a recompute policy of scheduler/policies.h; an unknown
 // workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
+
+// `options` with budget_fraction resolved into budget (see there), and the
+// keep-all peak it was taken of; unchanged, and nullopt, without one.
+std::pair<WorkloadOptions, std::optional<int64_t>> resolve_budget(const WorkloadOptions& options);
 
 // Where a paired run's extra time went: the medians over the pairs of its
 // forward's and its backward's excess over against's (the backward's less

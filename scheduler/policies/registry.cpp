@@ -16,6 +16,9 @@ const std::vector<Policy>& registry() {
       {"chain", "the exact optimum over the chain of stages (Beaumont et al.)", true, &plan_chain},
       {"milp", "the exact optimum over every choice of tags, a mixed-integer program (CBC)", true, &plan_milp},
       {"auto", "the fastest fitting plan of cost, chain, blocks and sqrt", true, &plan_auto},
+      // No plan: eviction at run time within the budget (dtr.h); the
+      // Checkpointer runs it, make_plan refuses it.
+      {"dtr", "evict at run time within the budget (Kirisame et al. 2021)", true, nullptr},
   };
   return policies;
 }

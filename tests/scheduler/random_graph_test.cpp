@@ -181,6 +181,60 @@ TEST(RandomGraph, PlannedStepMatchesKeepAllGradientsAndPredictedPeak) {
   EXPECT_GT(budgets, 20);
 }
 
+// 240 graphs (every 8th in float64) under policy dtr (no plan: eviction at
+// run time), two steps each, at a random budget: for even graphs from 1 byte
+// to keep-all's peak, for odd ones from the least budget a static plan
+// meets (minimum_budget) to keep-all's. The gradients are keep-all's bit
+// for bit, the measured peak never passes the budget by more than the
+// excess the step reported, and stays within it when no allocation went
+// over; from the static minimum up, dtr fits nearly always.
+TEST(RandomGraph, DtrStepsMatchKeepAllGradientsWithinTheirBudget) {
+  int evicting = 0, within = 0, above_minimum = 0, within_above_minimum = 0;
+  for (uint64_t i = 0; i < 240; ++i) {
+    const uint64_t seed = kBaseSeed + 3000 + i;
+    RandomGraph graph(seed, i % 8 == 7 ? DType::Float64 : DType::Float32);
+    const Reference ref = reference_step(graph);
+    std::mt19937_64 rng(seed * 104729);
+    const int64_t keep_all = std::max<int64_t>(1, peak_of(ref.profile, "none"));
+    const bool from_minimum = i % 2 == 1;
+    const int64_t low = from_minimum ? minimum_budget(ref.profile) : 1;
+    const int64_t high = std::max(low, from_minimum ? budget_for(keep_all) : keep_all);
+    const int64_t budget = low + static_cast<int64_t>(rng() % static_cast<uint64_t>(high - low + 1));
+    SCOPED_TRACE(trace(seed, graph, "dtr", budget));
+    try {
+      Checkpointer checkpointer({.policy = "dtr", .budget = budget});
+      for (int step = 1; step <= 2; ++step) {
+        graph.zero_grads();
+        Tensor loss;
+        {
+          auto recording = checkpointer.record();
+          loss = graph.build();
+        }
+        loss.backward();
+        const StepReport report = checkpointer.report();
+        EXPECT_EQ(first_difference(ref.grads, gradients_of(graph)), "") << report.str();
+        EXPECT_LE(report.measured_peak_bytes, budget + report.max_over_budget_bytes) << report.str();
+        if (report.over_budget_allocations == 0) EXPECT_LE(report.measured_peak_bytes, budget) << report.str();
+        if (step == 2) {
+          evicting += report.evictions > 0 ? 1 : 0;
+          within += report.over_budget_allocations == 0 ? 1 : 0;
+          above_minimum += from_minimum ? 1 : 0;
+          within_above_minimum += from_minimum && report.over_budget_allocations == 0 ? 1 : 0;
+        }
+      }
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+  // The budgets span the range: many graphs evict, and many fit.
+  EXPECT_GT(evicting, 60);
+  EXPECT_GT(within, 30);
+  EXPECT_GE(within_above_minimum * 10, above_minimum * 9) << within_above_minimum << " of " << above_minimum;
+  RecordProperty("evicting", evicting);
+  RecordProperty("within", within);
+  RecordProperty("within_above_minimum", fmt::format("{} of {}", within_above_minimum, above_minimum));
+}
+
 // On each graph's profile: a budget one byte below minimum_peak is an
 // error for cost, chain and auto (minimum_peak is "the smallest simulated
 // peak any policy reaches"), cost's message names minimum_peak, and the

@@ -86,6 +86,24 @@ TEST(Tradeoff, BadOptionsNameTheValue) {
   EXPECT_NE(message({.warmup = 0}).find("got 0"), std::string::npos);
   EXPECT_NE(message({.budget_fractions = {0.5, 1.5}}).find("1.5"), std::string::npos);
   EXPECT_NE(message({.budget_fractions = {-0.25}}).find("-0.25"), std::string::npos);
+  EXPECT_NE(message({.policies = {"blocks", "sqrtt"}}).find("unknown recompute policy 'sqrtt'"), std::string::npos);
+}
+
+// dtr beside the static plans (tradeoff --policies).
+TEST(Tradeoff, DtrRunsAtEachFractionWhenAskedFor) {
+  const ModelSpec mlp{.kind = "mlp", .dims = {32, 128, 128, 128, 128, 128, 128, 128, 128, 10}, .batch_size = 256};
+  const std::vector<TradeoffRow> rows = sweep_tradeoff(
+      {.steps = 1, .warmup = 1, .policies = {"blocks", "sqrt", "cost", "dtr"}, .budget_fractions = {0.5, 0.8},
+       .model = mlp});
+  ASSERT_EQ(rows.size(), 8u);
+  const std::vector<std::string> policies{"none", "blocks", "sqrt", "cost", "cost", "dtr", "cost", "dtr"};
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].report.policy, policies[i]) << i;
+  for (const size_t i : {5u, 7u}) {
+    ASSERT_TRUE(rows[i].ran()) << rows[i].skipped;
+    EXPECT_LE(rows[i].report.peak_activation_bytes, *rows[i].report.budget);
+    EXPECT_GT(rows[i].report.evictions, 0);
+  }
+  EXPECT_NE(tradeoff_csv(rows).find(",dtr,"), std::string::npos);
 }
 
 // About 15 steps of W1 (0.4 s each at 1 thread).

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "nn/gpt2_pretrained.h"
@@ -162,6 +163,33 @@ TEST(Workload, AModelOfOnesOwnRunsUnderEveryPolicyAndIsNamed) {
   EXPECT_EQ(hf.parameters, plain.parameters);
   // The folder's weights, not a fresh initialisation from the run's seed.
   EXPECT_NE(hf.loss_first, plain.loss_first);
+}
+
+// An MLP of 8 hidden layers at batch 256 (128 KiB a value): dtr at half of
+// keep-all's measured peak (bench --budget 50%) keeps to it from the first
+// step, evicts and rebuilds, and trains as keep-all does, bit for bit.
+TEST(Workload, DtrRunsAtAShareOfKeepAllsPeakAndCountsItsEvictions) {
+  const ModelSpec mlp{.kind = "mlp", .dims = {32, 128, 128, 128, 128, 128, 128, 128, 128, 10}, .batch_size = 256};
+  const WorkloadReport keep_all = run_workload({.policy = "none", .steps = 2, .warmup = 1, .model = mlp});
+  const WorkloadReport dtr =
+      run_workload({.policy = "dtr", .budget_fraction = 0.5, .steps = 2, .warmup = 1, .model = mlp});
+  ASSERT_TRUE(dtr.keep_all_peak_activation_bytes.has_value());
+  ASSERT_TRUE(dtr.budget.has_value());
+  EXPECT_EQ(*dtr.budget, std::llround(0.5 * static_cast<double>(*dtr.keep_all_peak_activation_bytes)));
+  EXPECT_EQ(*dtr.keep_all_peak_activation_bytes, keep_all.peak_activation_bytes);
+  EXPECT_LE(dtr.peak_activation_bytes, *dtr.budget);
+  EXPECT_LE(dtr.first_step_peak_activation_bytes, *dtr.budget);
+  EXPECT_EQ(dtr.over_budget_allocations, 0);
+  EXPECT_GT(dtr.evictions, 0);
+  EXPECT_GT(dtr.rebuilds, 0);
+  EXPECT_EQ(dtr.replayed_nodes, dtr.rebuilds);
+  EXPECT_GT(dtr.recompute_flops, 0);
+  EXPECT_EQ(dtr.loss_first, keep_all.loss_first);
+  EXPECT_EQ(dtr.loss_last, keep_all.loss_last);
+  const auto json = dtr.to_json();
+  EXPECT_EQ(json["evictions"], dtr.evictions);
+  EXPECT_EQ(json["keep_all_peak_activation_bytes"], keep_all.peak_activation_bytes);
+  EXPECT_FALSE(keep_all.to_json().contains("evictions"));
 }
 
 TEST(Workload, AModelOfOnesOwnWithBadSizesIsAnErrorNamingThem) {
