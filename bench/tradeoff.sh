@@ -15,6 +15,8 @@
 #
 #   bench/tradeoff.sh [W1|W2] [OUT]          (defaults: W2, docs/tradeoff)
 #   REMAT=build-x/remat bench/tradeoff.sh W1 /tmp/tradeoff
+#   POLICIES=cost,chain,milp,auto,dtr BUDGETS=25%,50% bench/tradeoff.sh W2 /tmp/w2
+#   (defaults: every policy; budgets 25%,35%,50%,60%,75%,90% of keep-all's peak)
 #
 # W2 takes many minutes: run it on a quiet machine, once.
 set -euo pipefail
@@ -27,10 +29,12 @@ python=${PYTHON:-/usr/bin/python3}  # Debian's: the one that sees python3-torch 
 threads=1
 steps=${STEPS:-6}
 rounds=${ROUNDS:-1}
+policies=${POLICIES:-blocks,sqrt,cost,chain,milp,auto,dtr}
+budgets=${BUDGETS:-25%,35%,50%,60%,75%,90%}
 
 case "$workload" in
-  W1) policies="none sequential4" ;;
-  W2) policies="none blocks every2" ;;
+  W1) torch_policies="none sequential4" ;;
+  W2) torch_policies="none blocks every2" ;;
   *) echo "bench/tradeoff.sh: unknown workload '$workload' (W1 or W2)" >&2; exit 2 ;;
 esac
 if [[ ! -x "$remat" ]]; then
@@ -40,11 +44,11 @@ fi
 
 echo "== remat tradeoff $workload ($threads thread, $steps steps per run)" >&2
 "$remat" tradeoff --workload "$workload" --threads "$threads" --steps "$steps" --warmup 3 --rounds "$rounds" --paired \
-  --out "$out"
+  --policies "$policies" --budgets "$budgets" --out "$out"
 
-echo "== PyTorch $workload: $policies" >&2
+echo "== PyTorch $workload: $torch_policies" >&2
 : > "$out/pytorch.jsonl"
-for policy in $policies; do
+for policy in $torch_policies; do
   echo "pytorch $workload $policy ..." >&2
   "$python" "$root/bench/torch_reference.py" --workload "$workload" --policy "$policy" --threads "$threads" \
     --steps "$steps" | tail -n 1 >> "$out/pytorch.jsonl"

@@ -146,7 +146,15 @@ TEST(Workload, AModelOfOnesOwnRunsUnderEveryPolicyAndIsNamed) {
   for (const std::string policy : {"blocks", "sqrt", "cost", "auto"}) {
     const WorkloadReport report = run_workload({.policy = policy, .steps = 2, .warmup = 1, .model = gpt});
     EXPECT_EQ(report.loss_last, plain.loss_last) << policy;  // bit for bit, dropout included
-    if (policy == "blocks") EXPECT_GT(report.dropped_bytes, 0);  // it replays inside each block
+    if (policy == "blocks") {
+      EXPECT_GT(report.dropped_bytes, 0);  // it replays inside each block
+    }
+  }
+  for (const std::string policy : {"chain", "milp", "dtr"}) {  // they need a budget: half of keep-all's peak
+    const WorkloadReport report =
+        run_workload({.policy = policy, .budget_fraction = 0.5, .steps = 2, .warmup = 1, .model = gpt});
+    EXPECT_EQ(report.loss_last, plain.loss_last) << policy;
+    EXPECT_LE(report.peak_activation_bytes, *report.budget) << policy;
   }
   const ModelSpec mlp{.kind = "mlp", .dims = {8, 16, 4}, .batch_size = 4};
   const WorkloadReport small = run_workload({.policy = "cost", .steps = 1, .warmup = 1, .model = mlp});
