@@ -82,8 +82,8 @@ class Module {
   bool is_training() const { return training_; }
 
   // Activation checkpointing of this module's forward, planned by
-  // scheduler/ (policy none, blocks, sqrt, cost, chain, milp or auto, and for
-  // the last four a byte budget). The first step of a graph profiles it; plans
+  // scheduler/ (policy none, blocks, sqrt, cost, chain, milp, auto or dtr,
+  // and for the last five a byte budget). The first step of a graph profiles it; plans
   // apply from the next step on. With a saved profile of the graph
   // (scheduler/profile_json.h), every step runs under its plan, the first
   // too, and the plan is kept (never re-planned from this run's times: the

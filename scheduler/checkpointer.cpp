@@ -271,6 +271,8 @@ void Checkpointer::settle_last_step() {
 
 void Checkpointer::plan_from(GraphProfile graph) {
   REMAT_CHECK(!t_recording, "checkpointing: plan_from while a step is recording");
+  REMAT_CHECK(!pool_, "checkpointing: policy dtr makes no plan, so a saved profile has nothing to plan (leave the "
+              "profile out: dtr evicts at run time within its budget)");
   auto cached = std::make_shared<CachedPlan>();
   cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);  // a budget below the minimum fails here, before any step

@@ -133,7 +133,7 @@ Plan finish_plan(const GraphProfile& graph, Plan plan) {
 Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std::vector<Tag>* current) {
   const policies::Policy& policy = policies::find(options.policy);
   REMAT_CHECK(policy.plan != nullptr, "plan: policy {} makes no plan: it evicts at run time within its budget "
-              "(scheduler/policies/dtr.h; a Checkpointer, or bench --policy dtr, runs it)", options.policy);
+              "(scheduler/policies/dtr.h; a Checkpointer runs it)", options.policy);
   REMAT_CHECK(!options.budget || *options.budget > 0, "plan: the budget must be positive, got {} bytes",
               *options.budget);
   REMAT_CHECK(!options.budget || policy.takes_budget, "plan: policy {} takes no budget ({} do)", options.policy,
@@ -153,7 +153,7 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std:
   if (current) {
     REMAT_CHECK(static_cast<int64_t>(current->size()) == graph.size(), "plan: the current plan has {} tags for a "
                 "graph of {} nodes", current->size(), graph.size());
-    applied = Candidate{*current, c.simulate(*current), "the plan applied so far"};
+    applied = Candidate{*current, c.simulate(*current), std::string(policies::kAppliedPlan)};
     fallback.push_back(*applied);
   }
   int64_t target = 0;

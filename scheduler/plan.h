@@ -12,7 +12,7 @@
 //   blocks   replay everything inside a block (BlockScope), keep what is
 //            read outside its block: gradient_checkpointing_enable.
 //   sqrt     Chen et al. 2016: cut the graph where one value separates it,
-//            keep a cut about every sqrt(n) bytes' worth, replay the rest.
+//            keep a cut every total/sqrt(#cuts) bytes, replay the rest.
 //   cost     the cost rule: drop what is cheapest to rebuild per byte. No
 //            budget: memory-bound values, replays within 5% of the step.
 //            With a budget: the fastest fitting plan along its descent.
@@ -86,7 +86,7 @@ struct Plan {
   // The smallest simulated peak a plan reaches on this graph, and the
   // smallest budget the policies accept for it (the margin added):
   // functions of the graph's bytes alone, the same on every run and
-  // machine (search.h, Note [Budgets from bytes alone]).
+  // machine (policies/policy.h, Note [Budgets from bytes alone]).
   int64_t minimum_peak_bytes = std::numeric_limits<int64_t>::max();
   int64_t minimum_budget_bytes = 0;
   double planning_ms = 0;  // wall time make_plan took
@@ -95,7 +95,7 @@ struct Plan {
 std::vector<std::string> policy_names();
 void check_policy(const std::string& name);  // an unknown name is an error listing the known ones
 bool takes_budget(const std::string& policy);
-// The policies that take a budget, as a phrase for errors ("cost, chain, milp and auto").
+// The policies that take a budget, as a phrase for errors ("cost, chain, milp, auto and dtr").
 std::string budget_policies();
 
 // The plan of options.policy for `graph`. Whether a budget is feasible

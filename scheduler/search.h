@@ -75,7 +75,7 @@ const Candidate* fastest_fitting(const std::vector<Candidate>& pool, int64_t tar
 const Candidate& least_memory(const std::vector<Candidate>& pool);
 
 // `graph` under the nominal clocks of Note [Budgets from bytes alone]
-// (policies/least_memory.cpp): fixed prices of each node's FLOPs and bytes,
+// (policies/policy.h): fixed prices of each node's FLOPs and bytes,
 // the same on every run and machine, that only order a search.
 std::vector<GraphProfile> nominal_profiles(const GraphProfile& graph);
 // `graph` with the roofline clock's nominal times in place of measured

@@ -4,7 +4,7 @@
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
 //   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|chain|milp|auto|dtr [--budget 64MiB|50%] [--against none] [--save-profile F | --profile F] [--json]
 //   remat explain --workload W1|W2|W3 [--device cuda] --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
-//   remat tradeoff --workload W1|W2|W3 | --model ... [--policies blocks,cost,chain,milp,auto] [--budgets 25%,50%,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
+//   remat tradeoff --workload W1|W2|W3 | --model ... [--policies blocks,cost,chain,milp,auto,dtr] [--budgets 25%,50%,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //   (bench, explain, tradeoff: --model gpt [sizes] | --model mlp --dims 784,1024,10 | --hf DIR instead of --workload)
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
@@ -356,7 +356,8 @@ std::vector<double> parse_fractions(const std::string& text) {
     double value = 0;
     const auto [end, error] = std::from_chars(item.data(), item.data() + digits, value);
     REMAT_CHECK(digits > 0 && error == std::errc() && end == item.data() + digits,
-                "tradeoff --budgets: '{}' in '{}' is not a number or a percentage (example: 0.25,0.5 or 25%,50%)",
+                "tradeoff --budgets/--fractions: '{}' in '{}' is not a number or a percentage (example: 0.25,0.5 or "
+                "25%,50%)",
                 item, text);
     fractions.push_back(percent ? value / 100 : value);
     if (comma == std::string::npos) return fractions;
@@ -556,10 +557,10 @@ int main(int argc, char** argv) {
   kjv_only.push_back(train->add_option("--block-size", kjv.block_size, "kjv-gpt: context length")->capture_default_str());
   kjv_only.push_back(train->add_option("--dropout", kjv.dropout, "kjv-gpt: dropout probability")->capture_default_str());
   kjv_only.push_back(train->add_option("--checkpointing", kjv.checkpointing,
-                                       "kjv-gpt: activation checkpointing policy (blocks, sqrt, cost, chain, milp, auto)"));
+                                       "kjv-gpt: activation checkpointing policy (blocks, sqrt, cost, chain, milp, auto, dtr)"));
   std::string kjv_budget;
   kjv_only.push_back(train->add_option("--checkpointing-budget", kjv_budget,
-                                       "kjv-gpt: peak activation bytes for cost, chain, milp or auto, e.g. 32MiB"));
+                                       "kjv-gpt: peak activation bytes for cost, chain, milp, auto or dtr, e.g. 32MiB"));
   kjv_only.push_back(train->add_option("--checkpointing-profile", kjv.checkpointing_profile,
                                        "kjv-gpt: plan the first step from this saved profile (the budget holds from "
                                        "it)"));
@@ -636,10 +637,11 @@ int main(int argc, char** argv) {
   std::string tradeoff_seed;
   tradeoff->add_option("--seed", tradeoff_seed, "seed of weights and batch (0)");
   tradeoff->add_option("--policies", tradeoff_options.policies, "policies swept after keep-all, e.g. "
-                       "blocks,sqrt,cost,chain,milp,auto")->delimiter(',')->capture_default_str();
-  tradeoff->add_option("--budgets", fractions, "the same as --fractions, as percentages or fractions: 25%,50%,...");
-  tradeoff->add_option("--fractions", fractions,
-                       "budgets of the policies that take one, as fractions of keep-all's peak (0.25,0.35,0.5,0.6,0.75,0.9)");
+                       "blocks,sqrt,cost,chain,milp,auto,dtr")->delimiter(',')->capture_default_str();
+  CLI::Option* budgets = tradeoff->add_option("--budgets", fractions, "budgets of the policies that take one, as "
+                                              "shares of keep-all's peak: 25%,50% or 0.25,0.5 "
+                                              "(25%,35%,50%,60%,75%,90%)");
+  tradeoff->add_option("--fractions", fractions, "the same as --budgets (its older name)")->excludes(budgets);
   tradeoff->add_option("--profile", tradeoff_options.profile_path, "plan every run from this saved profile (JSON, "
                        "from bench or explain --save-profile): the same plans on every sweep");
   tradeoff->add_option("--out", out_dir, "folder for tradeoff.csv, tradeoff.json and graph_<policy>.dot")->required();
@@ -693,8 +695,10 @@ int main(int argc, char** argv) {
     }
     if (*bench) finish_model_spec(bench, bench_options.model, bench_model);
     if (*explain) finish_model_spec(explain, explain_options.model, explain_model);
-    if (!explain_budget.empty()) {
-      explain_options.budget = remat::train::resolve_budget(explain_budget, explain_options, "explain --budget");
+    if (!explain_budget.empty() && explain_budget.ends_with('%')) {
+      explain_options.budget_fraction = parse_percent(explain_budget, "explain --budget");
+    } else if (!explain_budget.empty()) {
+      explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
     }
     if (*tradeoff) finish_model_spec(tradeoff, tradeoff_options.model, tradeoff_model);
     if (*bench) run_bench(bench_options, against, json);

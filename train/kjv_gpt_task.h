@@ -26,7 +26,7 @@ struct KjvGptOptions {
   int64_t block_size = 128;
   double dropout = 0.0;
   // Activation checkpointing (docs/checkpointing.md): a policy of
-  // scheduler/plan.h, "" for none, and for the policies that take one (cost, chain, milp, auto) a byte budget.
+  // scheduler/plan.h, "" for none, and for the policies that take one (cost, chain, milp, auto, dtr) a byte budget.
   std::string checkpointing;
   std::optional<int64_t> checkpointing_budget;
   // A profile of this model's graph saved by an earlier run

@@ -245,7 +245,8 @@ Workload build(const WorkloadOptions& options) {
 
 }  // namespace
 
-WorkloadPlan plan_workload(const WorkloadOptions& options) {
+WorkloadPlan plan_workload(const WorkloadOptions& requested) {
+  const WorkloadOptions options = resolve_budget(requested).first;
   REMAT_CHECK(options.policy != "dtr", "explain: policy dtr makes no plan to explain: it evicts at run time within "
               "its budget (run it with bench --policy dtr --budget B, which reports its evictions and rebuilds)");
   const scheduler::PlanOptions plan_options{.policy = options.policy, .budget = options.budget,
@@ -274,30 +275,6 @@ WorkloadPlan plan_workload(const WorkloadOptions& options) {
   REMAT_CHECK(checkpointer.plan() && checkpointer.profile(), "plan_workload: the graph of {} changed between steps",
               describe(options.model, options.workload));
   return {*checkpointer.profile(), *checkpointer.plan()};
-}
-
-int64_t keep_all_peak_bytes(const WorkloadOptions& options) {
-  WorkloadOptions keep_all = options;
-  keep_all.policy = "none";
-  keep_all.budget.reset();
-  keep_all.save_profile_path.clear();
-  return plan_workload(keep_all).plan.predicted.peak_bytes;
-}
-
-int64_t resolve_budget(const std::string& text, const WorkloadOptions& options, const std::string& flag) {
-  if (text.empty() || text.back() != '%') return parse_bytes(text, flag);
-  const std::string number = text.substr(0, text.size() - 1);
-  double percent = 0;
-  size_t used = 0;
-  try {
-    percent = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  REMAT_CHECK(used == number.size() && used > 0 && percent > 0 && percent <= 100, "{}: '{}' is not a share of "
-              "keep-all's peak in (0%, 100%]", flag, text);
-  const int64_t peak = keep_all_peak_bytes(options);
-  return std::max<int64_t>(1, std::llround(percent / 100 * static_cast<double>(peak)));
 }
 
 namespace {
@@ -466,19 +443,29 @@ class Run {
 std::pair<WorkloadOptions, std::optional<int64_t>> resolve_budget(const WorkloadOptions& options) {
   if (!options.budget_fraction) return {options, std::nullopt};
   const double fraction = *options.budget_fraction;
-  REMAT_CHECK(std::isfinite(fraction) && fraction > 0 && fraction <= 1, "bench: a budget of {}% of keep-all's peak "
-              "is outside (0, 100]%", 100 * fraction);
-  REMAT_CHECK(!options.budget, "bench: a budget in bytes and one as a fraction of keep-all's peak, not both");
+  REMAT_CHECK(std::isfinite(fraction) && fraction > 0 && fraction <= 1, "budget: {}% of keep-all's peak is outside "
+              "(0, 100]%", 100 * fraction);
+  REMAT_CHECK(!options.budget, "budget: a budget in bytes and one as a share of keep-all's peak, not both");
+  scheduler::check_policy(options.policy);
+  REMAT_CHECK(scheduler::takes_budget(options.policy), "budget: policy {} takes no budget ({} do)", options.policy,
+              scheduler::budget_policies());
   WorkloadOptions keep_all = options;
   keep_all.budget_fraction.reset();
   keep_all.policy = "none";
   keep_all.overrides = {};
   keep_all.warmup = 1;
-  keep_all.steps = 1;
   keep_all.trace_path.clear();
-  keep_all.profile_path.clear();
   keep_all.save_profile_path.clear();
-  const int64_t peak = run_workload(keep_all).peak_activation_bytes;
+  // Keep-all's predicted peak: a function of the graph's bytes, the same
+  // from a saved profile as from a run (and the allocator's to the byte on
+  // every workload measured).
+  int64_t peak = 0;
+  if (!keep_all.profile_path.empty()) {
+    const scheduler::GraphProfile saved = scheduler::load_profile(keep_all.profile_path);
+    peak = scheduler::simulate(saved, std::vector<Tag>(saved.nodes.size(), Tag::Keep)).peak_bytes;
+  } else {
+    peak = plan_workload(keep_all).plan.predicted.peak_bytes;
+  }
   WorkloadOptions resolved = options;
   resolved.budget_fraction.reset();
   resolved.budget = std::max<int64_t>(1, std::llround(fraction * static_cast<double>(peak)));

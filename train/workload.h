@@ -44,8 +44,9 @@ struct WorkloadOptions {
   std::string policy = "none";
   std::optional<int64_t> budget;  // peak activation bytes, for the policies that take one (scheduler::takes_budget)
   // A budget as a fraction of keep-all's measured peak (bench --budget 50%),
-  // in (0, 1]: run_workload first measures policy none's peak on the same
-  // workload (one warm-up and one step), then sets `budget` from it.
+  // in (0, 1]: resolve_budget (run_workload, plan_workload) takes it of
+  // keep-all's predicted peak on the same graph (planned from the saved
+  // profile where one is given, else from a short run under policy none).
   std::optional<double> budget_fraction;
   scheduler::Overrides overrides;  // ops always kept / always replayed
   int threads = 1;
@@ -121,7 +122,7 @@ struct WorkloadReport {
   int64_t evictions = 0, evicted_bytes = 0, rebuilds = 0;
   int64_t over_budget_allocations = 0, max_over_budget_bytes = 0;
   double evicting_ms = 0;  // choosing and freeing victims, in the step
-  // keep-all's measured peak a budget_fraction was taken of, if one was.
+  // keep-all's predicted peak a budget_fraction was taken of, if one was.
   std::optional<int64_t> keep_all_peak_activation_bytes;
   double loss_first = 0, loss_last = 0;
   int64_t parameters = 0;
@@ -129,7 +130,7 @@ struct WorkloadReport {
   nlohmann::ordered_json to_json() const;
 };
 
-// Runs W1 or W2 under a recompute policy of scheduler/policies.h; an unknown
+// Runs W1 or W2 under a recompute policy of scheduler/policies/; an unknown
 // workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
 
@@ -169,12 +170,5 @@ struct WorkloadPlan {
 };
 WorkloadPlan plan_workload(const WorkloadOptions& options);
 
-// Keep-all's predicted peak activation bytes on the workload (equal to the
-// allocator's on every workload measured), the base of a budget given as a
-// share of it ("50%"): its graph planned under policy none.
-int64_t keep_all_peak_bytes(const WorkloadOptions& options);
-// A budget flag's bytes: "64MiB", a number of bytes, or "P%" of
-// keep_all_peak_bytes(options) (rounded to the byte). `flag` names it in errors.
-int64_t resolve_budget(const std::string& text, const WorkloadOptions& options, const std::string& flag);
 
 }  // namespace remat::train

@@ -25,13 +25,12 @@ std::vector<Candidate> pooled_plans(const search::Context& c) {
 Answer plan_auto(const Request& request) {
   const search::Context& c = request.c;
   std::vector<Candidate> pool = pooled_plans(c);
-  if (!request.budget) return within_replay_allowance(c, pool);
-  pool.insert(pool.end(), request.fallback.begin(), request.fallback.end());
-  pool = with_current(request, std::move(pool));
+  if (!request.budget) return within_replay_allowance(c, pool, "auto");
+  pool.insert(pool.end(), request.fallback.begin(), request.fallback.end());  // the current plan among them
   const Candidate* best = search::fastest_fitting(pool, request.target);
   REMAT_CHECK(best, "plan: auto found no plan within {} bytes among {} (make_plan checked that one fits)",
               request.target, pool.size());
-  return {.tags = best->tags, .detail = best->origin, .chosen_by = owner_of(*best)};
+  return {.tags = best->tags, .detail = best->origin, .chosen_by = owner_of(*best, "auto")};
 }
 
 }  // namespace remat::scheduler::policies

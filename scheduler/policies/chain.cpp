@@ -105,8 +105,13 @@ ChainChoice choice_of(const State* state, size_t n) {
 }  // namespace
 
 bool valid(const ChainModel& model, const ChainChoice& choice) {
-  return choice.size() == model.size() && (choice.empty() || choice.back() != kReplayedOn) &&
-         std::all_of(choice.begin(), choice.end(), [](int m) { return m >= kKept && m <= kReplayedOn; });
+  if (choice.size() != model.size() || (!choice.empty() && choice.back() == kReplayedOn)) return false;
+  for (size_t s = 0; s < choice.size(); ++s) {
+    if (choice[s] < kKept || choice[s] > kReplayedOn) return false;
+    // A group goes on into a replayed stage, never into a kept one.
+    if (s > 0 && choice[s - 1] == kReplayedOn && choice[s] == kKept) return false;
+  }
+  return true;
 }
 
 int64_t peak_of(const ChainModel& model, const ChainChoice& choice) {
@@ -252,10 +257,8 @@ std::string describe(const ChainChoice& choice) {
   return fmt::format("chain of {} stages, replaying {}", choice.size(), groups.empty() ? "none" : groups);
 }
 
-}  // namespace
-
-std::vector<Candidate> chain_plans(const Context& c) {
-  const Chain chain = chain_of(c);
+// Every plan of the model's front, simulated.
+std::vector<Candidate> front_plans(const Context& c, const Chain& chain) {
   std::vector<Candidate> plans;
   for (const ChainChoice& choice : chain_front(chain.model)) {
     std::vector<Tag> tags = tags_of(c, chain, choice);
@@ -265,15 +268,25 @@ std::vector<Candidate> chain_plans(const Context& c) {
   return plans;
 }
 
+}  // namespace
+
+std::vector<Candidate> chain_plans(const Context& c) {
+  if (c.graph.size() == 0) return {};
+  return front_plans(c, chain_of(c));
+}
+
 // The model is additive where the engine is nearly so: where the simulator
-// finds the chosen plan over the target, the model is asked again with the
-// excess taken off (a few times; then the front's fastest fitting plan).
+// finds the model's optimum over the target, the model is asked again with
+// the excess taken off (a few times); the front's plans compete too (one
+// of them may fit between a lowered target and the real one).
 Answer plan_chain(const Request& request) {
   const Context& c = request.c;
-  if (!request.budget) return {.tags = search::all(c, Tag::Keep), .detail = "no budget: keeping all is optimal",
-                               .chosen_by = "chain"};
+  if (!request.budget || c.graph.size() == 0) {
+    return {.tags = search::all(c, Tag::Keep), .detail = "no budget: nothing to trade, every value kept",
+            .chosen_by = "chain"};
+  }
   const Chain chain = chain_of(c);
-  std::vector<Candidate> pool;
+  std::vector<Candidate> pool = front_plans(c, chain);
   int64_t target = request.target;
   for (int attempt = 0; attempt < 8; ++attempt) {
     const std::optional<ChainChoice> choice = solve_chain(chain.model, target);
@@ -289,13 +302,8 @@ Answer plan_chain(const Request& request) {
   }
   pool = with_current(request, std::move(pool));
   const Candidate* best = search::fastest_fitting(pool, request.target);
-  if (!best) {
-    const std::vector<Candidate> front = chain_plans(c);
-    best = search::fastest_fitting(front, request.target);
-    if (!best) return fall_back(request, "chain");
-    return {.tags = best->tags, .detail = best->origin, .chosen_by = "chain"};
-  }
-  return {.tags = best->tags, .detail = best->origin, .chosen_by = "chain"};
+  if (!best) return fall_back(request, "chain");
+  return {.tags = best->tags, .detail = best->origin, .chosen_by = owner_of(*best, "chain")};
 }
 
 }  // namespace policies

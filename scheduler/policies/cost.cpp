@@ -129,7 +129,7 @@ std::vector<Candidate> cost_plans(const Context& c) {
 }
 
 Answer plan_cost(const Request& request) {
-  if (!request.budget) return within_replay_allowance(request.c, cost_plans(request.c));
+  if (!request.budget) return within_replay_allowance(request.c, cost_plans(request.c), "cost");
   const std::vector<Candidate> pool = with_current(request, cost_plans(request.c));
   const Candidate* best = search::fastest_fitting(pool, request.target);
   if (!best) return fall_back(request, "cost");

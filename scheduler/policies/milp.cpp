@@ -775,8 +775,10 @@ namespace policies {
 // least-memory plan that fits, with what the solver said.
 Answer plan_milp(const Request& request) {
   const search::Context& c = request.c;
-  if (!request.budget) return {.tags = search::all(c, Tag::Keep), .detail = "no budget: keeping all is optimal",
-                               .chosen_by = "milp"};
+  if (!request.budget) {
+    return {.tags = search::all(c, Tag::Keep), .detail = "no budget: nothing to trade, every value kept",
+            .chosen_by = "milp"};
+  }
   const std::optional<MilpSolution> solution = solve_milp(c, request.target, request.time_limit_s);
   if (!solution) {
     Answer answer = fall_back(request, "milp");
@@ -785,6 +787,17 @@ Answer plan_milp(const Request& request) {
     return answer;
   }
   const MilpReport& r = solution->report;
+  // On a re-plan its earlier plan stays unless the solver's is faster (it
+  // may lie outside the solver's space, or a time limit may have cut the
+  // search short).
+  if (request.current && request.current->sim.peak_bytes <= request.target &&
+      request.current->sim.recompute_ms < r.objective_ms) {
+    return {.tags = request.current->tags, .detail = fmt::format("milp: the plan applied so far ({:.3f} ms) is "
+                                                                 "faster than the solver's ({:.3f} ms, {})",
+                                                                 request.current->sim.recompute_ms, r.objective_ms,
+                                                                 r.status),
+            .chosen_by = "milp"};
+  }
   return {.tags = solution->tags,
           .detail = fmt::format("milp: {} over the values backward reads (the others kept), {:.3f} ms (bound "
                                 "{:.3f}, gap {:.2f}%) in {:.2f} s, {} variables, {} constraints, {} solves", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,

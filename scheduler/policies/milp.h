@@ -1,8 +1,8 @@
 // The `milp` policy's solver: the whole graph (not only its chain) as a
 // mixed-integer program in the spirit of Checkmate (Jain et al., MLSys
 // 2020), solved by COIN-OR CBC under a time limit, every plan it proposes
-// checked by the liveness simulator (scheduler/simulate.h). It is not the
-// policy registry's entry (plan.cpp wires it in) and plans nothing else.
+// checked by the liveness simulator (scheduler/simulate.h). The policy's
+// entry, plan_milp (policies/policy.h), is at the end of milp.cpp.
 #pragma once
 
 #include <cstdint>

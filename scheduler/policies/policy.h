@@ -7,9 +7,11 @@
 //   blocks  replay each marked block from its input (blocks.cpp)
 //   sqrt    Chen et al. 2016: a kept cut every ~sqrt of the graph (sqrt.cpp)
 //   cost    the cost rule: drop what is cheapest to rebuild per byte (cost.cpp)
-//   chain   the exact optimum over the graph's chain of stages (chain.cpp)
+//   chain   the optimum of a model of the graph's chain of stages (chain.cpp)
 //   milp    the whole graph as a mixed-integer program, CBC (milp.cpp)
 //   auto    the fastest fitting plan of the others, naming it (auto.cpp)
+//   dtr     no plan: eviction at run time within the budget (dtr.cpp; the
+//           Checkpointer runs it, make_plan refuses it: Policy::plan null)
 #pragma once
 
 #include <cstdint>
@@ -74,10 +76,14 @@ constexpr double kNoBudgetReplayShare = 0.05;
 constexpr double kNoBudgetAim = 0.9;
 // The plan of least memory in `pool` (search::better) whose replays fit
 // that allowance (keep-all, pool's first, always does), as an answer.
-Answer within_replay_allowance(const search::Context& c, const std::vector<search::Candidate>& pool);
+Answer within_replay_allowance(const search::Context& c, const std::vector<search::Candidate>& pool,
+                               std::string_view policy);
 // The policy a candidate's origin names ("cost: greedy, ..." is cost's),
-// "least-memory search" for those plans.
-std::string owner_of(const search::Candidate& candidate);
+// "least-memory search" for those plans, and `policy` for the plan a
+// re-plan replaces (its own earlier choice).
+std::string owner_of(const search::Candidate& candidate, std::string_view policy);
+// make_plan's origin of the plan a re-plan replaces.
+inline constexpr std::string_view kAppliedPlan = "the plan applied so far";
 
 // The fastest of `fallback` within the target, as a policy's answer when
 // none of its own plans fits (an error if none fits: make_plan checked).

@@ -11,11 +11,14 @@ const std::vector<Policy>& registry() {
   static const std::vector<Policy> policies{
       {"none", "keep every output", false, &plan_none},
       {"blocks", "replay each block from its input (gradient_checkpointing_enable)", false, &plan_blocks},
-      {"sqrt", "keep a cut about every sqrt(n) bytes' worth (Chen et al. 2016)", false, &plan_sqrt},
+      {"sqrt", "keep a cut every total/sqrt(#cuts) bytes read by backward (Chen et al. 2016)", false, &plan_sqrt},
       {"cost", "drop what is cheapest to rebuild per byte", true, &plan_cost},
-      {"chain", "the exact optimum over the chain of stages (Beaumont et al.)", true, &plan_chain},
-      {"milp", "the exact optimum over every choice of tags, a mixed-integer program (CBC)", true, &plan_milp},
-      {"auto", "the fastest fitting plan of cost, chain, blocks and sqrt", true, &plan_auto},
+      {"chain", "the optimum of a chain-of-stages model, checked by the simulator (Beaumont et al.)", true,
+       &plan_chain},
+      {"milp", "the optimum over the tags of values backward reads, a mixed-integer program (CBC, time limit)", true,
+       &plan_milp},
+      {"auto", "the fastest fitting plan of cost, chain, blocks, sqrt and the least-memory search", true,
+       &plan_auto},
       // No plan: eviction at run time within the budget (dtr.h); the
       // Checkpointer runs it, make_plan refuses it.
       {"dtr", "evict at run time within the budget (Kirisame et al. 2021)", true, nullptr},
@@ -42,7 +45,8 @@ std::vector<search::Candidate> with_current(const Request& request, std::vector<
   return pool;
 }
 
-Answer within_replay_allowance(const search::Context& c, const std::vector<search::Candidate>& pool) {
+Answer within_replay_allowance(const search::Context& c, const std::vector<search::Candidate>& pool,
+                               std::string_view policy) {
   const double allowance = kNoBudgetAim * kNoBudgetReplayShare * c.graph.training_step_ms();
   const search::Candidate* chosen = &pool.front();
   for (const search::Candidate& candidate : pool) {
@@ -52,11 +56,12 @@ Answer within_replay_allowance(const search::Context& c, const std::vector<searc
           .detail = fmt::format("replays within {:.0f}% of the step, aiming at {:.1f}% ({:.1f} of {:.1f} ms): {}",
                                 100 * kNoBudgetReplayShare, 100 * kNoBudgetAim * kNoBudgetReplayShare,
                                 chosen->sim.recompute_ms, allowance, chosen->origin),
-          .chosen_by = owner_of(*chosen)};
+          .chosen_by = owner_of(*chosen, policy)};
 }
 
-std::string owner_of(const search::Candidate& candidate) {
+std::string owner_of(const search::Candidate& candidate, std::string_view policy) {
   const std::string& origin = candidate.origin;
+  if (origin == kAppliedPlan) return std::string(policy);
   if (origin.rfind("least memory", 0) == 0) return "least-memory search";
   return origin.substr(0, origin.find(':'));
 }
@@ -65,9 +70,12 @@ Answer fall_back(const Request& request, std::string_view policy) {
   const search::Candidate* best = search::fastest_fitting(request.fallback, request.target);
   REMAT_CHECK(best, "plan: no plan of {} or of the least-memory search is within {} bytes (make_plan checked that "
               "one is)", policy, request.target);
+  const std::string owner = owner_of(*best, policy);
   return {.tags = best->tags,
-          .detail = fmt::format("no plan of {} fits; the least-memory search's: {}", policy, best->origin),
-          .chosen_by = "least-memory search"};
+          .detail = owner == policy ? fmt::format("{}: {}", policy, best->origin)
+                                    : fmt::format("no plan of {} fits; the least-memory search's: {}", policy,
+                                                  best->origin),
+          .chosen_by = owner};
 }
 
 }  // namespace remat::scheduler::policies
