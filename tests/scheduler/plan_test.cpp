@@ -127,6 +127,18 @@ TEST(Plan, EveryPolicyIsBitIdenticalOnGptWithDropoutAndPredictsItsPeak) {
       EXPECT_GT(step.report.replayed_nodes, 0);
     }
   }
+  // chain and milp within a budget halfway from the graph's minimum to
+  // keep-all's peak, where they replay.
+  const Step all = run(gpt(), {.policy = "none"});
+  const int64_t low = minimum_budget(all.graph), high = all.report.measured_peak_bytes;
+  for (const std::string policy : {"chain", "milp"}) {
+    SCOPED_TRACE(policy + " within a budget");
+    const Step step = run(gpt(), {.policy = policy, .budget = (low + high) / 2}, 3);
+    EXPECT_EQ(step.grads, expected);
+    expect_prediction_holds(step);
+    EXPECT_LE(step.report.measured_peak_bytes, (low + high) / 2);
+    EXPECT_GT(step.report.replayed_nodes, 0);
+  }
 }
 
 TEST(Plan, EveryPolicyIsBitIdenticalOnTheMlp) {
