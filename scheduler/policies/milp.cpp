@@ -31,10 +31,10 @@
 // both only make the program weaker, never wrong. The loop (solve_milp)
 // simulates what CBC proposes, keeps the best plan that fits, cuts off every
 // plan it checked (a no-good row) and stops when the program, restricted to
-// plans cheaper than the best, is proven empty, or at the time limit.
+// plans cheaper than the best, is proven empty, or at the time limit, or
+// when CBC fails (it runs in a child process: Note [CBC in a child process]
+// in cbc.h), keeping the best plan checked so far.
 #include "scheduler/policies/milp.h"
-
-#include <Cbc_C_Interface.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +48,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "scheduler/policies/cbc.h"
 #include "scheduler/policies/policy.h"
 
 namespace remat::scheduler {
@@ -618,13 +619,25 @@ class Formulation {
   bool constant_over_ = false;
 };
 
-// CBC's verdict, in words.
-std::string status_words(Cbc_Model* model) {
-  if (Cbc_isProvenOptimal(model)) return "optimal";
-  if (Cbc_isProvenInfeasible(model)) return "infeasible";
-  if (Cbc_isSecondsLimitReached(model)) return "time limit";
-  if (Cbc_isAbandoned(model)) return "abandoned (numerical difficulties)";
-  return fmt::format("stopped (status {}, secondary {})", Cbc_status(model), Cbc_secondaryStatus(model));
+// The program with `rows` as its rows, in CBC's layout.
+cbc::Program column_major(const Program& program, const std::vector<Row>& rows) {
+  cbc::Program p{.objective = program.objective, .lower = program.lower, .upper = program.upper,
+                 .integer = program.integer};
+  std::vector<std::vector<std::pair<int, double>>> by_column(program.lower.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (const auto& [column, coefficient] : rows[r].terms) by_column[column].push_back({static_cast<int>(r), coefficient});
+    p.row_lower.push_back(rows[r].lower);
+    p.row_upper.push_back(rows[r].upper);
+  }
+  p.column_start.push_back(0);
+  for (const auto& column : by_column) {
+    for (const auto& [r, coefficient] : column) {
+      p.index.push_back(r);
+      p.value.push_back(coefficient);
+    }
+    p.column_start.push_back(static_cast<int>(p.index.size()));
+  }
+  return p;
 }
 
 }  // namespace
@@ -695,51 +708,20 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
       cheaper.upper = f.scale() * (best_ms - f.cost_constant()) - 1e-6;
       rows.push_back(std::move(cheaper));
     }
-    // Column-major copy for CBC.
-    const int ncols = static_cast<int>(program.lower.size());
-    std::vector<std::vector<std::pair<int, double>>> by_col(static_cast<size_t>(ncols));
-    std::vector<double> row_lo, row_hi;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      for (const auto& [col, coef] : rows[r].terms) by_col[col].push_back({static_cast<int>(r), coef});
-      row_lo.push_back(rows[r].lower);
-      row_hi.push_back(rows[r].upper);
-    }
-    std::vector<CoinBigIndex> col_start{0};
-    std::vector<int> index;
-    std::vector<double> value;
-    for (const auto& col : by_col) {
-      for (const auto& [r, coef] : col) {
-        index.push_back(r);
-        value.push_back(coef);
-      }
-      col_start.push_back(static_cast<CoinBigIndex>(index.size()));
-    }
-    Cbc_Model* model = Cbc_newModel();
-    Cbc_loadProblem(model, ncols, static_cast<int>(rows.size()), col_start.data(), index.data(), value.data(),
-                    program.lower.data(), program.upper.data(), program.objective.data(), row_lo.data(),
-                    row_hi.data());
-    for (int j = 0; j < ncols; ++j) {
-      if (program.integer[j]) Cbc_setInteger(model, j);
-    }
-    Cbc_setLogLevel(model, 0);
-    Cbc_setMaximumSeconds(model, remaining);
-    Cbc_setAllowableGap(model, 0);
-    Cbc_setAllowableFractionGap(model, 0);
-    Cbc_solve(model);
+    const cbc::Outcome outcome = cbc::solve(column_major(program, rows), remaining);
     ++report.solves;
-    report.variables = ncols;
+    report.variables = static_cast<int64_t>(program.lower.size());
     report.constraints = static_cast<int64_t>(rows.size());
-    const std::string said = status_words(model);
-    const bool optimal = Cbc_isProvenOptimal(model) != 0;
-    const bool infeasible = Cbc_isProvenInfeasible(model) != 0;
-    const double possible = Cbc_getBestPossibleObjValue(model) / f.scale() + f.cost_constant();
+    const double possible = outcome.best_possible / f.scale() + f.cost_constant();
     // Check what CBC found: its saved solutions and its best.
     std::vector<std::vector<Tag>> found;
-    for (int k = 0; k < Cbc_numberSavedSolutions(model); ++k) found.push_back(f.tags_of(Cbc_savedSolution(model, k)));
-    if (const double* x = Cbc_bestSolution(model)) found.push_back(f.tags_of(x));
-    Cbc_deleteModel(model);
+    for (const std::vector<double>& x : outcome.solutions) found.push_back(f.tags_of(x.data()));
     for (const auto& tags : found) check(tags);
-    if (infeasible) {  // nothing cheaper than the best: it is optimal (or nothing fits)
+    if (outcome.failed) {  // the incumbent stands, unproven (Note [CBC in a child process])
+      status = outcome.status;
+      break;
+    }
+    if (outcome.infeasible) {  // nothing cheaper than the best: it is optimal (or nothing fits)
       proven = true;
       status = "optimal";
       report.bound_ms = best_ms;
@@ -747,8 +729,8 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     }
     // What the program proved, cut plans aside (each checked, so none is below best_ms).
     report.bound_ms = std::max(f.cost_constant(), std::min(best_ms, possible));
-    status = said;
-    if (optimal) {
+    status = outcome.status;
+    if (outcome.optimal) {
       // The program's optimum, checked: if the simulator agrees, nothing is cheaper.
       if (best_ms <= possible + 1e-9 * std::max(1.0, std::abs(possible))) {
         proven = true;
@@ -757,7 +739,7 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
       }
       continue;  // the optimum was cut off; solve again
     }
-    if (said != "time limit") break;
+    if (!outcome.time_limit) break;
   }
   report.status = status;
   report.solve_seconds = elapsed();
