@@ -193,8 +193,12 @@ void train_fashion_mnist(const remat::train::FashionMnistOptions& options, bool 
 void train_kjv_gpt(const remat::train::KjvGptOptions& options, bool json) {
   remat::train::check_options(options);  // before the header
   if (!json && main_process()) {
-    fmt::print("task kjv-gpt: GPT {} layers x {} channels, {} heads, context {}, batch {} per rank, AdamW lr {}, {} "
-               "steps{}, {} threads; {}\n", options.n_layer, options.n_embd, options.n_head, options.block_size,
+    const std::string model = options.init_from.empty()
+                                  ? fmt::format("GPT {} layers x {} channels, {} heads, context {}, {} head",
+                                                options.n_layer, options.n_embd, options.n_head, options.block_size,
+                                                options.tie_weights ? "tied" : "untied")
+                                  : fmt::format("GPT of {}/config.json", options.init_from);
+    fmt::print("task kjv-gpt: {}, batch {} per rank, AdamW lr {}, {} steps{}, {} threads; {}\n", model,
                options.batch_size, options.lr, options.max_steps,
                options.time_limit_seconds > 0 ? fmt::format(" or {} s", options.time_limit_seconds) : std::string(),
                options.threads, distribution(options));
@@ -471,6 +475,41 @@ void finish_model_spec(const CLI::App* app, remat::train::ModelSpec& spec, const
   }
 }
 
+// train --model / --hf: which task, and its model's flags.
+struct TrainModelFlags {
+  std::string model, hf, head;
+  std::vector<int64_t> dims;
+  bool model_given, hf_given, dims_given, head_given;
+};
+
+void resolve_train_model(std::string& task, const TrainModelFlags& f, remat::train::FashionMnistOptions& mnist,
+                         remat::train::KjvGptOptions& kjv) {
+  REMAT_CHECK(!(f.model_given && f.hf_given), "train: give --model or --hf, not both");
+  REMAT_CHECK(!f.dims_given || f.model == "mlp", "train: --dims is a flag of --model mlp");
+  REMAT_CHECK(!f.head_given || f.model == "gpt", "train: --head is a flag of --model gpt");
+  std::string implied;
+  if (f.model == "mlp") implied = "fashion-mnist";
+  if (f.model == "gpt" || f.hf_given) implied = "kjv-gpt";
+  if (implied.empty()) {
+    REMAT_CHECK(!task.empty(), "train: give --task fashion-mnist|kjv-gpt, --model gpt|mlp, or --hf DIR");
+    return;
+  }
+  const std::string given = f.hf_given ? "--hf" : "--model " + f.model;
+  REMAT_CHECK(task.empty() || task == implied, "train: {} trains task {}, not --task {}", given, implied, task);
+  task = implied;
+  if (f.hf_given) {
+    REMAT_CHECK(kjv.init_from.empty(), "train: --hf and --init-from name the same thing; give one");
+    kjv.init_from = f.hf;
+  }
+  if (f.model == "gpt") kjv.tie_weights = f.head == "tied";
+  if (f.model == "mlp" && f.dims_given) {
+    REMAT_CHECK(f.dims.size() >= 2 && f.dims.front() == 784 && f.dims.back() == 10, "train --model mlp: --dims {} "
+                "must run from 784 (fashion-mnist's pixels) to 10 (its classes), e.g. 784,1024,1024,10",
+                fmt::join(f.dims, ","));
+    mnist.hidden.assign(f.dims.begin() + 1, f.dims.end() - 1);
+  }
+}
+
 // "50%" -> 0.5, for bench --budget.
 double parse_percent(const std::string& text, std::string_view what) {
   double value = 0;
@@ -523,7 +562,22 @@ int main(int argc, char** argv) {
                                        "Hugging Face's names (train/training_arguments.h), e.g. --eval-strategy epoch "
                                        "--gradient-checkpointing --output-dir results");
   train->allow_extras();
-  train->add_option("--task", task, "fashion-mnist or kjv-gpt")->required()->check(CLI::IsMember({"fashion-mnist", "kjv-gpt"}));
+  train->add_option("--task", task, "fashion-mnist or kjv-gpt (or give --model or --hf)")
+      ->check(CLI::IsMember({"fashion-mnist", "kjv-gpt"}));
+  // A model of the user's: --model mlp is fashion-mnist's MLP of those widths,
+  // --model gpt (with kjv-gpt's sizes) and --hf DIR are kjv-gpt's GPT.
+  std::string train_model, train_hf, train_head = "tied";
+  std::vector<int64_t> train_dims;
+  CLI::Option* train_model_flag = train->add_option("--model", train_model, "gpt (task kjv-gpt, sized by --n-layer ...) "
+                                                    "or mlp (task fashion-mnist, sized by --dims)")
+                                      ->check(CLI::IsMember({"gpt", "mlp"}));
+  CLI::Option* train_hf_flag = train->add_option("--hf", train_hf, "task kjv-gpt from a Hugging Face GPT-2 folder (the "
+                                                 "same as --init-from DIR)");
+  CLI::Option* train_dims_flag = train->add_option("--dims", train_dims, "--model mlp: widths, 784 (the pixels) to 10 "
+                                                   "(the classes), e.g. 784,1024,1024,10 (784,256,256,10)")
+                                     ->delimiter(',');
+  CLI::Option* train_head_flag = train->add_option("--head", train_head, "--model gpt: tied or untied lm_head")
+                                     ->check(CLI::IsMember({"tied", "untied"}))->capture_default_str();
   train->add_option("--batch-size", common.batch_size, "examples per step (fashion-mnist 64, kjv-gpt 32)");
   train->add_option("--lr", common.lr, "AdamW peak learning rate (fashion-mnist 2e-3, kjv-gpt 3e-3)");
   train->add_option("--weight-decay", common.weight_decay, "AdamW decoupled weight decay (1e-2, 0.1)");
@@ -654,6 +708,12 @@ int main(int argc, char** argv) {
     // A flag of the other task would be silently ignored: say so instead.
     // kjv-gpt's flags that are Trainer arguments too (--max-steps,
     // --warmup-steps) go to fashion-mnist's Trainer.
+    if (*train) {
+      resolve_train_model(task, {.model = train_model, .hf = train_hf, .head = train_head, .dims = train_dims,
+                                 .model_given = train_model_flag->count() > 0, .hf_given = train_hf_flag->count() > 0,
+                                 .dims_given = train_dims_flag->count() > 0, .head_given = train_head_flag->count() > 0},
+                          mnist, kjv);
+    }
     std::vector<std::string> trainer_flags;
     for (const auto& [owner, flags] : {std::pair{"kjv-gpt", &kjv_only}, std::pair{"fashion-mnist", &mnist_only}}) {
       if (!*train || task == owner) continue;
@@ -675,7 +735,7 @@ int main(int argc, char** argv) {
     }
     if (*train && task == "kjv-gpt") {
       if (!kjv.init_from.empty()) {
-        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--block-size", "--dropout"}) {
+        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--block-size", "--dropout", "--head"}) {
           REMAT_CHECK(train->get_option(flag)->count() == 0, "train: {} and --init-from: the model's configuration "
                       "is the folder's ({}/config.json); leave {} out", flag, kjv.init_from, flag);
         }

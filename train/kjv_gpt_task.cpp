@@ -195,7 +195,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   const uint64_t text_fingerprint = data::fingerprint(text);
   nn::GPTConfig config{.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size,
                        .n_layer = options.n_layer, .n_head = options.n_head, .n_embd = options.n_embd,
-                       .dropout = options.dropout, .seed = options.seed};
+                       .dropout = options.dropout, .tie_weights = options.tie_weights, .seed = options.seed};
   if (!options.init_from.empty()) {
     config = nn::load_gpt2_config(options.init_from, options.seed);
     REMAT_CHECK(config.vocab_size == tokenizer.vocab_size(), "train: --init-from '{}' has a vocabulary of {}, this "

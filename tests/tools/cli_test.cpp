@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -31,6 +32,13 @@ Outcome run_remat(const std::string& args) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+template <typename... Parts>
+std::string fmt_args(const Parts&... parts) {
+  std::string joined;
+  ((joined += parts), ...);
+  return joined;
+}
 
 TEST(Cli, UnknownFlagIsNamed) {
   const Outcome run = run_remat("bench --workload W1 --polcy none");
@@ -90,6 +98,51 @@ TEST(Cli, AModelsFlagsNeedTheirModel) {
   run = run_remat("bench --model mlp --dims 8,16,4 --batch-size 4 --policy cost --steps 1 --warmup 1 --json");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "\"workload\":\"mlp 8-16-4 B4\"")) << run.output;
+}
+
+TEST(Cli, TrainTakesAModelOfItsOwn) {
+  Outcome run = run_remat("train --model mlp --dims 784,32,16,10 --epochs 1 --max-batches 3 --threads 1");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "task fashion-mnist: MLP 784-32-16-10")) << run.output;
+  run = run_remat("train --model mlp --dims 100,10");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--dims 100,10 must run from 784 (fashion-mnist's pixels) to 10")) << run.output;
+  run = run_remat("train --model gpt --task fashion-mnist");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--model gpt trains task kjv-gpt, not --task fashion-mnist")) << run.output;
+  run = run_remat("train --model gpt --hf /tmp");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "give --model or --hf, not both")) << run.output;
+  run = run_remat("train --task kjv-gpt --head untied");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "--head is a flag of --model gpt")) << run.output;
+  run = run_remat("train --epochs 1");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "give --task fashion-mnist|kjv-gpt, --model gpt|mlp, or --hf DIR")) << run.output;
+
+  // A GPT of the user's sizes; an untied head adds vocabulary x channels.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "remat_cli_train_model";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path text = dir / "text.txt";
+  const std::string verse = "in the beginning was the word. ";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 200; ++i) out << verse;
+  }
+  int64_t parameters[2] = {0, 0};
+  for (int untied = 0; untied < 2; ++untied) {
+    run = run_remat(fmt_args("train --model gpt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --max-steps 2 "
+                             "--batch-size 2 --eval-batches 1 --sample-chars 4 --prompt in --threads 1 --json --head ",
+                             untied ? "untied" : "tied", " --text ", text.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const std::string field = "\"parameters\":";
+    const size_t at = run.output.rfind(field);
+    ASSERT_NE(at, std::string::npos) << run.output;
+    parameters[untied] = std::stoll(run.output.substr(at + field.size()));
+  }
+  const auto vocabulary = static_cast<int64_t>(std::set<char>(verse.begin(), verse.end()).size());
+  EXPECT_EQ(parameters[1] - parameters[0], vocabulary * 16) << parameters[0] << " " << parameters[1];
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, OtherFlagsOfTrainAreTrainerArgumentsCheckedBeforeTheData) {
