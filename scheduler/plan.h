@@ -60,12 +60,13 @@ struct PlanOptions {
 
 // What a solver (milp) said about the plan it returned.
 struct SolverReport {
-  std::string status;        // "optimal", "time limit", ...
-  double objective_ms = 0;   // the plan's predicted recompute time
-  double bound_ms = 0;       // no plan within the budget replays for less
-  double gap = 0;            // (objective - bound) / objective; 0 when proven
+  std::string status;        // "optimal", "time limit", ... (CBC's verdict in words, or why it failed)
+  double objective_ms = 0;   // the plan's predicted recompute time (Simulation::recompute_ms)
+  double bound_ms = 0;       // proven: no plan within the budget replays for less
+  double gap = 0;            // (objective - bound) / objective; 0 when proven or objective is 0
   double solve_seconds = 0;
-  int64_t variables = 0, constraints = 0, solves = 0;
+  int64_t variables = 0, constraints = 0;  // of the last program solved, its cuts included
+  int64_t solves = 0;        // programs solved (each re-solve follows a cut, see milp.cpp)
 };
 
 struct Plan {

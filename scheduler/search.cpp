@@ -129,6 +129,8 @@ GraphProfile nominal_times(const GraphProfile& graph, const NominalClock& clock)
 
 GraphProfile roofline_times(const GraphProfile& graph) { return nominal_times(graph, kNominalClocks[0]); }
 
+double roofline_ms(int64_t flops, int64_t bytes) { return kNominalClocks[0].ms(flops, bytes); }
+
 std::vector<GraphProfile> nominal_profiles(const GraphProfile& graph) {
   std::vector<GraphProfile> profiles;
   for (const NominalClock& clock : kNominalClocks) profiles.push_back(nominal_times(graph, clock));

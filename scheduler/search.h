@@ -82,6 +82,9 @@ std::vector<GraphProfile> nominal_profiles(const GraphProfile& graph);
 // ones: how a rehearsed step, which measured no time, is planned
 // (Checkpointer::rehearse).
 GraphProfile roofline_times(const GraphProfile& graph);
+// The roofline clock's price of an op of `flops` that moves `bytes` (its
+// inputs and output), in nominal ms (dtr's costs of unmeasured nodes).
+double roofline_ms(int64_t flops, int64_t bytes);
 
 // What a budget leaves to plan with, and the smallest budget for a peak.
 int64_t planning_target(int64_t budget);

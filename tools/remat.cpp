@@ -272,14 +272,6 @@ void run_bench(const remat::train::WorkloadOptions& options, const std::string& 
 // policy decided, and why.
 // With options.profile_path, the saved profile is planned instead of
 // running the workload; options.save_profile_path: the profile planned from.
-nlohmann::json solver_json(const remat::scheduler::Plan& plan) {
-  if (!plan.solver) return nullptr;
-  const remat::scheduler::SolverReport& r = *plan.solver;
-  return {{"status", r.status}, {"objective_ms", r.objective_ms}, {"bound_ms", r.bound_ms}, {"gap", r.gap},
-          {"solve_seconds", r.solve_seconds}, {"variables", r.variables}, {"constraints", r.constraints},
-          {"solves", r.solves}};
-}
-
 void run_explain(const remat::train::WorkloadOptions& options, const std::string& format) {
   const auto [graph, plan] = remat::train::plan_workload(options);
   if (!options.save_profile_path.empty()) remat::scheduler::save_profile(graph, options.save_profile_path);
@@ -293,7 +285,8 @@ void run_explain(const remat::train::WorkloadOptions& options, const std::string
                                        {"planning_ms", plan.planning_ms},
                                        {"chosen_by", plan.chosen_by},
                                        {"detail", plan.detail},
-                                       {"solver", solver_json(plan)}}.dump());
+                                       {"solver", plan.solver ? nlohmann::json(remat::train::solver_json(*plan.solver))
+                                                             : nlohmann::json(nullptr)}}.dump());
   }
   if (format == "csv") {
     fmt::print("position,op,block,output_shape,output_bytes,flops,replay_flops,forward_ms,replay_ms,"

@@ -133,6 +133,12 @@ std::string describe(const ModelSpec& spec, const std::string& preset) {
                      spec.batch_size);
 }
 
+nlohmann::ordered_json solver_json(const scheduler::SolverReport& r) {
+  return {{"status", r.status},     {"objective_ms", r.objective_ms}, {"bound_ms", r.bound_ms},
+          {"gap", r.gap},           {"solve_seconds", r.solve_seconds}, {"variables", r.variables},
+          {"constraints", r.constraints}, {"solves", r.solves}};
+}
+
 nlohmann::ordered_json WorkloadReport::to_json() const {
   nlohmann::ordered_json j;
   j["workload"] = workload;
@@ -176,10 +182,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["chosen_by"] = chosen_by;
   j["planning_ms"] = planning_ms;
   if (solver) {
-    j["solver"] = {{"status", solver->status},         {"objective_ms", solver->objective_ms},
-                   {"bound_ms", solver->bound_ms},     {"gap", solver->gap},
-                   {"solve_seconds", solver->solve_seconds}, {"variables", solver->variables},
-                   {"constraints", solver->constraints},     {"solves", solver->solves}};
+    j["solver"] = solver_json(*solver);
   }
   j["loss_first"] = loss_first;
   j["loss_last"] = loss_last;

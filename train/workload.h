@@ -130,6 +130,9 @@ struct WorkloadReport {
   nlohmann::ordered_json to_json() const;
 };
 
+// A solver's report as JSON (bench's, explain's and tradeoff's "solver").
+nlohmann::ordered_json solver_json(const scheduler::SolverReport& report);
+
 // Runs W1 or W2 under a recompute policy of scheduler/policies/; an unknown
 // workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);

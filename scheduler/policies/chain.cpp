@@ -38,7 +38,8 @@ const StageCost& cost_of(const ChainModel& model, const Group& g) {
   return g.replayed ? model.replay[g.first][g.last - g.first] : model.keep[g.first];
 }
 
-bool better(double ms_a, int64_t peak_a, double ms_b, int64_t peak_b) {
+// Faster, or as fast with a lower peak.
+bool faster(double ms_a, int64_t peak_a, double ms_b, int64_t peak_b) {
   return ms_a < ms_b || (ms_a == ms_b && peak_a < peak_b);
 }
 
@@ -58,7 +59,7 @@ using States = std::vector<std::shared_ptr<const State>>;
 States pareto(States states) {
   std::sort(states.begin(), states.end(), [](const auto& a, const auto& b) {
     if (a->held != b->held) return a->held < b->held;
-    return better(a->ms, a->peak, b->ms, b->peak);
+    return faster(a->ms, a->peak, b->ms, b->peak);
   });
   States kept;
   for (const auto& candidate : states) {
@@ -134,7 +135,7 @@ std::optional<ChainChoice> solve_chain(const ChainModel& model, int64_t budget) 
   const States states = final_states(model, budget);
   if (states.empty()) return std::nullopt;
   const auto best = std::min_element(states.begin(), states.end(), [](const auto& a, const auto& b) {
-    return better(a->ms, a->peak, b->ms, b->peak);
+    return faster(a->ms, a->peak, b->ms, b->peak);
   });
   return choice_of(best->get(), model.size());
 }
@@ -164,7 +165,7 @@ std::optional<ChainChoice> solve_chain_exhaustive(const ChainModel& model, int64
     if (valid(model, choice)) {
       const int64_t peak = peak_of(model, choice);
       const double ms = recompute_ms_of(model, choice);
-      if (peak <= budget && (!best || better(ms, peak, best_ms, best_peak))) {
+      if (peak <= budget && (!best || faster(ms, peak, best_ms, best_peak))) {
         best = choice;
         best_ms = ms;
         best_peak = peak;

@@ -18,16 +18,16 @@ namespace {
 using search::Candidate;
 using search::Context;
 
-// In stage `first..last`, the rule in its simplest form: from keep-all,
+// The rule in its simplest form: from keep-all,
 // drop memory-bound outputs (cheapest to rebuild per byte first) whenever
 // the simulator finds that it lowers the peak (or, at an equal peak, the
 // bytes held after forward); never replay a GEMM. Dropping softmax, say,
 // while the scores that feed it must then be held instead, saves nothing
 // and is not done.
-void cost_rule(const Context& c, std::vector<Tag>& tags, int64_t first, int64_t last) {
+void cost_rule(const Context& c, std::vector<Tag>& tags) {
   auto not_gemm = [&](int64_t v) { return !c.graph.nodes[v].compute_bound; };
   std::vector<int64_t> order;
-  for (int64_t v = first; v <= last; ++v) {
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
     if (c.decidable(v) && not_gemm(v)) order.push_back(v);
   }
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
@@ -123,7 +123,7 @@ std::vector<Candidate> cost_plans(const Context& c) {
                     fmt::format("cost: dropped up to {:.3f} ms/MiB", c.graph.nodes[v].ms_per_mib())});
   }
   std::vector<Tag> rule = search::all(c, Tag::Keep);
-  cost_rule(c, rule, 0, c.root());
+  cost_rule(c, rule);
   pool.push_back({rule, c.simulate(rule), "cost: memory-bound values only"});
   return pool;
 }

@@ -8,13 +8,10 @@
 #include <limits>
 #include <unordered_set>
 
+#include "scheduler/search.h"
+
 namespace remat::scheduler {
 namespace {
-
-// The nominal clock of scheduler/search.cpp (kNominalClocks[0]): GEMMs dear
-// per byte, elementwise ops cheap, about as this project's CPU kernels run.
-constexpr double kFlopsPerMs = 5e7;
-constexpr double kBytesPerMs = 5e5;
 
 int64_t bytes_moved(const NodeRecord& record) {
   int64_t moved = numel(record.output_shape) * static_cast<int64_t>(dtype_size(record.output_dtype));
@@ -31,7 +28,7 @@ double DtrPolicy::replay_ms(const Node& node) const {
   if (options_.measured_costs && record.measured.observed && record.measured.forward_ms > 0) {
     return record.measured.forward_ms;
   }
-  return static_cast<double>(record.replay_flops) / kFlopsPerMs + static_cast<double>(bytes_moved(record)) / kBytesPerMs;
+  return search::roofline_ms(record.replay_flops, bytes_moved(record));  // the nominal clock of search.cpp
 }
 
 double DtrPolicy::rebuild_cost_ms(const EvictionCandidate& candidate) const {

@@ -690,7 +690,7 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     }
   }
 
-  MilpReport report;
+  SolverReport report;
   report.bound_ms = f.cost_constant();
   bool proven = f.hopeless() || decision.empty();
   if (proven) report.bound_ms = best_ms;
@@ -764,11 +764,11 @@ Answer plan_milp(const Request& request) {
   const std::optional<MilpSolution> solution = solve_milp(c, request.target, request.time_limit_s);
   if (!solution) {
     Answer answer = fall_back(request, "milp");
-    answer.detail = fmt::format("the solver found no plan within {} bytes in {:.0f} s over its decidable nodes; "
-                                "{}", request.target, request.time_limit_s, answer.detail);
+    answer.detail = fmt::format("the solver found no plan within {} bytes over its decidable nodes (time limit "
+                                "{:.0f} s); {}", request.target, request.time_limit_s, answer.detail);
     return answer;
   }
-  const MilpReport& r = solution->report;
+  const SolverReport& r = solution->report;
   // On a re-plan its earlier plan stays unless the solver's is faster (it
   // may lie outside the solver's space, or a time limit may have cut the
   // search short).
@@ -782,12 +782,11 @@ Answer plan_milp(const Request& request) {
   }
   return {.tags = solution->tags,
           .detail = fmt::format("milp: {} over the values backward reads (the others kept), {:.3f} ms (bound "
-                                "{:.3f}, gap {:.2f}%) in {:.2f} s, {} variables, {} constraints, {} solves", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
-                                r.solve_seconds, r.variables, r.constraints, r.solves),
+                                "{:.3f}, gap {:.2f}%) in {:.2f} s, {} variables, {} constraints, {} solves",
+                                r.status, r.objective_ms, r.bound_ms, 100 * r.gap, r.solve_seconds, r.variables,
+                                r.constraints, r.solves),
           .chosen_by = "milp",
-          .solver = SolverReport{.status = r.status, .objective_ms = r.objective_ms, .bound_ms = r.bound_ms,
-                                 .gap = r.gap, .solve_seconds = r.solve_seconds, .variables = r.variables,
-                                 .constraints = r.constraints, .solves = r.solves}};
+          .solver = r};
 }
 
 }  // namespace policies

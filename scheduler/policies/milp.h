@@ -14,19 +14,9 @@
 
 namespace remat::scheduler {
 
-struct MilpReport {
-  std::string status;        // "optimal", "time limit", ... (what CBC said, in words)
-  double objective_ms = 0;   // predicted recompute ms (Simulation::recompute_ms) of the tags returned
-  double bound_ms = 0;       // a proven lower bound on the recompute ms of any plan within the target
-  double gap = 0;            // (objective_ms - bound_ms) / objective_ms, 0 when objective_ms is 0
-  double solve_seconds = 0;
-  int64_t variables = 0, constraints = 0;  // of the last program solved (its cuts included)
-  int64_t solves = 0;        // programs solved (each re-solve follows a cut, see milp.cpp)
-};
-
 struct MilpSolution {
   std::vector<Tag> tags;  // one per graph position; c.with_forced applied; simulate(graph, tags).peak_bytes <= target
-  MilpReport report;
+  SolverReport report;  // scheduler/plan.h: status, objective, bound, gap, time, size
 };
 
 // The tags of least predicted recompute time whose simulated peak is at most

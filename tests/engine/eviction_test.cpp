@@ -37,6 +37,30 @@ bool offered(const EvictFirst& policy, const Node* node) {
   return false;
 }
 
+// A (kSide, kSide) parameter drawn from `seed`.
+Tensor parameter(uint64_t seed) {
+  Generator g(seed);
+  Tensor w = normal({kSide, kSide}, 0, 0.1, DType::Float32, g).requires_grad_();
+  w.storage()->set_category(MemoryCategory::Parameter);
+  return w;
+}
+
+// A parameter, and in scope a pool of EvictFirst that fits nothing (a
+// 1-byte budget): every allocation of the step looks for a victim.
+struct TightPool {
+  explicit TightPool(uint64_t seed)
+      : w(parameter(seed)),
+        policy(std::make_shared<EvictFirst>()),
+        pool(std::make_shared<ResidentPool>(policy, 1, Device::cpu())),
+        scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool}) {
+    pool->begin_step();
+  }
+  const Tensor w;
+  const std::shared_ptr<EvictFirst> policy;
+  const std::shared_ptr<ResidentPool> pool;
+  RecomputeScope scope;
+};
+
 // A chain exp, tanh, exp, tanh, ... of `length` ops from a leaf, its loss a sum.
 struct Chain {
   Tensor w;
@@ -44,9 +68,7 @@ struct Chain {
 };
 
 Chain chain_step(const std::shared_ptr<ResidentPool>& pool, int length) {
-  Generator g(3);
-  Chain chain{normal({kSide, kSide}, 0, 0.1, DType::Float32, g).requires_grad_(), {}};
-  chain.w.storage()->set_category(MemoryCategory::Parameter);
+  Chain chain{parameter(3), {}};
   Tensor loss;
   {
     RecomputeScope scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool});
@@ -80,28 +102,23 @@ TEST(Eviction, AChainUnderATightBudgetIsRebuiltBitIdentically) {
 }
 
 TEST(Eviction, AValueAHandleHoldsIsNeverACandidate) {
-  Generator g(4);
-  const Tensor w = normal({kSide, kSide}, 0, 0.1, DType::Float32, g).requires_grad_();
-  w.storage()->set_category(MemoryCategory::Parameter);
-  const auto policy = std::make_shared<EvictFirst>();
-  const auto pool = std::make_shared<ResidentPool>(policy, 1, Device::cpu());  // nothing fits
-  RecomputeScope scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool});
-  pool->begin_step();
+  const TightPool t(4);
+  const Tensor& w = t.w;
   Tensor a = exp(w);
   const Tensor b = tanh(a);  // a and b held: nothing to evict
-  EXPECT_TRUE(policy->offers.empty());
-  EXPECT_GE(pool->stats().over_budget_allocations, 2);
+  EXPECT_TRUE(t.policy->offers.empty());
+  EXPECT_GE(t.pool->stats().over_budget_allocations, 2);
   Node* a_node = a.grad_fn().get();
   a = Tensor();  // now only the graph holds a's bytes
   const Tensor c = exp(b);
   EXPECT_TRUE(a_node->evicted());
   EXPECT_FALSE(b.grad_fn()->evicted());
-  EXPECT_FALSE(offered(*policy, b.grad_fn().get()));
+  EXPECT_FALSE(offered(*t.policy, b.grad_fn().get()));
   // exp's backward reads a (its output): a is rebuilt, and the gradient is
   // keep-all's to the bit.
   const Tensor loss = sum(c);
   loss.backward();
-  EXPECT_GE(pool->stats().rebuilds, 1);
+  EXPECT_GE(t.pool->stats().rebuilds, 1);
   const std::vector<float> grad = w.grad().to_vector<float>();
   w.set_grad(Tensor());
   {
@@ -112,13 +129,8 @@ TEST(Eviction, AValueAHandleHoldsIsNeverACandidate) {
 }
 
 TEST(Eviction, APinnedValueIsNeverACandidate) {
-  Generator g(5);
-  const Tensor w = normal({kSide, kSide}, 0, 0.1, DType::Float32, g).requires_grad_();
-  w.storage()->set_category(MemoryCategory::Parameter);
-  const auto policy = std::make_shared<EvictFirst>();
-  const auto pool = std::make_shared<ResidentPool>(policy, 1, Device::cpu());
-  RecomputeScope scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool});
-  pool->begin_step();
+  const TightPool t(5);
+  const Tensor& w = t.w;
   Tensor a = exp(w);
   Node* a_node = a.grad_fn().get();
   const Tensor reader = tanh(a);  // keeps a's node in the graph
@@ -126,20 +138,15 @@ TEST(Eviction, APinnedValueIsNeverACandidate) {
   a = Tensor();
   Tensor b = exp(w);
   EXPECT_FALSE(a_node->evicted());
-  EXPECT_FALSE(offered(*policy, a_node));
+  EXPECT_FALSE(offered(*t.policy, a_node));
   a_node->unpin();
   const Tensor c = exp(w);
   EXPECT_TRUE(a_node->evicted());
 }
 
 TEST(Eviction, AValueIsRebuiltAgainAfterASecondEviction) {
-  Generator g(6);
-  const Tensor w = normal({kSide, kSide}, 0, 0.1, DType::Float32, g).requires_grad_();
-  w.storage()->set_category(MemoryCategory::Parameter);
-  const auto policy = std::make_shared<EvictFirst>();
-  const auto pool = std::make_shared<ResidentPool>(policy, 1, Device::cpu());
-  RecomputeScope scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool});
-  pool->begin_step();
+  const TightPool t(6);
+  const Tensor& w = t.w;
   Tensor a = exp(w);
   const std::shared_ptr<Node> a_node = a.grad_fn();
   const std::vector<float> expected = a.to_vector<float>();
@@ -154,7 +161,7 @@ TEST(Eviction, AValueIsRebuiltAgainAfterASecondEviction) {
   const Tensor d = exp(w);  // evicts it again
   EXPECT_TRUE(a_node->evicted());
   EXPECT_EQ(a_node->rebuild().to_vector<float>(), expected);
-  EXPECT_EQ(pool->stats().rebuilds, 2);
+  EXPECT_EQ(t.pool->stats().rebuilds, 2);
 }
 
 }  // namespace

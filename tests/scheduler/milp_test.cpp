@@ -103,7 +103,7 @@ TEST(Milp, EqualsExhaustiveSearchOnRandomGraphs) {
       ++budgets;
       ASSERT_TRUE(solution.has_value()) << "target " << target;
       const Simulation sim = c.simulate(solution->tags);
-      const MilpReport& r = solution->report;
+      const SolverReport& r = solution->report;
       EXPECT_LE(sim.peak_bytes, target) << "target " << target;
       EXPECT_TRUE(close(sim.recompute_ms, r.objective_ms)) << sim.recompute_ms << " vs " << r.objective_ms;
       EXPECT_TRUE(close(r.objective_ms, *expected))
@@ -148,7 +148,7 @@ TEST(Milp, ReportsStatusBoundAndGapOnASmallGpt) {
   const int64_t target = minimum_peak(profile) + (keep_all - minimum_peak(profile)) / 3;
   const auto solution = solve_milp(c, target, 5.0);
   ASSERT_TRUE(solution.has_value());
-  const MilpReport& r = solution->report;
+  const SolverReport& r = solution->report;
   std::printf("milp on a small GPT (%lld nodes): %s, objective %.4f ms, bound %.4f ms, gap %.3f, %.2f s, %lld x %lld, "
               "%lld solves\n", static_cast<long long>(profile.size()), r.status.c_str(), r.objective_ms, r.bound_ms,
               r.gap, r.solve_seconds, static_cast<long long>(r.variables), static_cast<long long>(r.constraints),
@@ -198,7 +198,7 @@ TEST(MilpSlow, W2ReportsItsGapWithinAMinute) {
       continue;
     }
     ASSERT_TRUE(solution.has_value());
-    const MilpReport& r = solution->report;
+    const SolverReport& r = solution->report;
     std::printf("W2 at %.0f%% (%.1f MiB): %s, objective %.3f ms, bound %.3f ms, gap %.4f, %.1f s, %lld variables, "
                 "%lld constraints, %lld solves\n", 100 * fraction, target / search::kMiB, r.status.c_str(),
                 r.objective_ms, r.bound_ms, r.gap, r.solve_seconds, static_cast<long long>(r.variables),

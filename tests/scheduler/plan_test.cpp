@@ -381,17 +381,30 @@ TEST(Plan, AutoNeverReplaysLongerThanCostOrChainWithinABudget) {
 TEST(Plan, UserRulesBindEveryPolicy) {
   const Step all = run(gpt(), {.policy = "none"});
   const Overrides rules{.must_keep = {"gelu"}, .must_recompute = {"layer_norm"}};
-  for (const std::string& policy : policy_names()) {
-    if (policy == "dtr") continue;  // plans nothing (tests/scheduler/dtr_test.cpp)
-    const Plan plan = make_plan(all.graph, {.policy = policy, .overrides = rules});
+  auto obeyed = [&](const Plan& plan) {
     for (const NodeProfile& node : all.graph.nodes) {
       if (node.op == "gelu") {
-        EXPECT_EQ(plan.tags[node.position], Tag::Keep) << policy;
+        EXPECT_EQ(plan.tags[node.position], Tag::Keep) << plan.policy << " " << plan.detail;
       }
       if (node.op == "layer_norm") {
-        EXPECT_EQ(plan.tags[node.position], Tag::Recompute) << policy;
+        EXPECT_EQ(plan.tags[node.position], Tag::Recompute) << plan.policy << " " << plan.detail;
       }
     }
+  };
+  for (const std::string& policy : policy_names()) {
+    if (policy == "dtr") continue;  // plans nothing (tests/scheduler/dtr_test.cpp)
+    obeyed(make_plan(all.graph, {.policy = policy, .overrides = rules}));
+  }
+  // Within a budget too, where chain and milp trade: halfway from the
+  // smallest budget the rules allow to the peak of keeping the rest.
+  const Plan kept = make_plan(all.graph, {.policy = "none", .overrides = rules});
+  const int64_t budget = std::max(kept.minimum_budget_bytes,
+                                  (kept.minimum_budget_bytes + kept.predicted.peak_bytes) / 2);
+  for (const std::string& policy : policy_names()) {
+    if (!takes_budget(policy) || policy == "dtr") continue;
+    const Plan plan = make_plan(all.graph, {.policy = policy, .budget = budget, .overrides = rules});
+    obeyed(plan);
+    EXPECT_LE(plan.predicted.peak_bytes, budget) << policy;
   }
   const Step step = run(gpt(), {.policy = "blocks", .overrides = rules});
   EXPECT_EQ(step.grads, reference(gpt()));

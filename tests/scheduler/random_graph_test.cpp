@@ -99,6 +99,17 @@ std::string trace(uint64_t seed, const RandomGraph& graph, const std::string& po
                      budget ? std::to_string(*budget) : std::string("none"), graph.description());
 }
 
+// One step of `graph` recorded by `checkpointer`, its gradients zeroed first.
+void recorded_step(Checkpointer& checkpointer, RandomGraph& graph) {
+  graph.zero_grads();
+  Tensor loss;
+  {
+    auto recording = checkpointer.record();
+    loss = graph.build();
+  }
+  loss.backward();
+}
+
 // One graph of PlannedStepMatchesKeepAll...: two steps through a Checkpointer.
 // Two steps of `graph` under `policy` within `budget`: the second, planned
 // step gives the keep-all gradients bit for bit, stays within the budget,
@@ -109,13 +120,7 @@ void check_policy_step(uint64_t seed, RandomGraph& graph, const Reference& ref, 
   try {
     Checkpointer checkpointer({.policy = policy, .budget = budget});
     for (int step = 1; step <= 2; ++step) {
-      graph.zero_grads();
-      Tensor loss;
-      {
-        auto recording = checkpointer.record();
-        loss = graph.build();
-      }
-      loss.backward();
+      recorded_step(checkpointer, graph);
       if (step == 1) continue;
       ASSERT_NE(checkpointer.plan(), nullptr);
       const Plan& plan = *checkpointer.plan();
@@ -204,13 +209,7 @@ TEST(RandomGraph, DtrStepsMatchKeepAllGradientsWithinTheirBudget) {
     try {
       Checkpointer checkpointer({.policy = "dtr", .budget = budget});
       for (int step = 1; step <= 2; ++step) {
-        graph.zero_grads();
-        Tensor loss;
-        {
-          auto recording = checkpointer.record();
-          loss = graph.build();
-        }
-        loss.backward();
+        recorded_step(checkpointer, graph);
         const StepReport report = checkpointer.report();
         EXPECT_EQ(first_difference(ref.grads, gradients_of(graph)), "") << report.str();
         EXPECT_LE(report.measured_peak_bytes, budget + report.max_over_budget_bytes) << report.str();
