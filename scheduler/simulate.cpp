@@ -127,6 +127,22 @@ class Simulator {
       made_before[graph_.outside_inputs[e].made_at].push_back(static_cast<int64_t>(e));
       outside_released_before[graph_.outside_inputs[e].released_at].push_back(static_cast<int64_t>(e));
     }
+    // A checkpoint region's node is recorded dropped, holding its replay
+    // inputs, and the first node outside the region to read it promotes it
+    // to Keep as that reader is recorded, after its forward ran
+    // (engine/autograd.cpp, Node::promote_to_keep): the inputs stay held
+    // through that forward.
+    std::vector<std::vector<int64_t>> promoted_by(n_);
+    std::vector<bool> promoted(n_, false);
+    for (int64_t v = 0; v < n_; ++v) {
+      for (int64_t input : graph_.nodes[v].inputs) {
+        if (input < 0 || promoted[input] || dropped(input)) continue;
+        const int64_t region = graph_.nodes[input].region;
+        if (region == 0 || region == graph_.nodes[v].region) continue;
+        promoted[input] = true;
+        promoted_by[v].push_back(input);
+      }
+    }
     for (int64_t v = 0; v < n_; ++v) {
       for (int64_t u : released_before[v]) unref(storage_[u]);  // the caller's handle
       for (int64_t e : outside_released_before[v]) unref(outside_[e]);
@@ -141,9 +157,12 @@ class Simulator {
       } else {
         storage_[v] = new_storage(node.output_bytes);
       }
+      for (int64_t u : promoted_by[v]) {
+        for (size_t i = 0; i < graph_.nodes[u].inputs.size(); ++i) let_go_input(u, i);
+      }
       save(v);
-      if (dropped(v)) {
-        replay_held_[v] = true;
+      if (dropped(v) || promoted[v]) {
+        replay_held_[v] = dropped(v);
         for (size_t i = 0; i < node.inputs.size(); ++i) hold_input(v, i);
       }
     }
