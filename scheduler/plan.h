@@ -67,6 +67,7 @@ struct SolverReport {
   double solve_seconds = 0;
   int64_t variables = 0, constraints = 0;  // of the last program solved, its cuts included
   int64_t solves = 0;        // programs solved (each re-solve follows a cut, see milp.cpp)
+  std::string note;          // "" unless CBC failed once and was tried again (policies/cbc.h): how and why
 };
 
 struct Plan {

@@ -131,13 +131,16 @@ class Simulator {
     // inputs, and the first node outside the region to read it promotes it
     // to Keep as that reader is recorded, after its forward ran
     // (engine/autograd.cpp, Node::promote_to_keep): the inputs stay held
-    // through that forward.
+    // through that forward. (A plan cannot tag such a node Recompute: the
+    // engine keeps it whatever the tag, and forced_tags says so. Promotions
+    // by a policy's keep_input, under blocks' profiling step, are not
+    // modelled here.)
     std::vector<std::vector<int64_t>> promoted_by(n_);
     std::vector<bool> promoted(n_, false);
     for (int64_t v = 0; v < n_; ++v) {
       for (int64_t input : graph_.nodes[v].inputs) {
         if (input < 0 || promoted[input] || dropped(input)) continue;
-        const int64_t region = graph_.nodes[input].region;
+        const uint64_t region = graph_.nodes[input].region;
         if (region == 0 || region == graph_.nodes[v].region) continue;
         promoted[input] = true;
         promoted_by[v].push_back(input);
@@ -161,8 +164,10 @@ class Simulator {
         for (size_t i = 0; i < graph_.nodes[u].inputs.size(); ++i) let_go_input(u, i);
       }
       save(v);
-      if (dropped(v) || promoted[v]) {
-        replay_held_[v] = dropped(v);
+      if (dropped(v)) {
+        replay_held_[v] = true;
+        for (size_t i = 0; i < node.inputs.size(); ++i) hold_input(v, i);
+      } else if (promoted[v]) {  // held until its reader outside the region (promoted_by) is recorded
         for (size_t i = 0; i < node.inputs.size(); ++i) hold_input(v, i);
       }
     }

@@ -478,24 +478,25 @@ struct TrainModelFlags {
 void resolve_train_model(std::string& task, const TrainModelFlags& f, remat::train::FashionMnistOptions& mnist,
                          remat::train::KjvGptOptions& kjv) {
   REMAT_CHECK(!(f.model_given && f.hf_given), "train: give --model or --hf, not both");
-  REMAT_CHECK(!f.dims_given || f.model == "mlp", "train: --dims is a flag of --model mlp");
-  REMAT_CHECK(!f.head_given || f.model == "gpt", "train: --head is a flag of --model gpt");
   std::string implied;
   if (f.model == "mlp") implied = "fashion-mnist";
   if (f.model == "gpt" || f.hf_given) implied = "kjv-gpt";
-  if (implied.empty()) {
-    REMAT_CHECK(!task.empty(), "train: give --task fashion-mnist|kjv-gpt, --model gpt|mlp, or --hf DIR");
-    return;
+  if (!implied.empty()) {
+    const std::string given = f.hf_given ? "--hf" : "--model " + f.model;
+    REMAT_CHECK(task.empty() || task == implied, "train: {} trains task {}, not --task {}", given, implied, task);
+    task = implied;
   }
-  const std::string given = f.hf_given ? "--hf" : "--model " + f.model;
-  REMAT_CHECK(task.empty() || task == implied, "train: {} trains task {}, not --task {}", given, implied, task);
-  task = implied;
+  REMAT_CHECK(!task.empty(), "train: give --task fashion-mnist|kjv-gpt, --model gpt|mlp, or --hf DIR");
+  REMAT_CHECK(!f.dims_given || task == "fashion-mnist", "train: --dims is a flag of --model mlp (task "
+              "fashion-mnist), not of task {}", task);
+  REMAT_CHECK(!f.head_given || task == "kjv-gpt", "train: --head is a flag of --model gpt (task kjv-gpt), not of "
+              "task {}", task);
   if (f.hf_given) {
     REMAT_CHECK(kjv.init_from.empty(), "train: --hf and --init-from name the same thing; give one");
     kjv.init_from = f.hf;
   }
-  if (f.model == "gpt") kjv.tie_weights = f.head == "tied";
-  if (f.model == "mlp" && f.dims_given) {
+  kjv.tie_weights = f.head == "tied";
+  if (f.dims_given) {
     REMAT_CHECK(f.dims.size() >= 2 && f.dims.front() == 784 && f.dims.back() == 10, "train --model mlp: --dims {} "
                 "must run from 784 (fashion-mnist's pixels) to 10 (its classes), e.g. 784,1024,1024,10",
                 fmt::join(f.dims, ","));
@@ -569,7 +570,8 @@ int main(int argc, char** argv) {
   CLI::Option* train_dims_flag = train->add_option("--dims", train_dims, "--model mlp: widths, 784 (the pixels) to 10 "
                                                    "(the classes), e.g. 784,1024,1024,10 (784,256,256,10)")
                                      ->delimiter(',');
-  CLI::Option* train_head_flag = train->add_option("--head", train_head, "--model gpt: tied or untied lm_head")
+  CLI::Option* train_head_flag = train->add_option("--head", train_head, "--model gpt: tied or untied lm_head "
+                                                   "(tied, as GPT-2; bench's --model gpt is untied, as W2)")
                                      ->check(CLI::IsMember({"tied", "untied"}))->capture_default_str();
   train->add_option("--batch-size", common.batch_size, "examples per step (fashion-mnist 64, kjv-gpt 32)");
   train->add_option("--lr", common.lr, "AdamW peak learning rate (fashion-mnist 2e-3, kjv-gpt 3e-3)");

@@ -81,6 +81,7 @@ std::vector<Setting> shared_settings(const KjvGptOptions& o, uint64_t text_finge
   const auto text = [](auto value) { return fmt::format("{}", value); };
   return {{"--n-layer", text(o.n_layer)}, {"--n-head", text(o.n_head)}, {"--n-embd", text(o.n_embd)},
           {"--block-size", text(o.block_size)}, {"--dropout", text(o.dropout)},
+          {"--head", o.tie_weights ? "tied" : "untied"},
           {"--batch-size", text(o.batch_size)}, {"--max-steps", text(o.max_steps)},
           {"--time-limit", text(o.time_limit_seconds)}, {"--lr", text(o.lr)}, {"min_lr_ratio", text(o.min_lr_ratio)},
           {"--warmup-steps", text(o.warmup_steps)}, {"--weight-decay", text(o.weight_decay)},

@@ -2,13 +2,17 @@
 #include "scheduler/policies/cbc.h"
 
 #include <Cbc_C_Interface.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -17,7 +21,9 @@
 namespace remat::scheduler::cbc {
 namespace {
 
-constexpr double kGraceSeconds = 10;  // past its time limit before a child is killed
+// Past its time limit, how long a child has before it is killed: CBC looks
+// at its clock between nodes only.
+double grace_seconds(double seconds) { return std::max(10.0, 0.25 * seconds); }
 
 // How CBC is asked: as it likes, or (after a failure) avoiding the code of
 // CLP's known assertions.
@@ -49,9 +55,8 @@ bool write_all(int fd, const void* data, size_t bytes) {
   return true;
 }
 
-// In the child: solve, write the outcome to fd, leave without running any
-// exit handler of the parent's (_exit).
-[[noreturn]] void solve_here(const Program& p, double seconds, Settings settings, int fd) {
+// In the child: solve and write the outcome to fd.
+bool solve_here(const Program& p, double seconds, Settings settings, int fd) {
   Cbc_Model* model = Cbc_newModel();
   std::vector<CoinBigIndex> start(p.column_start.begin(), p.column_start.end());
   Cbc_loadProblem(model, p.columns(), p.rows(), start.data(), p.index.data(), p.value.data(), p.lower.data(),
@@ -60,6 +65,7 @@ bool write_all(int fd, const void* data, size_t bytes) {
     if (p.integer[static_cast<size_t>(j)]) Cbc_setInteger(model, j);
   }
   Cbc_setLogLevel(model, 0);
+  Cbc_setParameter(model, "timeMode", "elapsed");  // the parent's clock: wall time, not CPU time
   Cbc_setMaximumSeconds(model, seconds);
   Cbc_setAllowableGap(model, 0);
   Cbc_setAllowableFractionGap(model, 0);
@@ -80,7 +86,28 @@ bool write_all(int fd, const void* data, size_t bytes) {
   bool ok = write_all(fd, &h, sizeof h);
   for (const double* x : found) ok = ok && write_all(fd, x, sizeof(double) * static_cast<size_t>(p.columns()));
   ok = ok && write_all(fd, status.data(), status.size());
-  _exit(ok ? 0 : 3);
+  return ok;
+}
+
+// The child's whole life: no exception may unwind into the parent's code
+// (its callers, a test runner's catch), and no exit handler of the
+// parent's may run (_exit).
+[[noreturn]] void child(const Program& p, double seconds, Settings settings, int out, int err,
+                        void (*in_child)()) noexcept {
+  dup2(err, STDERR_FILENO);
+  dup2(err, STDOUT_FILENO);
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // what CBC prints reaches the parent even if it aborts
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);  // an abort would dump the engine's whole address space
+  try {
+    if (in_child) in_child();
+    _exit(solve_here(p, seconds, settings, out) ? 0 : 3);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "CBC's process: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "CBC's process: an exception\n");
+  }
+  _exit(4);
 }
 
 // Reads the child's two pipes until both close or the deadline passes.
@@ -116,8 +143,9 @@ bool drain(int out, int err, std::string& got, std::string& printed, double seco
 std::string last_line(const std::string& printed) {
   size_t end = printed.find_last_not_of("\r\n ");
   if (end == std::string::npos) return "";
-  const size_t begin = printed.rfind('\n', end);
-  std::string line = printed.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+  const size_t newline = printed.rfind('\n', end);
+  const size_t begin = newline == std::string::npos ? 0 : newline + 1;
+  std::string line = printed.substr(begin, end + 1 - begin);
   if (line.size() > 300) line = line.substr(0, 300) + "...";
   return line;
 }
@@ -130,13 +158,16 @@ Outcome failure(std::string why) {
 }
 
 Outcome attempt(const Program& p, double seconds, Settings settings, void (*in_child)()) {
-  int out[2], err[2];
-  if (pipe(out) != 0) return failure(fmt::format("could not start the solver (pipe: {})", std::strerror(errno)));
-  if (pipe(err) != 0) {
+  int out[2], err[2];  // close-on-exec: another fork's exec must not keep them open
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    return failure(fmt::format("could not start the solver (pipe: {})", std::strerror(errno)));
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
     close(out[0]);
     close(out[1]);
     return failure(fmt::format("could not start the solver (pipe: {})", std::strerror(errno)));
   }
+  std::fflush(nullptr);  // the parent's buffered output is not the child's to print
   const pid_t pid = fork();
   if (pid < 0) {
     for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
@@ -145,15 +176,13 @@ Outcome attempt(const Program& p, double seconds, Settings settings, void (*in_c
   if (pid == 0) {
     close(out[0]);
     close(err[0]);
-    dup2(err[1], STDERR_FILENO);
-    dup2(err[1], STDOUT_FILENO);
-    if (in_child) in_child();
-    solve_here(p, seconds, settings, out[1]);
+    child(p, seconds, settings, out[1], err[1], in_child);
   }
   close(out[1]);
   close(err[1]);
   std::string got, printed;
-  const bool in_time = drain(out[0], err[0], got, printed, seconds + kGraceSeconds);
+  const double grace = grace_seconds(seconds);
+  const bool in_time = drain(out[0], err[0], got, printed, seconds + grace);
   if (!in_time) kill(pid, SIGKILL);
   close(out[0]);
   close(err[0]);
@@ -163,9 +192,12 @@ Outcome attempt(const Program& p, double seconds, Settings settings, void (*in_c
   const std::string said = last_line(printed);
   const std::string saying = said.empty() ? "" : fmt::format(": \"{}\"", said);
   if (!in_time) {
-    Outcome o = failure(fmt::format("time limit (CBC ran {:.0f} s past it and was stopped)", kGraceSeconds));
+    Outcome o = failure(fmt::format("time limit (CBC was still running {:.0f} s past it and was stopped)", grace));
     o.time_limit = true;
     return o;
+  }
+  if (printed.find("Sanitizer") != std::string::npos) {  // a finding in the child: show it whole
+    std::fprintf(stderr, "%s", printed.c_str());
   }
   if (WIFSIGNALED(wstatus)) {
     return failure(fmt::format("CBC died of signal {} ({}){}", WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)), saying));
@@ -205,8 +237,8 @@ Outcome solve(const Program& program, double seconds, void (*in_child)()) {
   if (left <= 0.01) return first;
   Outcome second = attempt(program, left, Settings::kCareful, in_child);
   if (!second.failed) {
-    second.status = fmt::format("{} (on a second try, without presolve and with Dantzig pricing; the first: {})",
-                                second.status, first.status);
+    second.retried = fmt::format("solved on a second try, without presolve and with Dantzig pricing; the first: {}",
+                                 first.status);
     return second;
   }
   return failure(fmt::format("{}; again without presolve and with Dantzig pricing: {}", first.status, second.status));

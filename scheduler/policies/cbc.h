@@ -9,10 +9,12 @@
 // process: a whole training run lost to its planner. So each solve runs in a
 // fork()ed child that writes CBC's verdict and solutions down a pipe and
 // leaves with _exit; the parent reads them, and a child that dies (a signal,
-// a crash, a write cut short) or overruns its time limit by kGraceSeconds
-// (then it is killed) is a failed solve, named with what it printed, never
-// a crash of the caller. The child only runs CBC (no OpenMP, no engine code),
-// which is safe after fork() in a threaded process: glibc's malloc is.
+// a crash, a write cut short) or overruns its time limit (CBC counting wall
+// time) by its grace, 10 s or a quarter of the limit (then it is killed),
+// is a failed solve, named with what it printed, never
+// a crash of the caller. The child only runs CBC (no OpenMP, no engine code:
+// an exception ends it, never unwinds into its callers), which is safe
+// after fork() in a threaded process: glibc's malloc is.
 // A solve that fails is tried once more with Dantzig pricing and without
 // presolve, which leave out the code the known assertions sit in.
 #pragma once
@@ -43,6 +45,7 @@ struct Outcome {
   bool infeasible = false;  // proven to have no solution
   bool time_limit = false;  // stopped by the time limit
   std::string status;       // in words: "optimal", "infeasible", "time limit", or why it failed
+  std::string retried;      // "" unless the first try failed: how the second went, and why
   bool failed = false;      // the solver died or was killed: nothing below is known
   double best_possible = 0; // CBC's proven lower bound on the objective
   std::vector<std::vector<double>> solutions;  // what it found (saved ones, then its best), columns() each

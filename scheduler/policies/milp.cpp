@@ -642,7 +642,8 @@ cbc::Program column_major(const Program& program, const std::vector<Row>& rows) 
 
 }  // namespace
 
-std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, double time_limit_s) {
+std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, double time_limit_s,
+                                       std::string* status_out) {
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   if (c.graph.nodes.empty()) return MilpSolution{{}, {.status = "optimal"}};
@@ -712,6 +713,7 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     ++report.solves;
     report.variables = static_cast<int64_t>(program.lower.size());
     report.constraints = static_cast<int64_t>(rows.size());
+    if (!outcome.retried.empty()) report.note = outcome.retried;
     const double possible = outcome.best_possible / f.scale() + f.cost_constant();
     // Check what CBC found: its saved solutions and its best.
     std::vector<std::vector<Tag>> found;
@@ -743,7 +745,10 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
   }
   report.status = status;
   report.solve_seconds = elapsed();
-  if (!best) return std::nullopt;
+  if (!best) {
+    if (status_out) *status_out = status;
+    return std::nullopt;
+  }
   report.objective_ms = best_ms;
   report.bound_ms = std::min(report.bound_ms, best_ms);
   report.gap = best_ms > 0 ? (best_ms - report.bound_ms) / best_ms : 0;
@@ -761,11 +766,12 @@ Answer plan_milp(const Request& request) {
     return {.tags = search::all(c, Tag::Keep), .detail = "no budget: nothing to trade, every value kept",
             .chosen_by = "milp"};
   }
-  const std::optional<MilpSolution> solution = solve_milp(c, request.target, request.time_limit_s);
+  std::string status;
+  const std::optional<MilpSolution> solution = solve_milp(c, request.target, request.time_limit_s, &status);
   if (!solution) {
     Answer answer = fall_back(request, "milp");
-    answer.detail = fmt::format("the solver found no plan within {} bytes over its decidable nodes (time limit "
-                                "{:.0f} s); {}", request.target, request.time_limit_s, answer.detail);
+    answer.detail = fmt::format("the solver found no plan within {} bytes over its decidable nodes ({}; time "
+                                "limit {:.0f} s); {}", request.target, status, request.time_limit_s, answer.detail);
     return answer;
   }
   const SolverReport& r = solution->report;
@@ -784,7 +790,7 @@ Answer plan_milp(const Request& request) {
           .detail = fmt::format("milp: {} over the values backward reads (the others kept), {:.3f} ms (bound "
                                 "{:.3f}, gap {:.2f}%) in {:.2f} s, {} variables, {} constraints, {} solves",
                                 r.status, r.objective_ms, r.bound_ms, 100 * r.gap, r.solve_seconds, r.variables,
-                                r.constraints, r.solves),
+                                r.constraints, r.solves) + (r.note.empty() ? "" : "; " + r.note),
           .chosen_by = "milp",
           .solver = r};
 }

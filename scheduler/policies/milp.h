@@ -24,7 +24,8 @@ struct MilpSolution {
 // (search::Context::decidable; the others keep, unless a rule forces them),
 // found by a MILP solved by CBC within `time_limit_s` (the best plan found so
 // far when the limit is hit, with the bound and gap). nullopt when no plan
-// within target was found.
-std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, double time_limit_s);
+// within target was found; then *status, if given, is the solver's last verdict.
+std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, double time_limit_s,
+                                       std::string* status = nullptr);
 
 }  // namespace remat::scheduler
