@@ -15,7 +15,8 @@
 #   children (Note [CBC in a child process], scheduler/policies/cbc.h), and
 #   a child inherits the quarantine and recycles it page by page, copying
 #   each page it writes: with 256 MB Milp.EqualsExhaustiveSearchOnRandomGraphs
-#   ran past 15 minutes, with 16 MB about 20 s. Freed blocks are still
+#   ran past 15 minutes, with 16 MB 23 s (in CI; 52 s on a loaded
+#   machine). Freed blocks are still
 #   poisoned until 16 MB of later frees push them out.
 # - print_stacktrace: UBSan reports say where, not only what.
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:quarantine_size_mb=16"

@@ -714,11 +714,8 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     report.variables = static_cast<int64_t>(program.lower.size());
     report.constraints = static_cast<int64_t>(rows.size());
     if (!outcome.retried.empty()) report.note = outcome.retried;
-    const double possible = outcome.best_possible / f.scale() + f.cost_constant();
     // Check what CBC found: its saved solutions and its best.
-    std::vector<std::vector<Tag>> found;
-    for (const std::vector<double>& x : outcome.solutions) found.push_back(f.tags_of(x.data()));
-    for (const auto& tags : found) check(tags);
+    for (const std::vector<double>& x : outcome.solutions) check(f.tags_of(x.data()));
     if (outcome.failed) {  // the incumbent stands, unproven (Note [CBC in a child process])
       status = outcome.status;
       break;
@@ -730,6 +727,7 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
       break;
     }
     // What the program proved, cut plans aside (each checked, so none is below best_ms).
+    const double possible = outcome.best_possible / f.scale() + f.cost_constant();
     report.bound_ms = std::max(f.cost_constant(), std::min(best_ms, possible));
     status = outcome.status;
     if (outcome.optimal) {

@@ -34,13 +34,6 @@ Outcome run_remat(const std::string& args) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-template <typename... Parts>
-std::string fmt_args(const Parts&... parts) {
-  std::string joined;
-  ((joined += parts), ...);
-  return joined;
-}
-
 TEST(Cli, UnknownFlagIsNamed) {
   const Outcome run = run_remat("bench --workload W1 --polcy none");
   EXPECT_NE(run.exit_code, 0);
@@ -137,9 +130,9 @@ TEST(Cli, TrainTakesAModelOfItsOwn) {
   }
   int64_t parameters[2] = {0, 0};
   for (int untied = 0; untied < 2; ++untied) {
-    run = run_remat(fmt_args("train --model gpt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --max-steps 2 "
-                             "--batch-size 2 --eval-batches 1 --sample-chars 4 --prompt in --threads 1 --json --head ",
-                             untied ? "untied" : "tied", " --text ", text.string()));
+    run = run_remat(std::string("train --model gpt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --max-steps 2 "
+                                "--batch-size 2 --eval-batches 1 --sample-chars 4 --prompt in --threads 1 --json "
+                                "--head ") + (untied ? "untied" : "tied") + " --text " + text.string());
     ASSERT_EQ(run.exit_code, 0) << run.output;
     const std::string field = "\"parameters\":";
     const size_t at = run.output.rfind(field);
