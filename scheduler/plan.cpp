@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -138,6 +139,8 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std:
               *options.budget);
   REMAT_CHECK(!options.budget || policy.takes_budget, "plan: policy {} takes no budget ({} do)", options.policy,
               budget_policies());
+  REMAT_CHECK(std::isfinite(options.solver_time_limit_s) && options.solver_time_limit_s > 0, "plan: the solver's "
+              "time limit must be a positive number of seconds, got {}", options.solver_time_limit_s);
   check_overrides(graph, options.overrides);
   const auto start = std::chrono::steady_clock::now();
   const Context c(graph, options.overrides);

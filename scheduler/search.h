@@ -32,6 +32,12 @@ struct Context {
     const NodeProfile& node = graph.nodes[v];
     return v != root() && !forced[v] && read[v] && node.view_of < 0 && node.output_bytes > 0;
   }
+  // Every tag the engine can take: owns bytes and no rule binds it, whether
+  // backward reads it or only a dropped node's replay does (milp's space).
+  bool free(int64_t v) const {
+    const NodeProfile& node = graph.nodes[v];
+    return v != root() && !forced[v] && node.view_of < 0 && node.output_bytes > 0;
+  }
   std::vector<Tag> with_forced(std::vector<Tag> tags) const {
     for (size_t v = 0; v < tags.size(); ++v) {
       if (forced[v]) tags[v] = *forced[v];

@@ -527,6 +527,10 @@ void add_plan_options(CLI::App* command, remat::train::WorkloadOptions& options,
       ->delimiter(',');
   command->add_option("--must-recompute", options.overrides.must_recompute,
                       "ops whose outputs every plan replays, e.g. layer_norm")->delimiter(',');
+  command->add_option("--solver-time-limit", options.solver_time_limit_s, "milp: seconds per plan for CBC (the best "
+                      "plan found by then, with its bound and gap)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
 }
 
 // OpenMP threads that spin while idle take the cores from OpenBLAS's own
@@ -691,6 +695,8 @@ int main(int argc, char** argv) {
                                               "shares of keep-all's peak: 25%,50% or 0.25,0.5 "
                                               "(25%,35%,50%,60%,75%,90%)");
   tradeoff->add_option("--fractions", fractions, "the same as --budgets (its older name)")->excludes(budgets);
+  tradeoff->add_option("--solver-time-limit", tradeoff_options.solver_time_limit_s, "milp: seconds per plan for CBC")
+      ->capture_default_str()->check(CLI::Range(0.001, 86400.0));
   tradeoff->add_option("--profile", tradeoff_options.profile_path, "plan every run from this saved profile (JSON, "
                        "from bench or explain --save-profile): the same plans on every sweep");
   tradeoff->add_option("--out", out_dir, "folder for tradeoff.csv, tradeoff.json and graph_<policy>.dot")->required();

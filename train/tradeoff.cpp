@@ -78,9 +78,10 @@ std::string cell(std::optional<double> value, const char* format) {
 
 std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
   check_options(options);
-  const WorkloadOptions base{.workload = options.workload, .threads = options.threads, .steps = options.steps,
-                             .warmup = options.warmup, .seed = options.seed, .device = options.device,
-                             .profile_path = options.profile_path, .model = options.model};
+  const WorkloadOptions base{.workload = options.workload, .solver_time_limit_s = options.solver_time_limit_s,
+                             .threads = options.threads, .steps = options.steps, .warmup = options.warmup,
+                             .seed = options.seed, .device = options.device, .profile_path = options.profile_path,
+                             .model = options.model};
   size_t runs = 1;  // keep-all
   for (const std::string& policy : options.policies) {
     if (runs_without_budget(policy)) ++runs;

@@ -253,7 +253,8 @@ WorkloadPlan plan_workload(const WorkloadOptions& requested) {
   REMAT_CHECK(options.policy != "dtr", "explain: policy dtr makes no plan to explain: it evicts at run time within "
               "its budget (run it with bench --policy dtr --budget B, which reports its evictions and rebuilds)");
   const scheduler::PlanOptions plan_options{.policy = options.policy, .budget = options.budget,
-                                            .overrides = options.overrides};
+                                            .overrides = options.overrides,
+                                            .solver_time_limit_s = options.solver_time_limit_s};
   if (!options.profile_path.empty()) {  // planned from the saved profile alone: nothing runs
     scheduler::check_policy(options.policy);
     scheduler::GraphProfile saved = scheduler::load_profile(options.profile_path);
@@ -297,7 +298,9 @@ class Run {
         workload_(build(options)),
         optimizer_(optimizer_for(workload_)),
         device_(device_from_name(options.device)),
-        checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides)}, device_) {
+        checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides),
+                       .solver_time_limit_s = options.solver_time_limit_s},
+                      device_) {
     report_.workload = describe(options.model, options.workload);
     report_.policy = policy;
     report_.budget = budget;

@@ -49,6 +49,7 @@ struct WorkloadOptions {
   // profile where one is given, else from a short run under policy none).
   std::optional<double> budget_fraction;
   scheduler::Overrides overrides;  // ops always kept / always replayed
+  double solver_time_limit_s = 60;  // milp's, per plan (scheduler::PlanOptions)
   int threads = 1;
   int steps = 10;   // timed steps
   int warmup = 3;   // untimed steps before them

@@ -20,8 +20,9 @@ struct MilpSolution {
 };
 
 // The tags of least predicted recompute time whose simulated peak is at most
-// `target` bytes, over every choice of tags of the decidable nodes
-// (search::Context::decidable; the others keep, unless a rule forces them),
+// `target` bytes, over every choice of tags of the free nodes
+// (search::Context::free: the engine's whole space; views follow their
+// base, and a rule's tags stand),
 // found by a MILP solved by CBC within `time_limit_s` (the best plan found so
 // far when the limit is hit, with the bound and gap). nullopt when no plan
 // within target was found; then *status, if given, is the solver's last verdict.

@@ -15,8 +15,7 @@ const std::vector<Policy>& registry() {
       {"cost", "drop what is cheapest to rebuild per byte", true, &plan_cost},
       {"chain", "the optimum of a chain-of-stages model, checked by the simulator (Beaumont et al.)", true,
        &plan_chain},
-      {"milp", "the optimum over the tags of values backward reads, a mixed-integer program (CBC, time limit)", true,
-       &plan_milp},
+      {"milp", "the optimum over every tag, a mixed-integer program (CBC, time limit)", true, &plan_milp},
       {"auto", "the fastest fitting plan of cost, chain, blocks, sqrt and the least-memory search", true,
        &plan_auto},
       // No plan: eviction at run time within the budget (dtr.h); the
