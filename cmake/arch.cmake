@@ -27,7 +27,7 @@ set(_probe_expected "0.5 0.5 0 0")
 function(_remat_probe flags result)
   foreach(level -O2 -O3)
     string(MAKE_C_IDENTIFIER "${flags}${level}" tag)
-    try_run(run_code compiled ${CMAKE_BINARY_DIR}/arch_probe/${tag} ${_probe_source}
+    try_run(run_code compiled ${PROJECT_BINARY_DIR}/arch_probe/${tag} ${_probe_source}
             COMPILE_DEFINITIONS ${level} ${flags}
             COMPILE_OUTPUT_VARIABLE compile_output RUN_OUTPUT_VARIABLE run_output)
     string(STRIP "${run_output}" run_output)

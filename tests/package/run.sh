@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# remat as other projects use it (label package):
+#   installed  cmake --install of BUILD into WORK/prefix, then a consumer
+#              project built with find_package(remat CONFIG) and the same
+#              program built with pkg-config; both run
+#   subdirectory  a consumer project with add_subdirectory(remat source),
+#              built (the CPU libraries it needs only) and run
+#   tests/package/run.sh installed|subdirectory SOURCE BUILD WORK
+set -euo pipefail
+mode=$1 source=$2 build=$3 work=$4
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+case $mode in
+  installed)
+    cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
+    test -f "$work/prefix/include/remat/engine/tensor.h"
+    test -x "$work/prefix/bin/remat"
+    cmake -S "$here/installed" -B "$work/cmake" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+          -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log"
+    cmake --build "$work/cmake" >"$work/build.log"
+    "$work/cmake/gpt_steps"
+    # pkg-config, from the prefix's .pc file alone
+    pc_dir=$(dirname "$(find "$work/prefix" -name remat.pc)")
+    flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs remat)
+    ${CXX:-c++} -O1 "$here/gpt_steps.cpp" -o "$work/gpt_steps_pkgconfig" $flags
+    "$work/gpt_steps_pkgconfig"
+    ;;
+  subdirectory)
+    cmake -S "$here/subdirectory" -B "$work/cmake" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+          -DREMAT_SOURCE_DIR="$source" >"$work/configure.log"
+    cmake --build "$work/cmake" --target matmul_grad -j 2 >"$work/build.log"
+    "$work/cmake/matmul_grad"
+    ;;
+  *) echo "usage: $0 installed|subdirectory SOURCE BUILD WORK" >&2; exit 2 ;;
+esac
