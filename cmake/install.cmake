@@ -8,6 +8,13 @@
 # tests/package/ builds a small program both ways, and through add_subdirectory.
 include(CMakePackageConfigHelpers)
 
+# Inside another project (add_subdirectory) its `cmake --install` leaves
+# remat out unless asked.
+option(REMAT_INSTALL "Install remat's libraries, headers, program and package files" ${PROJECT_IS_TOP_LEVEL})
+if(NOT REMAT_INSTALL)
+  return()
+endif()
+
 set(REMAT_FOLDERS kernels engine ops scheduler nn optim comm train)
 set(remat_targets)
 foreach(folder ${REMAT_FOLDERS})

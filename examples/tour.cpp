@@ -9,12 +9,12 @@
 //   example_tour [DIR]   (DIR: where to write the DOT of part 3)
 #include <algorithm>
 #include <cstdio>
-#include <utility>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -172,7 +172,11 @@ void part3(const Inputs& in, const std::string& dot_dir) {
     std::printf("  %-16s %-7s %-9s %s\n", kAbcNames.at(v).c_str(), kib(node.output_bytes).c_str(),
                 plan.tags[v] == Tag::Keep ? "KEEP" : "RECOMPUTE", plan.reasons[v].c_str());
   }
-  if (!dot_dir.empty()) std::ofstream(dot_dir + "/abc_cost.dot") << scheduler::to_dot(graph, plan);
+  if (!dot_dir.empty()) {
+    std::ofstream dot(dot_dir + "/abc_cost.dot");
+    dot << scheduler::to_dot(graph, plan);
+    REMAT_CHECK(dot.good(), "tour: cannot write {}/abc_cost.dot", dot_dir);
+  }
 }
 
 // One step of `loss` under `options`, its graph planned first from a
@@ -252,14 +256,17 @@ void part5() {
       model->forward(ids, targets).loss.backward();
     }
   }
-  int dropouts = 0, replayed_dropouts = 0;
-  for (const scheduler::NodeProfile& node : replayed.checkpointing_profile()->nodes) {
+  // The dropouts the plan drops: their masks are drawn again when replayed.
+  const scheduler::GraphProfile& graph = *replayed.checkpointing_profile();
+  const std::vector<Tag> tags = scheduler::effective_tags(graph, replayed.checkpointing_plan()->tags);
+  int dropouts = 0, dropped = 0;
+  for (const scheduler::NodeProfile& node : graph.nodes) {
     if (node.op != "dropout") continue;
     ++dropouts;
-    replayed_dropouts += node.replay_ms > 0 || node.replay_in_place_ms > 0 ? 1 : 0;
+    dropped += tags[static_cast<size_t>(node.position)] == Tag::Recompute ? 1 : 0;
   }
-  std::printf("  blocks: %lld replays, %d of the %d dropouts among them\n",
-              static_cast<long long>(replayed.checkpointing_report()->replayed_nodes), replayed_dropouts, dropouts);
+  std::printf("  blocks: %lld replays; the plan drops %d of the %d dropouts\n",
+              static_cast<long long>(replayed.checkpointing_report()->replayed_nodes), dropped, dropouts);
   std::printf("  every gradient bit-identical to keeping everything: %s\n",
               gradients(kept) == gradients(replayed) ? "yes" : "NO");
 }

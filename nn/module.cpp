@@ -46,6 +46,8 @@ const scheduler::GraphProfile* Module::checkpointing_profile() const {
   return checkpointer_ ? checkpointer_->profile() : nullptr;
 }
 
+const scheduler::Plan* Module::checkpointing_plan() const { return checkpointer_ ? checkpointer_->plan() : nullptr; }
+
 std::unique_ptr<scheduler::Checkpointer::Recording> Module::record_forward() {
   // No graph without grad (an evaluation): nothing to record or plan.
   if (!checkpointer_ || !grad_enabled() || scheduler::Checkpointer::recording_on_this_thread()) return nullptr;

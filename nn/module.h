@@ -111,6 +111,10 @@ class Module {
   // give back to gradient_checkpointing_enable in a later run; null before
   // a graph has been planned or when checkpointing is off.
   const scheduler::GraphProfile* checkpointing_profile() const;
+  // The plan applied to the latest step, with each node's tag and reason
+  // (what `remat explain` prints); null after a profiling step, or when
+  // checkpointing is off.
+  const scheduler::Plan* checkpointing_plan() const;
 
  protected:
   // Opened first by forward(): records it under this module's checkpointer,

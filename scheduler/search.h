@@ -32,9 +32,10 @@ struct Context {
     const NodeProfile& node = graph.nodes[v];
     return v != root() && !forced[v] && read[v] && node.view_of < 0 && node.output_bytes > 0;
   }
-  // Every tag the engine can take: owns bytes and no rule binds it, whether
-  // backward reads it or only a dropped node's replay does (milp's space).
-  bool free(int64_t v) const {
+  // A node whose tag changes what the step holds: it owns bytes and no rule
+  // binds it, whether a backward reads it or only a dropped consumer's
+  // replay does (milp's space: every plan the engine can run).
+  bool taggable(int64_t v) const {
     const NodeProfile& node = graph.nodes[v];
     return v != root() && !forced[v] && node.view_of < 0 && node.output_bytes > 0;
   }

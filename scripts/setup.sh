@@ -14,6 +14,7 @@ packages=(
   libopenmpi-dev openmpi-bin                     # the MPI communicator (comm/)
   dataset-fashion-mnist bible-kjv                # data (no downloads at run time)
   python3-torch python3-numpy                    # bench/torch_reference.py
+  python3-dev python3-venv                       # the Python module (python/, scripts/setup_py.sh)
   python3-matplotlib                             # tools/plot_tradeoff.py
   graphviz                                       # DOT graphs to SVG (remat tradeoff, docs/tour)
   clang-14 libclang-rt-14-dev libomp-14-dev      # sanitizers and libFuzzer (scripts/sanitize.sh, fuzz.sh)

@@ -52,7 +52,6 @@ struct TradeoffOptions {
   // A model of the user's instead of `workload` (train/workload.h).
   ModelSpec model;
   double solver_time_limit_s = 60;  // milp's, per plan
-
   // One line before each run and one after it ("[3/16] ..."); may be empty.
   std::function<void(const std::string& line)> progress;
 };

@@ -1,11 +1,11 @@
 // The `milp` policy's solver (see milp.h): a mixed-integer program over the
-// free nodes' keep/drop choices (every tag the engine can take), solved by
-// CBC, every proposal checked by the simulator, cut off and re-solved when
-// the check disagrees.
+// taggable nodes' keep/drop choices (every plan the engine can run), solved
+// by CBC, every proposal checked by the simulator, cut off and re-solved
+// when the check disagrees.
 //
 // Note [The milp relaxation]
 // Its space is the engine's: every node that owns bytes and that no rule
-// binds (search::Context::free), whether a backward reads it or only the
+// binds (search::Context::taggable), whether a backward reads it or only the
 // replay of a dropped consumer does (a kept one is then held by that
 // consumer's replay inputs until it is replayed). The truth is
 // scheduler::simulate. The program is built to be a relaxation
@@ -14,7 +14,7 @@
 // point, and the modelled cost is at most Simulation::recompute_ms. So the
 // program never cuts off a plan that fits, and its bound is a bound on every
 // plan. Its columns:
-//   d_v       binary, per free node: 1 drops (Recompute), 0 keeps. The
+//   d_v       binary, per taggable node: 1 drops (Recompute), 0 keeps. The
 //             other nodes are constants (their forced tag, else Keep), and
 //             views follow their base as effective_tags() has it.
 //   m_{y,s}   "y has been replayed by backward step s" (continuous, but fixed
@@ -181,19 +181,19 @@ class Formulation {
   }
 
   Program& program() { return program_; }
-  const std::vector<int64_t>& free_nodes() const { return free_; }
+  const std::vector<int64_t>& taggable_nodes() const { return taggable_; }
   const std::vector<int>& decision_columns() const { return decision_col_; }
 
   std::vector<Tag> tags_of(const double* x) const {
     std::vector<Tag> tags(static_cast<size_t>(n_), Tag::Keep);
-    for (size_t i = 0; i < free_.size(); ++i) {
-      if (x[decision_col_[i]] > 0.5) tags[static_cast<size_t>(free_[i])] = Tag::Recompute;
+    for (size_t i = 0; i < taggable_.size(); ++i) {
+      if (x[decision_col_[i]] > 0.5) tags[static_cast<size_t>(taggable_[i])] = Tag::Recompute;
     }
     return c_.with_forced(std::move(tags));
   }
 
  private:
-  // d_v: the drop of each node, a column for the free ones.
+  // d_v: the drop of each node, a column for the taggable ones.
   void decide() {
     drop_.assign(static_cast<size_t>(n_), constant(0));
     std::vector<bool> leaves_region(static_cast<size_t>(n_), false);
@@ -205,8 +205,8 @@ class Formulation {
       }
     }
     for (int64_t v = 0; v < n_; ++v) {
-      if (c_.free(v)) {
-        free_.push_back(v);
+      if (c_.taggable(v)) {
+        taggable_.push_back(v);
         decision_col_.push_back(program_.column(0, 1, true));
         drop_[v] = Linear::column(decision_col_.back());
       } else if (c_.forced[v] && *c_.forced[v] == Tag::Recompute) {
@@ -610,7 +610,7 @@ class Formulation {
   int64_t target_;
   Program program_;
   std::vector<Linear> drop_;
-  std::vector<int64_t> free_;
+  std::vector<int64_t> taggable_;
   std::vector<int> decision_col_;
   std::vector<int64_t> order_, pos_, grad_live_;
   std::vector<bool> has_grad_;
@@ -664,7 +664,7 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
   // Every plan checked is cut off: it fits and is best known, or it does not.
   auto check = [&](const std::vector<Tag>& tags) {
     std::vector<bool> key;
-    for (size_t i = 0; i < decision.size(); ++i) key.push_back(tags[f.free_nodes()[i]] == Tag::Recompute);
+    for (size_t i = 0; i < decision.size(); ++i) key.push_back(tags[f.taggable_nodes()[i]] == Tag::Recompute);
     if (!checked.insert(key).second) return;
     Row cut;  // sum of the kept ones' d + sum of the dropped ones' (1 - d) >= 1
     double ones = 0;
@@ -691,7 +691,7 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     for (const search::Candidate& candidate : policies::pooled_plans(c)) {
       if (candidate.sim.peak_bytes > target) continue;
       std::vector<Tag> tags = keep_all;
-      for (int64_t v : f.free_nodes()) tags[v] = candidate.tags[v];
+      for (int64_t v : f.taggable_nodes()) tags[v] = candidate.tags[v];
       check(c.with_forced(tags));
     }
   }
@@ -774,13 +774,12 @@ Answer plan_milp(const Request& request) {
   if (!solution) {
     Answer answer = fall_back(request, "milp");
     answer.detail = fmt::format("the solver found no plan within {} bytes ({}; time "
-                                "limit {:.0f} s); {}", request.target, status, request.time_limit_s, answer.detail);
+                                "limit {:g} s); {}", request.target, status, request.time_limit_s, answer.detail);
     return answer;
   }
   const SolverReport& r = solution->report;
-  // On a re-plan its earlier plan stays unless the solver's is faster (it
-  // may lie outside the solver's space, or a time limit may have cut the
-  // search short).
+  // On a re-plan its earlier plan stays unless the solver's is faster (a
+  // time limit may have cut the search short).
   if (request.current && request.current->sim.peak_bytes <= request.target &&
       request.current->sim.recompute_ms < r.objective_ms) {
     return {.tags = request.current->tags, .detail = fmt::format("milp: the plan applied so far ({:.3f} ms) is "
@@ -790,10 +789,11 @@ Answer plan_milp(const Request& request) {
             .chosen_by = "milp"};
   }
   return {.tags = solution->tags,
-          .detail = fmt::format("milp: {} over every tag, {:.3f} ms (bound "
-                                "{:.3f}, gap {:.2f}%) in {:.2f} s, {} variables, {} constraints, {} solves",
-                                r.status, r.objective_ms, r.bound_ms, 100 * r.gap, r.solve_seconds, r.variables,
-                                r.constraints, r.solves) + (r.note.empty() ? "" : "; " + r.note),
+          .detail = fmt::format("milp: {} over every tag, {:.3f} ms (bound {:.3f}, gap {:.2f}%) in {:.2f} s "
+                                "(limit {:g} s), {} variables, {} constraints, {} solves",
+                                r.status, r.objective_ms, r.bound_ms, 100 * r.gap, r.solve_seconds,
+                                request.time_limit_s, r.variables, r.constraints, r.solves) +
+                    (r.note.empty() ? "" : "; " + r.note),
           .chosen_by = "milp",
           .solver = r};
 }

@@ -20,8 +20,8 @@ struct MilpSolution {
 };
 
 // The tags of least predicted recompute time whose simulated peak is at most
-// `target` bytes, over every choice of tags of the free nodes
-// (search::Context::free: the engine's whole space; views follow their
+// `target` bytes, over every choice of tags of the taggable nodes
+// (search::Context::taggable: the engine's whole space; views follow their
 // base, and a rule's tags stand),
 // found by a MILP solved by CBC within `time_limit_s` (the best plan found so
 // far when the limit is hit, with the bound and gap). nullopt when no plan

@@ -1,5 +1,5 @@
 // The `milp` solver (scheduler/policies/milp.h) against exhaustive search:
-// on random graphs whose free nodes (every tag the engine can take) can be
+// on random graphs whose taggable nodes (every plan the engine can run) can be
 // enumerated, at budgets from the least peak to keep-all's, the least
 // recompute time of every tag vector that fits, tags that fit, a bound no
 // higher; an infeasible budget gives nothing; and on a small GPT it reports
@@ -39,22 +39,22 @@ GraphProfile profile_of(testing::RandomGraph& graph) {
   return profile_graph(loss);
 }
 
-// Every tag vector over the free nodes (the others as milp leaves them:
+// Every tag vector over the taggable nodes (the others as milp leaves them:
 // forced, else Keep), simulated.
 struct Point {
   int64_t peak = 0;
   double ms = 0;
 };
 std::vector<Point> enumerate(const search::Context& c) {
-  std::vector<int64_t> free;
+  std::vector<int64_t> taggable;
   for (int64_t v = 0; v < c.graph.size(); ++v) {
-    if (c.free(v)) free.push_back(v);
+    if (c.taggable(v)) taggable.push_back(v);
   }
   std::vector<Point> points;
-  for (uint64_t bits = 0; bits < (uint64_t{1} << free.size()); ++bits) {
+  for (uint64_t bits = 0; bits < (uint64_t{1} << taggable.size()); ++bits) {
     std::vector<Tag> tags(static_cast<size_t>(c.graph.size()), Tag::Keep);
-    for (size_t i = 0; i < free.size(); ++i) {
-      if (bits >> i & 1) tags[free[i]] = Tag::Recompute;
+    for (size_t i = 0; i < taggable.size(); ++i) {
+      if (bits >> i & 1) tags[taggable[i]] = Tag::Recompute;
     }
     try {
       const Simulation sim = c.simulate(c.with_forced(tags));
@@ -83,16 +83,16 @@ TEST(Milp, EqualsExhaustiveSearchOnRandomGraphs) {
     testing::RandomGraph graph(seed, DType::Float32);
     const GraphProfile profile = profile_of(graph);
     const search::Context c(profile, {});
-    int64_t free = 0;
-    for (int64_t v = 0; v < profile.size(); ++v) free += c.free(v) ? 1 : 0;
-    if (free < 2 || free > 10) continue;
+    int64_t taggable = 0;
+    for (int64_t v = 0; v < profile.size(); ++v) taggable += c.taggable(v) ? 1 : 0;
+    if (taggable < 2 || taggable > 10) continue;
     ++graphs;
     const std::vector<Point> points = enumerate(c);
     ASSERT_FALSE(points.empty());
     int64_t low = std::numeric_limits<int64_t>::max();
     for (const Point& p : points) low = std::min(low, p.peak);
     const int64_t high = points.front().peak;  // bits 0: keep all
-    SCOPED_TRACE(fmt::format("seed {}, {} free of {} nodes, peaks {}..{}: {}", seed, free, profile.size(), low,
+    SCOPED_TRACE(fmt::format("seed {}, {} taggable of {} nodes, peaks {}..{}: {}", seed, taggable, profile.size(), low,
                              high, graph.description()));
     constexpr int kSteps = 4;
     for (int k = 0; k <= kSteps; ++k) {

@@ -168,6 +168,18 @@ TEST(Cli, ExplainPrintsOneRowPerNode) {
   EXPECT_TRUE(contains(run.output, "0,linear,,\"(256, 1024)\",1048576,536870912,536870912,")) << run.output;
 }
 
+// --solver-time-limit reaches milp's solver (its plan says the limit), and a
+// limit that is not a positive number of seconds is refused before any run.
+TEST(Cli, TheSolversTimeLimitIsCheckedAndReachesMilp) {
+  const std::string explain = "explain --model mlp --dims 64,256,256,256,256,10 --batch-size 256 --policy milp --budget 90%";
+  const Outcome zero = run_remat(explain + " --solver-time-limit 0");
+  EXPECT_NE(zero.exit_code, 0);
+  EXPECT_TRUE(contains(zero.output, "--solver-time-limit")) << zero.output;
+  const Outcome run = run_remat(explain + " --solver-time-limit 7.5");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "(limit 7.5 s)")) << run.output;
+}
+
 TEST(Cli, BadNumberIsNamed) {
   const Outcome run = run_remat("bench --workload W1 --threads zero");
   EXPECT_NE(run.exit_code, 0);

@@ -1,0 +1,43 @@
+"""remat from Python: tensors with autograd, modules with activation
+checkpointing planned by a cost model, optimizers (the C++ engine of this
+repository, through nanobind; see docs/ and python/tests/ for examples).
+
+    import remat, numpy as np
+    x = remat.tensor(np.ones((2, 3)), requires_grad=True)
+    (x * x).sum().backward()
+    x.grad.numpy()                      # 2 * x, without a copy
+
+    model = remat.nn.GPT(n_layer=2, n_embd=64, n_head=2, block_size=32, vocab_size=64)
+    model.gradient_checkpointing_enable(policy="cost", budget="64MiB")
+    logits, loss = model(ids, targets)
+    loss.backward()
+    model.checkpointing_report()        # {'kept_bytes': ..., 'peak_activation_bytes': ...}
+
+Engine errors arrive as remat.Error (a RuntimeError) with the engine's message.
+"""
+import numpy as _np
+
+from . import _remat
+from ._remat import (Error, Tensor, no_grad, zeros, ones, randn, randint, matmul, linear, relu, gelu, tanh,
+                     sigmoid, exp, log, softmax, log_softmax, cross_entropy, layer_norm, dropout,
+                     save_safetensors, load_safetensors, read_safetensors, write_safetensors)
+from . import nn, optim
+
+__all__ = ["Error", "Tensor", "tensor", "no_grad", "zeros", "ones", "randn", "randint", "matmul", "linear", "relu",
+           "gelu", "tanh", "sigmoid", "exp", "log", "softmax", "log_softmax", "cross_entropy", "layer_norm",
+           "dropout", "save_safetensors", "load_safetensors", "read_safetensors", "write_safetensors", "nn", "optim"]
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of `data` (a NumPy array, or anything
+    numpy.asarray takes). Floats default to float32 and integers to int64,
+    as in PyTorch; dtype: "float32", "float64" or "int64"."""
+    array = _np.asarray(data)
+    if dtype is None:
+        if array.dtype.kind == "f":
+            dtype = "float64" if array.dtype == _np.float64 and isinstance(data, _np.ndarray) else "float32"
+        elif array.dtype.kind in "iub":
+            dtype = "int64"
+        else:
+            raise Error(f"tensor: NumPy dtype {array.dtype} is not a number remat holds (float32, float64, int64)")
+    return _remat._from_numpy(_np.ascontiguousarray(array, dtype=dtype), requires_grad)

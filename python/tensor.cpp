@@ -1,0 +1,200 @@
+// remat.Tensor and the ops, with autograd (bindings.h). A Tensor goes to
+// NumPy without a copy (Tensor.numpy(), __array__: the array shares the
+// tensor's storage and keeps it alive); from NumPy it is copied once, since
+// every byte remat computes on is counted by its allocator (category data).
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/autograd.h"
+#include "engine/factory.h"
+#include "engine/rng.h"
+#include "ops/binary.h"
+#include "ops/dropout.h"
+#include "ops/layer_norm.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"
+#include "python/bindings.h"
+
+namespace remat::python {
+namespace {
+
+using Array = nb::ndarray<nb::numpy, nb::device::cpu>;
+
+DType dtype_named(const std::string& name) {
+  if (name == "float32") return DType::Float32;
+  if (name == "float64") return DType::Float64;
+  if (name == "int64") return DType::Int64;
+  REMAT_FAIL("dtype '{}': remat has float32, float64 and int64", name);
+}
+
+nb::dlpack::dtype numpy_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return nb::dtype<float>();
+    case DType::Float64: return nb::dtype<double>();
+    case DType::Int64: return nb::dtype<int64_t>();
+    default: REMAT_FAIL("{} has no NumPy dtype here", dtype_name(dtype));
+  }
+}
+
+// The array's values in a new tensor (a copy: remat's bytes are its
+// allocator's), of category data.
+Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu, nb::c_contig> array, bool requires_grad) {
+  const nb::dlpack::dtype dtype = array.dtype();
+  DType ours;
+  if (dtype == nb::dtype<float>()) {
+    ours = DType::Float32;
+  } else if (dtype == nb::dtype<double>()) {
+    ours = DType::Float64;
+  } else if (dtype == nb::dtype<int64_t>()) {
+    ours = DType::Int64;
+  } else {
+    REMAT_FAIL("tensor: NumPy dtype with code {} and {} bits is not one of float32, float64, int64 (convert "
+               "with array.astype)", static_cast<int>(dtype.code), static_cast<int>(dtype.bits));
+  }
+  Shape shape;
+  for (size_t i = 0; i < array.ndim(); ++i) shape.push_back(static_cast<int64_t>(array.shape(i)));
+  Tensor t;
+  {
+    CategoryGuard data(MemoryCategory::Data);
+    t = empty(shape, ours);
+  }
+  if (t.nbytes() > 0) std::memcpy(t.raw_data(), array.data(), t.nbytes());
+  if (requires_grad) t.requires_grad_();
+  return t;
+}
+
+// The tensor's memory as a NumPy array (no copy); the array holds the tensor.
+Array to_numpy(const Tensor& t) {
+  REMAT_CHECK(t.device().is_cpu(), "numpy: {} is not on the CPU (move it with .to('cpu'))", t.str());
+  std::vector<size_t> shape(t.shape().begin(), t.shape().end());
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+  auto* held = new Tensor(t.detach());
+  nb::capsule owner(held, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  return Array(t.raw_data(), shape.size(), shape.data(), owner, strides.data(), numpy_dtype(t.dtype()));
+}
+
+std::optional<Tensor> grad_of(const Tensor& t) {
+  const Tensor g = t.grad();
+  if (!g.defined()) return std::nullopt;
+  return g;
+}
+
+nb::tuple shape_of(const Tensor& t) {
+  nb::list dims;
+  for (int64_t d : t.shape()) dims.append(d);
+  return nb::tuple(dims);
+}
+
+// `with remat.no_grad():` records nothing inside.
+class NoGrad {
+ public:
+  void enter() { guard_ = std::make_unique<NoGradGuard>(); }
+  void exit() { guard_.reset(); }
+
+ private:
+  std::unique_ptr<NoGradGuard> guard_;
+};
+
+}  // namespace
+
+void bind_tensor(nb::module_& m) {
+  nb::class_<Tensor>(m, "Tensor", "A tensor with autograd: shape, dtype, device, grad, backward().")
+      .def_prop_ro("shape", &shape_of)
+      .def_prop_ro("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
+      .def_prop_ro("device", [](const Tensor& t) { return t.device().str(); })
+      .def_prop_ro("ndim", &Tensor::dim)
+      .def_prop_ro("is_leaf", &Tensor::is_leaf)
+      .def_prop_rw("requires_grad", &Tensor::requires_grad,
+                   [](Tensor& t, bool on) { t.requires_grad_(on); })
+      .def_prop_rw("grad", &grad_of, [](Tensor& t, std::optional<Tensor> g) { t.set_grad(g.value_or(Tensor())); },
+                   nb::arg("grad").none(), "the gradient backward() left here, or None (set None to clear it)")
+      .def_prop_ro("grad_fn", [](const Tensor& t) -> std::optional<std::string> {
+        if (!t.grad_fn()) return std::nullopt;
+        return std::string(t.grad_fn()->name());
+      }, "the op that made this tensor (its node in the graph), or None for a leaf")
+      .def("requires_grad_", [](Tensor& t, bool on) -> Tensor& { return t.requires_grad_(on); },
+           nb::arg("requires_grad") = true, nb::rv_policy::reference)
+      .def("backward", [](const Tensor& t) { t.backward(); }, "the backward pass from this (one-element) tensor")
+      .def("detach", &Tensor::detach)
+      .def("item", [](const Tensor& t) { return t.item<double>(); })
+      .def("numpy", &to_numpy, "the tensor's memory as a NumPy array (no copy)")
+      .def("__array__", [](const Tensor& t, nb::handle, nb::handle) { return to_numpy(t); },
+           nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none())
+      .def("numel", &Tensor::numel)
+      .def("__len__", [](const Tensor& t) { return t.dim() == 0 ? 0 : t.shape()[0]; })
+      .def("__repr__", [](const Tensor& t) { return "remat.Tensor(" + t.str() + ")"; })
+      .def("__add__", [](const Tensor& a, const Tensor& b) { return add(a, b); })
+      .def("__add__", [](const Tensor& a, double b) { return add(a, b); })
+      .def("__radd__", [](const Tensor& a, double b) { return add(a, b); })
+      .def("__sub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); })
+      .def("__sub__", [](const Tensor& a, double b) { return sub(a, b); })
+      .def("__rsub__", [](const Tensor& a, double b) { return sub(b, a); })
+      .def("__mul__", [](const Tensor& a, const Tensor& b) { return mul(a, b); })
+      .def("__mul__", [](const Tensor& a, double b) { return mul(a, b); })
+      .def("__rmul__", [](const Tensor& a, double b) { return mul(a, b); })
+      .def("__truediv__", [](const Tensor& a, const Tensor& b) { return div(a, b); })
+      .def("__truediv__", [](const Tensor& a, double b) { return div(a, b); })
+      .def("__rtruediv__", [](const Tensor& a, double b) { return div(b, a); })
+      .def("__neg__", [](const Tensor& a) { return neg(a); })
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); })
+      .def("sum", [](const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return sum(x, axes, keepdim); },
+           nb::arg("axes") = std::vector<int64_t>{}, nb::arg("keepdim") = false)
+      .def("mean", [](const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return mean(x, axes, keepdim); },
+           nb::arg("axes") = std::vector<int64_t>{}, nb::arg("keepdim") = false)
+      .def("reshape", [](const Tensor& x, std::vector<int64_t> shape) { return reshape(x, Shape(shape)); })
+      .def("transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); })
+      .def("permute", [](const Tensor& x, std::vector<int64_t> axes) { return permute(x, axes); });
+
+  m.def("_from_numpy", &from_numpy, nb::arg("array"), nb::arg("requires_grad") = false);
+  m.def("zeros", [](std::vector<int64_t> shape, const std::string& dtype) { return zeros(Shape(shape), dtype_named(dtype)); },
+        nb::arg("shape"), nb::arg("dtype") = "float32");
+  m.def("ones", [](std::vector<int64_t> shape, const std::string& dtype) { return ones(Shape(shape), dtype_named(dtype)); },
+        nb::arg("shape"), nb::arg("dtype") = "float32");
+  m.def("randn", [](std::vector<int64_t> shape, uint64_t seed, const std::string& dtype) {
+          Generator g(seed);
+          return normal(Shape(shape), 0.0, 1.0, dtype_named(dtype), g);
+        }, nb::arg("shape"), nb::arg("seed") = 0, nb::arg("dtype") = "float32");
+  m.def("randint", [](int64_t high, std::vector<int64_t> shape, uint64_t seed) {
+          Generator g(seed);
+          return randint(high, Shape(shape), g);
+        }, nb::arg("high"), nb::arg("shape"), nb::arg("seed") = 0);
+
+  // The ops (ops/), each recording its node when grad is on.
+  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
+  m.def("linear", &linear, nb::arg("x"), nb::arg("weight"), nb::arg("bias") = Tensor());
+  m.def("relu", &relu);
+  m.def("gelu", &gelu);
+  m.def("tanh", &tanh);
+  m.def("sigmoid", &sigmoid);
+  m.def("exp", &exp);
+  m.def("log", &log);
+  m.def("softmax", &softmax, nb::arg("x"), nb::arg("axis") = -1);
+  m.def("log_softmax", &log_softmax, nb::arg("x"), nb::arg("axis") = -1);
+  m.def("cross_entropy", &cross_entropy, nb::arg("logits"), nb::arg("targets"), nb::arg("ignore_index") = -100);
+  m.def("layer_norm", &layer_norm, nb::arg("x"), nb::arg("weight"), nb::arg("bias"), nb::arg("eps") = 1e-5);
+  m.def("dropout", [](const Tensor& x, double p, bool training, uint64_t seed) {
+          static thread_local Generator g;  // one stream per seed given; replays redraw the same mask
+          g.manual_seed(seed);
+          return dropout(x, p, training, g);
+        }, nb::arg("x"), nb::arg("p"), nb::arg("training") = true, nb::arg("seed") = 0);
+
+  nb::class_<NoGrad>(m, "no_grad", "with remat.no_grad(): ops record no graph inside")
+      .def(nb::init<>())
+      .def("__enter__", [](NoGrad& g) { g.enter(); })
+      .def("__exit__", [](NoGrad& g, nb::handle, nb::handle, nb::handle) { g.exit(); }, nb::arg().none(),
+           nb::arg().none(), nb::arg().none());
+}
+
+}  // namespace remat::python
