@@ -62,6 +62,47 @@ nb::dict report_dict(const scheduler::StepReport& r) {
   return d;
 }
 
+// One dict per node of a profile: what a policy written in Python reads.
+nb::list profile_rows(const scheduler::GraphProfile& graph) {
+  const std::vector<bool> read = scheduler::read_by_backward(graph);
+  nb::list rows;
+  for (const scheduler::NodeProfile& node : graph.nodes) {
+    nb::dict row;
+    row["position"] = node.position;
+    row["op"] = node.op;
+    row["block"] = node.block;
+    row["inputs"] = node.inputs;  // positions of the nodes that made its inputs (-1: a leaf or constant)
+    row["output_shape"] = std::vector<int64_t>(node.output_shape.begin(), node.output_shape.end());
+    row["output_bytes"] = node.output_bytes;
+    row["is_view"] = node.view_of >= 0;
+    row["read_by_backward"] = static_cast<bool>(read[static_cast<size_t>(node.position)]);
+    row["compute_bound"] = node.compute_bound;
+    row["flops"] = node.flops;
+    row["forward_ms"] = node.forward_ms;
+    row["replay_ms"] = node.priced_replay_ms();
+    rows.append(row);
+  }
+  return rows;
+}
+
+// A policy written in Python: rule(nodes) -> one "keep" or "recompute" per
+// node (nodes: profile_rows). Called with the GIL held: plans are made on
+// the thread that runs the step, inside a call from Python.
+scheduler::CustomPolicy python_policy(nb::callable rule) {
+  return [rule = nb::object(rule)](const scheduler::GraphProfile& graph) {
+    nb::gil_scoped_acquire gil;
+    const nb::object answer = rule(profile_rows(graph));
+    std::vector<Tag> tags;
+    for (nb::handle tag : answer) {
+      const std::string word = nb::cast<std::string>(nb::str(tag));
+      REMAT_CHECK(word == "keep" || word == "recompute", "policy: the Python rule answered '{}' for node {}: one of "
+                  "'keep' and 'recompute' per node", word, tags.size());
+      tags.push_back(word == "keep" ? Tag::Keep : Tag::Recompute);
+    }
+    return tags;
+  };
+}
+
 // One dict per node of the applied plan, as `remat explain` prints them.
 nb::list explain(const nn::Module& model) {
   const scheduler::GraphProfile* graph = model.checkpointing_profile();
@@ -105,16 +146,27 @@ void bind_nn(nb::module_& m) {
            nb::rv_policy::reference)
       .def("eval", [](nn::Module& self) -> nn::Module& { return self.eval(); }, nb::rv_policy::reference)
       .def("gradient_checkpointing_enable",
-           [](nn::Module& self, const std::string& policy, std::optional<Budget> budget,
-              std::vector<std::string> must_keep, std::vector<std::string> must_recompute) {
-             self.gradient_checkpointing_enable({.policy = policy, .budget = budget_bytes(budget),
-                                                 .overrides = {.must_keep = std::move(must_keep),
-                                                               .must_recompute = std::move(must_recompute)}});
+           [](nn::Module& self, nb::object policy, std::optional<Budget> budget, std::vector<std::string> must_keep,
+              std::vector<std::string> must_recompute) {
+             scheduler::PlanOptions options{.budget = budget_bytes(budget),
+                                            .overrides = {.must_keep = std::move(must_keep),
+                                                          .must_recompute = std::move(must_recompute)}};
+             if (nb::isinstance<nb::str>(policy)) {
+               options.policy = nb::cast<std::string>(policy);
+             } else {
+               REMAT_CHECK(nb::isinstance<nb::callable>(policy), "gradient_checkpointing_enable: policy must be a "
+                           "name or a callable rule(nodes) -> ['keep' | 'recompute', ...]");
+               options.policy = "custom";
+               options.custom = python_policy(nb::borrow<nb::callable>(policy));
+             }
+             self.gradient_checkpointing_enable(std::move(options));
            },
            nb::arg("policy") = "blocks", nb::arg("budget") = nb::none(), nb::arg("must_keep") = std::vector<std::string>{},
            nb::arg("must_recompute") = std::vector<std::string>{},
-           "checkpoint this module's forward: policy none, blocks, sqrt, cost, chain, milp, auto or dtr; budget in "
-           "bytes or as '64MiB' (cost, chain, milp, auto, dtr)")
+           "checkpoint this module's forward: policy none, blocks, sqrt, cost, chain, milp, auto or dtr, or a callable "
+           "rule(nodes) -> one 'keep' or 'recompute' per node (nodes: dicts of the profile: op, block, inputs, "
+           "output_bytes, read_by_backward, compute_bound, flops, forward_ms, replay_ms, ...); budget in bytes or as "
+           "'64MiB' (cost, chain, milp, auto, dtr, a callable)")
       .def("gradient_checkpointing_disable", &nn::Module::gradient_checkpointing_disable)
       .def_prop_ro("is_gradient_checkpointing", &nn::Module::is_gradient_checkpointing)
       .def("checkpointing_report", [](const nn::Module& self) -> std::optional<nb::dict> {

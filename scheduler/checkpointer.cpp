@@ -46,6 +46,9 @@ std::string StepReport::str() const {
 
 Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::move(options)), device_(device) {
   check_policy(options_.policy);
+  REMAT_CHECK((options_.policy == "custom") == static_cast<bool>(options_.custom), "checkpointing: policy {} {}",
+              options_.policy, options_.custom ? "takes no rule of the caller's (give policy custom)"
+                                               : "needs the caller's rule (PlanOptions::custom)");
   REMAT_CHECK(!options_.budget || takes_budget(options_.policy), "checkpointing: policy {} takes no budget ({} do)",
               options_.policy, budget_policies());
   if (options_.policy == "dtr") {

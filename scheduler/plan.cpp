@@ -167,7 +167,8 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std:
   }
   const policies::Answer answer = policy.plan({.c = c, .budget = options.budget, .target = target,
                                                .fallback = fallback, .current = applied ? &*applied : nullptr,
-                                               .time_limit_s = options.solver_time_limit_s});
+                                               .time_limit_s = options.solver_time_limit_s,
+                                               .custom = &options.custom});
   plan.tags = answer.tags;
   plan.chosen_by = answer.chosen_by;
   plan.detail = answer.detail;

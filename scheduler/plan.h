@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -51,11 +52,17 @@ struct Overrides {
   std::vector<std::string> must_recompute;
 };
 
+// Policy "custom": the caller's own rule, one tag per node of the profiled
+// graph (in position order), for researchers who prototype a policy (from
+// Python too: model.gradient_checkpointing_enable(policy=callable)).
+using CustomPolicy = std::function<std::vector<Tag>(const GraphProfile& graph)>;
+
 struct PlanOptions {
   std::string policy = "none";
   std::optional<int64_t> budget;  // peak activation bytes over a step
   Overrides overrides;
   double solver_time_limit_s = 60;  // milp's
+  CustomPolicy custom;  // policy "custom" only
 };
 
 // What a solver (milp) said about the plan it returned.

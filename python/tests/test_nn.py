@@ -116,3 +116,35 @@ def test_a_gpt_step_equals_the_cpp_engines_bit_for_bit(tmp_path, dtype):
     expected = remat.read_safetensors(str(tmp_path / "grads.safetensors"))
     for name, p in model.named_parameters():
         np.testing.assert_array_equal(p.grad.numpy(), expected[name].numpy(), err_msg=name)
+
+
+def test_a_policy_written_in_python_tags_the_nodes_it_chooses():
+    """A rule that replays every GELU and layer norm: the plan is the rule's,
+    and the gradients stay keep-all's to the bit."""
+    seen = []
+
+    def rule(nodes):
+        seen.append(nodes)
+        return ["recompute" if node["op"] in ("gelu", "layer_norm") else "keep" for node in nodes]
+
+    ids, targets = batch()
+    kept, replayed = remat.nn.GPT(**CONFIG), remat.nn.GPT(**CONFIG)
+    replayed.gradient_checkpointing_enable(policy=rule)
+    for _ in range(3):
+        kept_loss = fresh_step(kept, ids, targets)
+        assert fresh_step(replayed, ids, targets) == kept_loss
+        for a, b in zip(kept.parameters(), replayed.parameters()):
+            np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
+    assert seen and {"op", "block", "inputs", "output_bytes", "read_by_backward", "forward_ms"} <= set(seen[0][0])
+    rows = replayed.explain()
+    dropped = {row["op"] for row in rows if row["decision"] == "recompute"}
+    assert dropped == {"gelu", "layer_norm"}, dropped
+    assert replayed.checkpointing_report()["policy"] == "custom"
+
+
+def test_a_python_rule_that_answers_badly_is_an_error():
+    model = remat.nn.GPT(**CONFIG)
+    model.gradient_checkpointing_enable(policy=lambda nodes: ["maybe"] * len(nodes))
+    with pytest.raises(remat.Error, match="'maybe'"):
+        for _ in range(2):
+            fresh_step(model, *batch())

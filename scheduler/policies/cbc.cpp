@@ -57,6 +57,7 @@ bool write_all(int fd, const void* data, size_t bytes) {
 
 // In the child: solve and write the outcome to fd.
 bool solve_here(const Program& p, double seconds, Settings settings, int fd) {
+  const auto began = std::chrono::steady_clock::now();  // before CBC's own clock starts
   Cbc_Model* model = Cbc_newModel();
   std::vector<CoinBigIndex> start(p.column_start.begin(), p.column_start.end());
   Cbc_loadProblem(model, p.columns(), p.rows(), start.data(), p.index.data(), p.value.data(), p.lower.data(),
@@ -78,9 +79,16 @@ bool solve_here(const Program& p, double seconds, Settings settings, int fd) {
   std::vector<const double*> found;
   for (int k = 0; k < Cbc_numberSavedSolutions(model); ++k) found.push_back(Cbc_savedSolution(model, k));
   if (const double* x = Cbc_bestSolution(model)) found.push_back(x);
-  const std::string status = status_words(model);
-  const Header h{.optimal = Cbc_isProvenOptimal(model) != 0, .infeasible = Cbc_isProvenInfeasible(model) != 0,
-                 .time_limit = Cbc_isSecondsLimitReached(model) != 0, .solutions = static_cast<int32_t>(found.size()),
+  // CBC 2.10's preprocessing, stopped by the time limit, says "Pre-processing
+  // says infeasible or unbounded" (status 0, secondary 1: proven infeasible,
+  // and not Cbc_isSecondsLimitReached) of a feasible program. So a verdict
+  // reached at the limit proves nothing: it is a time limit.
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  const bool out_of_time = Cbc_isSecondsLimitReached(model) != 0 || took >= 0.95 * seconds;
+  const std::string status = out_of_time ? "time limit" : status_words(model);
+  const Header h{.optimal = !out_of_time && Cbc_isProvenOptimal(model) != 0,
+                 .infeasible = !out_of_time && Cbc_isProvenInfeasible(model) != 0,
+                 .time_limit = out_of_time, .solutions = static_cast<int32_t>(found.size()),
                  .columns = p.columns(), .status_bytes = static_cast<int32_t>(status.size()),
                  .best_possible = Cbc_getBestPossibleObjValue(model)};
   bool ok = write_all(fd, &h, sizeof h);

@@ -703,7 +703,7 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
   std::string status = proven ? "optimal" : "time limit";
   while (!proven) {
     const double remaining = time_limit_s - elapsed();
-    if (remaining <= 0.01) break;
+    if (remaining <= std::min(1.0, 0.05 * time_limit_s)) break;  // too little time to prove anything
     std::vector<Row> rows = program.rows;
     rows.insert(rows.end(), cuts.begin(), cuts.end());
     if (best) {  // only cheaper plans
@@ -733,7 +733,9 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     }
     // What the program proved, cut plans aside (each checked, so none is below best_ms).
     const double possible = outcome.best_possible / f.scale() + f.cost_constant();
-    report.bound_ms = std::max(f.cost_constant(), std::min(best_ms, possible));
+    // Each solve's bound holds for every plan not yet cut off, and cuts only
+    // remove plans checked already (none below best_ms): keep the highest.
+    report.bound_ms = std::max(report.bound_ms, std::max(f.cost_constant(), std::min(best_ms, possible)));
     status = outcome.status;
     if (outcome.optimal) {
       // The program's optimum, checked: if the simulator agrees, nothing is cheaper.

@@ -40,6 +40,7 @@ struct Request {
   // plan that fits is faster.
   const search::Candidate* current = nullptr;
   double time_limit_s = 60;  // for solvers (milp)
+  const CustomPolicy* custom = nullptr;  // policy custom's rule (PlanOptions::custom)
 };
 
 struct Answer {
@@ -125,5 +126,6 @@ Answer plan_cost(const Request& request);
 Answer plan_chain(const Request& request);
 Answer plan_milp(const Request& request);
 Answer plan_auto(const Request& request);
+Answer plan_custom(const Request& request);
 
 }  // namespace remat::scheduler::policies

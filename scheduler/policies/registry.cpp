@@ -18,6 +18,7 @@ const std::vector<Policy>& registry() {
       {"milp", "the optimum over every tag, a mixed-integer program (CBC, time limit)", true, &plan_milp},
       {"auto", "the fastest fitting plan of cost, chain, blocks, sqrt and the least-memory search", true,
        &plan_auto},
+      {"custom", "the caller's own rule: a tag per node from the profile (PlanOptions::custom)", true, &plan_custom},
       // No plan: eviction at run time within the budget (dtr.h); the
       // Checkpointer runs it, make_plan refuses it.
       {"dtr", "evict at run time within the budget (Kirisame et al. 2021)", true, nullptr},

@@ -119,11 +119,12 @@ TEST(Plan, EveryPolicyIsBitIdenticalOnGptWithDropoutAndPredictsItsPeak) {
   for (const std::string& policy : policy_names()) {
     if (policy == "dtr") continue;  // plans nothing (tests/scheduler/dtr_test.cpp)
     SCOPED_TRACE(policy);
-    const Step step = run(gpt(), {.policy = policy});
+    const Step step = run(gpt(), testing::options_of(policy));
     EXPECT_EQ(step.grads, expected);
     EXPECT_FALSE(step.report.profiling);
     expect_prediction_holds(step);
-    if (takes_budget(policy) ? policy == "cost" || policy == "auto" : policy != "none") {  // chain and milp keep all without a budget
+    if (takes_budget(policy) ? policy == "cost" || policy == "auto" || policy == "custom"
+                             : policy != "none") {  // chain and milp keep all without a budget
       EXPECT_GT(step.report.replayed_nodes, 0);
     }
   }
@@ -146,7 +147,7 @@ TEST(Plan, EveryPolicyIsBitIdenticalOnTheMlp) {
   for (const std::string& policy : policy_names()) {
     if (policy == "dtr") continue;  // plans nothing (tests/scheduler/dtr_test.cpp)
     SCOPED_TRACE(policy);
-    const Step step = run(mlp(), {.policy = policy});
+    const Step step = run(mlp(), testing::options_of(policy));
     EXPECT_EQ(step.grads, expected);
     expect_prediction_holds(step);
   }
@@ -393,7 +394,9 @@ TEST(Plan, UserRulesBindEveryPolicy) {
   };
   for (const std::string& policy : policy_names()) {
     if (policy == "dtr") continue;  // plans nothing (tests/scheduler/dtr_test.cpp)
-    obeyed(make_plan(all.graph, {.policy = policy, .overrides = rules}));
+    PlanOptions options = testing::options_of(policy);
+    options.overrides = rules;
+    obeyed(make_plan(all.graph, options));
   }
   // Within a budget too, where chain and milp trade: halfway from the
   // smallest budget the rules allow to the peak of keeping the rest.
@@ -402,7 +405,10 @@ TEST(Plan, UserRulesBindEveryPolicy) {
                                   (kept.minimum_budget_bytes + kept.predicted.peak_bytes) / 2);
   for (const std::string& policy : policy_names()) {
     if (!takes_budget(policy) || policy == "dtr") continue;
-    const Plan plan = make_plan(all.graph, {.policy = policy, .budget = budget, .overrides = rules});
+    PlanOptions options = testing::options_of(policy);
+    options.budget = budget;
+    options.overrides = rules;
+    const Plan plan = make_plan(all.graph, options);
     obeyed(plan);
     EXPECT_LE(plan.predicted.peak_bytes, budget) << policy;
   }

@@ -16,6 +16,7 @@
 #include "ops/ops.h"
 #include "scheduler/plan.h"
 #include "tests/support/errors.h"
+#include "tests/support/plans.h"
 
 namespace remat::scheduler {
 namespace {
@@ -71,7 +72,7 @@ TEST(ProfileJson, TheSameSavedProfileGivesTheSamePlanEveryTime) {
   const int64_t budget = (minimum_budget(first) + make_plan(first, {.policy = "none"}).predicted.peak_bytes) / 2;
   std::vector<PlanOptions> options;
   for (const std::string& policy : policy_names()) {
-    if (policy != "dtr") options.push_back({.policy = policy});  // dtr plans nothing
+    if (policy != "dtr") options.push_back(testing::options_of(policy));  // dtr plans nothing
   }
   options.push_back({.policy = "cost", .budget = budget});
   options.push_back({.policy = "chain", .budget = budget});

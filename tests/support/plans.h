@@ -9,9 +9,25 @@
 #include <fmt/format.h>
 
 #include "engine/autograd.h"
+#include "scheduler/plan.h"
 #include "scheduler/profile.h"
 
 namespace remat::testing {
+
+// The rule the tests give policy custom: replay every memory-bound op's
+// output (elementwise ops, norms, softmax), keep the GEMMs'.
+inline std::vector<Tag> replay_memory_bound(const scheduler::GraphProfile& graph) {
+  std::vector<Tag> tags;
+  for (const scheduler::NodeProfile& node : graph.nodes) {
+    tags.push_back(node.compute_bound || node.position + 1 == graph.size() ? Tag::Keep : Tag::Recompute);
+  }
+  return tags;
+}
+
+// Plan options of `policy` (policy custom with the rule above).
+inline scheduler::PlanOptions options_of(const std::string& policy) {
+  return {.policy = policy, .custom = policy == "custom" ? scheduler::CustomPolicy(replay_memory_bound) : nullptr};
+}
 
 // The positions a plan replays, e.g. " 0 3 7" (" none" if it replays
 // nothing): enough to rebuild a failing plan by hand.
