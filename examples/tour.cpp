@@ -5,6 +5,7 @@
 // so the tour cannot drift from the code. Byte counts are the allocator's;
 // nothing printed depends on the clock (the cost model's prices are set by
 // hand in part 3, and parts 4 and 5 plan from shapes and bytes alone).
+// Its twin from Python, examples/tour.py, prints the same lines.
 //
 //   example_tour [DIR]   (DIR: where to write the DOT of part 3)
 #include <algorithm>

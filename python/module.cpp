@@ -11,4 +11,6 @@ NB_MODULE(_remat, m) {
   nb::exception<remat::Error>(m, "Error", PyExc_RuntimeError);
   bind_tensor(m);
   bind_nn(m);
+  bind_scheduler(m);
+  bind_train(m);
 }

@@ -25,83 +25,16 @@
 #include "nn/module.h"
 #include "nn/safetensors.h"
 #include "optim/adamw.h"
+#include "optim/lr_schedule.h"
 #include "optim/sgd.h"
 #include "python/bindings.h"
+#include "python/convert.h"
 #include "scheduler/checkpointer.h"
 #include "scheduler/plan.h"
 #include "train/parse.h"
 
 namespace remat::python {
 namespace {
-
-using Budget = std::variant<int64_t, std::string>;
-
-// "64MiB", "1.5GB" or a number of bytes.
-std::optional<int64_t> budget_bytes(const std::optional<Budget>& budget) {
-  if (!budget) return std::nullopt;
-  if (const int64_t* bytes = std::get_if<int64_t>(&*budget)) return *bytes;
-  return train::parse_bytes(std::get<std::string>(*budget), "budget");
-}
-
-nb::dict report_dict(const scheduler::StepReport& r) {
-  nb::dict d;
-  d["step"] = r.step;
-  d["profiling"] = r.profiling;
-  d["policy"] = r.policy;
-  d["budget_bytes"] = r.budget ? nb::cast(*r.budget) : nb::none();
-  d["kept_bytes"] = r.kept_bytes;
-  d["dropped_bytes"] = r.dropped_bytes;
-  d["predicted_peak_bytes"] = r.predicted_peak_bytes ? nb::cast(*r.predicted_peak_bytes) : nb::none();
-  d["minimum_budget_bytes"] = r.minimum_budget_bytes ? nb::cast(*r.minimum_budget_bytes) : nb::none();
-  d["peak_activation_bytes"] = r.measured_peak_bytes;
-  d["replayed_nodes"] = r.replayed_nodes;
-  d["recompute_ms"] = r.recompute_ms;
-  d["recompute_flops"] = r.recompute_flops;
-  d["evictions"] = r.evictions;
-  d["rebuilds"] = r.rebuilds;
-  return d;
-}
-
-// One dict per node of a profile: what a policy written in Python reads.
-nb::list profile_rows(const scheduler::GraphProfile& graph) {
-  const std::vector<bool> read = scheduler::read_by_backward(graph);
-  nb::list rows;
-  for (const scheduler::NodeProfile& node : graph.nodes) {
-    nb::dict row;
-    row["position"] = node.position;
-    row["op"] = node.op;
-    row["block"] = node.block;
-    row["inputs"] = node.inputs;  // positions of the nodes that made its inputs (-1: a leaf or constant)
-    row["output_shape"] = std::vector<int64_t>(node.output_shape.begin(), node.output_shape.end());
-    row["output_bytes"] = node.output_bytes;
-    row["is_view"] = node.view_of >= 0;
-    row["read_by_backward"] = static_cast<bool>(read[static_cast<size_t>(node.position)]);
-    row["compute_bound"] = node.compute_bound;
-    row["flops"] = node.flops;
-    row["forward_ms"] = node.forward_ms;
-    row["replay_ms"] = node.priced_replay_ms();
-    rows.append(row);
-  }
-  return rows;
-}
-
-// A policy written in Python: rule(nodes) -> one "keep" or "recompute" per
-// node (nodes: profile_rows). Called with the GIL held: plans are made on
-// the thread that runs the step, inside a call from Python.
-scheduler::CustomPolicy python_policy(nb::callable rule) {
-  return [rule = nb::object(rule)](const scheduler::GraphProfile& graph) {
-    nb::gil_scoped_acquire gil;
-    const nb::object answer = rule(profile_rows(graph));
-    std::vector<Tag> tags;
-    for (nb::handle tag : answer) {
-      const std::string word = nb::cast<std::string>(nb::str(tag));
-      REMAT_CHECK(word == "keep" || word == "recompute", "policy: the Python rule answered '{}' for node {}: one of "
-                  "'keep' and 'recompute' per node", word, tags.size());
-      tags.push_back(word == "keep" ? Tag::Keep : Tag::Recompute);
-    }
-    return tags;
-  };
-}
 
 // One dict per node of the applied plan, as `remat explain` prints them.
 nb::list explain(const nn::Module& model) {
@@ -128,6 +61,13 @@ nb::list explain(const nn::Module& model) {
   return rows;
 }
 
+// What a GPT's call returns: (logits, loss) as nanoGPT's, and by name as
+// Hugging Face's outputs (model(**batch).loss).
+struct CausalLMOutput {
+  Tensor logits;
+  std::optional<Tensor> loss;
+};
+
 std::vector<Tensor> parameter_list(const nb::handle& params) {
   std::vector<Tensor> out;
   for (nb::handle p : params) out.push_back(nb::cast<Tensor>(p));
@@ -145,6 +85,9 @@ void bind_nn(nb::module_& m) {
       .def("train", [](nn::Module& self, bool on) -> nn::Module& { return self.train(on); }, nb::arg("mode") = true,
            nb::rv_policy::reference)
       .def("eval", [](nn::Module& self) -> nn::Module& { return self.eval(); }, nb::rv_policy::reference)
+      .def("to", [](nn::Module& self, const std::string& device) -> nn::Module& {
+        return self.to(device_named(device));
+      }, nb::arg("device"), nb::rv_policy::reference, "moves the parameters to `device` (cpu, cuda, cuda:N)")
       .def("gradient_checkpointing_enable",
            [](nn::Module& self, nb::object policy, std::optional<Budget> budget, std::vector<std::string> must_keep,
               std::vector<std::string> must_recompute) {
@@ -190,6 +133,17 @@ void bind_nn(nb::module_& m) {
         new (self) nn::MLP(std::move(sizes), g);
       }, nb::arg("sizes"), nb::arg("seed") = 0);
 
+  nb::class_<CausalLMOutput>(m, "CausalLMOutput", "(logits, loss), also by name; loss is None without targets")
+      .def_ro("logits", &CausalLMOutput::logits)
+      .def_ro("loss", &CausalLMOutput::loss)
+      .def("__len__", [](const CausalLMOutput&) { return 2; })
+      .def("__iter__", [](const CausalLMOutput& o) { return nb::iter(nb::make_tuple(o.logits, o.loss)); })
+      .def("__getitem__", [](const CausalLMOutput& o, int64_t i) -> nb::object {
+        if (i == 0 || i == -2) return nb::cast(o.logits);
+        if (i == 1 || i == -1) return nb::cast(o.loss);
+        throw nb::index_error("CausalLMOutput: (logits, loss) has 2 items");
+      });
+
   nb::class_<nn::GPT, nn::Module>(m, "GPT", "GPT-2's layout and parameter names")
       .def("__init__",
            [](nn::GPT* self, int64_t vocab_size, int64_t block_size, int64_t n_layer, int64_t n_head, int64_t n_embd,
@@ -204,9 +158,9 @@ void bind_nn(nb::module_& m) {
            nb::arg("dtype") = "float32")
       .def("__call__", [](nn::GPT& self, const Tensor& ids, std::optional<Tensor> targets) {
         const nn::GPTOutput out = self.forward(ids, targets.value_or(Tensor()));
-        return std::make_tuple(out.logits, out.loss.defined() ? std::optional<Tensor>(out.loss) : std::nullopt);
+        return CausalLMOutput{out.logits, out.loss.defined() ? std::optional<Tensor>(out.loss) : std::nullopt};
       }, nb::arg("ids"), nb::arg("targets") = nb::none(),
-           "(logits, loss): loss is None without targets. Under a checkpointing budget let the logits go before "
+           "(logits, loss), also as .logits and .loss: loss is None without targets. Under a checkpointing budget let the logits go before "
            "backward (loss = model(ids, targets)[1]): the plan counts on it, and logits held through backward add "
            "their bytes to the step's peak");
 
@@ -240,6 +194,30 @@ void bind_nn(nb::module_& m) {
                                                          .eps = eps, .weight_decay = weight_decay});
       }, nb::arg("params"), nb::arg("lr") = 1e-3, nb::arg("betas") = std::make_pair(0.9, 0.999),
            nb::arg("eps") = 1e-8, nb::arg("weight_decay") = 1e-2);
+
+  // LR schedules, as PyTorch's LambdaLR with Hugging Face's factors
+  // (optim/lr_schedule.h); optim.py names them as transformers does.
+  nb::class_<optim::LRScheduler>(m, "LRScheduler", "the optimizer's lr along a schedule: step() after each "
+                                 "optimizer step")
+      .def("__init__", [](optim::LRScheduler* self, optim::Optimizer& optimizer, const std::string& kind,
+                          int64_t warmup_steps, int64_t total_steps, double min_lr_ratio) {
+        optim::ScheduleKind k;
+        if (kind == "cosine") {
+          k = optim::ScheduleKind::WarmupCosine;
+        } else if (kind == "linear") {
+          k = optim::ScheduleKind::WarmupLinear;
+        } else {
+          REMAT_CHECK(kind == "constant", "LRScheduler: kind '{}': cosine, linear or constant", kind);
+          k = optim::ScheduleKind::WarmupConstant;
+        }
+        new (self) optim::LRScheduler(optimizer, k, {.warmup_steps = warmup_steps, .total_steps = total_steps,
+                                                     .min_lr_ratio = min_lr_ratio});
+      }, nb::arg("optimizer"), nb::arg("kind"), nb::arg("warmup_steps") = 0, nb::arg("total_steps") = 1,
+           nb::arg("min_lr_ratio") = 0.0, nb::keep_alive<1, 2>())
+      .def("step", &optim::LRScheduler::step)
+      .def("get_last_lr", [](const optim::LRScheduler& s) { return std::vector<double>{s.last_lr()}; })
+      .def_prop_ro("base_lr", &optim::LRScheduler::base_lr)
+      .def_prop_ro("last_epoch", &optim::LRScheduler::current_step, "the step whose factor is applied now");
 }
 
 }  // namespace remat::python

@@ -26,6 +26,7 @@
 #include "ops/softmax.h"
 #include "ops/unary.h"
 #include "python/bindings.h"
+#include "python/convert.h"
 
 namespace remat::python {
 namespace {
@@ -128,6 +129,8 @@ void bind_tensor(nb::module_& m) {
            nb::arg("requires_grad") = true, nb::rv_policy::reference)
       .def("backward", [](const Tensor& t) { t.backward(); }, "the backward pass from this (one-element) tensor")
       .def("detach", &Tensor::detach)
+      .def("to", [](const Tensor& t, const std::string& device) { return to(t, device_named(device)); },
+           nb::arg("device"), "this tensor on `device` (cpu, cuda, cuda:N): itself if there already, else a copy")
       .def("item", [](const Tensor& t) { return t.item<double>(); })
       .def("numpy", &to_numpy, "the tensor's memory as a NumPy array (no copy)")
       .def("__array__", [](const Tensor& t, nb::handle, nb::handle) { return to_numpy(t); },
@@ -162,14 +165,34 @@ void bind_tensor(nb::module_& m) {
         nb::arg("shape"), nb::arg("dtype") = "float32");
   m.def("ones", [](std::vector<int64_t> shape, const std::string& dtype) { return ones(Shape(shape), dtype_named(dtype)); },
         nb::arg("shape"), nb::arg("dtype") = "float32");
-  m.def("randn", [](std::vector<int64_t> shape, uint64_t seed, const std::string& dtype) {
-          Generator g(seed);
-          return normal(Shape(shape), 0.0, 1.0, dtype_named(dtype), g);
-        }, nb::arg("shape"), nb::arg("seed") = 0, nb::arg("dtype") = "float32");
-  m.def("randint", [](int64_t high, std::vector<int64_t> shape, uint64_t seed) {
-          Generator g(seed);
-          return randint(high, Shape(shape), g);
-        }, nb::arg("high"), nb::arg("shape"), nb::arg("seed") = 0);
+  // Random factories draw from `generator` when given one, in turn, as the
+  // C++ does (Generator g(7); normal(..., g); normal(..., g)); else from a
+  // fresh stream of `seed`.
+  nb::class_<Generator>(m, "Generator", "A counter-based random stream (Philox-4x32-10) at (seed, offset): the "
+                        "random factories given one draw from it in turn, each advancing its offset")
+      .def(nb::init<uint64_t>(), nb::arg("seed") = 0)
+      .def_prop_ro("seed", &Generator::seed)
+      .def_prop_rw("offset", &Generator::offset, &Generator::set_offset, "the next counter it hands out")
+      .def("manual_seed", &Generator::manual_seed, nb::arg("seed"), "restarts it at (seed, 0)")
+      .def("__repr__", [](const Generator& g) {
+        return "remat.Generator(seed=" + std::to_string(g.seed()) + ", offset=" + std::to_string(g.offset()) + ")";
+      });
+  m.def("normal", [](std::vector<int64_t> shape, double mean, double std, const std::string& dtype, uint64_t seed,
+                     Generator* generator) {
+          Generator fresh(seed);
+          return normal(Shape(shape), mean, std, dtype_named(dtype), generator ? *generator : fresh);
+        }, nb::arg("shape"), nb::arg("mean") = 0.0, nb::arg("std") = 1.0, nb::arg("dtype") = "float32",
+        nb::arg("seed") = 0, nb::arg("generator").none() = nb::none(),
+        "normal(mean, std) values, from `generator` if given, else from a fresh stream of `seed`");
+  m.def("randn", [](std::vector<int64_t> shape, uint64_t seed, const std::string& dtype, Generator* generator) {
+          Generator fresh(seed);
+          return normal(Shape(shape), 0.0, 1.0, dtype_named(dtype), generator ? *generator : fresh);
+        }, nb::arg("shape"), nb::arg("seed") = 0, nb::arg("dtype") = "float32",
+        nb::arg("generator").none() = nb::none());
+  m.def("randint", [](int64_t high, std::vector<int64_t> shape, uint64_t seed, Generator* generator) {
+          Generator fresh(seed);
+          return randint(high, Shape(shape), generator ? *generator : fresh);
+        }, nb::arg("high"), nb::arg("shape"), nb::arg("seed") = 0, nb::arg("generator").none() = nb::none());
 
   // The ops (ops/), each recording its node when grad is on.
   m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });

@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
+  ccache                                         # compiler cache (scripts/build.sh, tests/package/pip.sh)
   libopenblas-dev libopenblas0-pthread           # CPU GEMM (also libblas.so.3 for PyTorch)
   libgtest-dev libgmock-dev libbenchmark-dev     # tests and benchmarks
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev

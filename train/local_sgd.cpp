@@ -23,7 +23,7 @@ LocalSGD::LocalSGD(Accelerator& accelerator, nn::Module& model, LocalSGDOptions 
 LocalSGD::~LocalSGD() noexcept(false) {
   if (!active_) return;
   accelerator_.set_gradient_allreduce(allreduce_before_);
-  if (std::uncaught_exceptions() > uncaught_at_entry_) return;
+  if (abandoned_ || std::uncaught_exceptions() > uncaught_at_entry_) return;
   finish();
 }
 

@@ -57,6 +57,11 @@ class LocalSGD {
   // the common model before the guard ends); nothing if no step was taken
   // since the last average.
   void finish();
+  // Leaves without that last average: for a caller whose loop failed in a
+  // way the destructor cannot see (Python's `with`, left by an exception),
+  // since the peers may never reach the average. Gradient averaging is
+  // still given back when the guard ends.
+  void abandon() { abandoned_ = true; }
 
   bool active() const { return active_; }
   int64_t steps() const { return steps_; }  // optimizer steps counted
@@ -77,6 +82,7 @@ class LocalSGD {
   std::optional<comm::ModelAverager> averager_;
   int uncaught_at_entry_;
   bool allreduce_before_;  // the accelerator's gradient averaging, given back at the end
+  bool abandoned_ = false;
 };
 
 }  // namespace remat::train

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <limits>
 #include <sstream>
 
@@ -314,7 +315,13 @@ bool names_training_argument(const std::vector<std::string>& flags, std::string_
 void apply_json(TrainingArguments& args, const nlohmann::json& object, std::string_view source) {
   REMAT_CHECK(object.is_object(), "{}: training arguments must be a JSON object, got {}", source,
               object.type_name());
-  for (const auto& [name, value] : object.items()) field_named(name, source).from_json(args, value);
+  std::map<std::string_view, std::string> given;  // field -> the key that set it
+  for (const auto& [name, value] : object.items()) {
+    const Field& field = field_named(name, source);
+    const auto [previous, fresh] = given.emplace(field.name, name);
+    REMAT_CHECK(fresh, "{}: '{}' and '{}' are the same training argument: give one", source, previous->second, name);
+    field.from_json(args, value);
+  }
 }
 
 TrainingArguments load_training_arguments(const std::string& path) {

@@ -18,14 +18,16 @@ Engine errors arrive as remat.Error (a RuntimeError) with the engine's message.
 import numpy as _np
 
 from . import _remat
-from ._remat import (Error, Tensor, no_grad, zeros, ones, randn, randint, matmul, linear, relu, gelu, tanh,
-                     sigmoid, exp, log, softmax, log_softmax, cross_entropy, layer_norm, dropout,
+from ._remat import (Error, Tensor, Generator, no_grad, zeros, ones, normal, randn, randint, matmul, linear, relu,
+                     gelu, tanh, sigmoid, exp, log, softmax, log_softmax, cross_entropy, layer_norm, dropout,
                      save_safetensors, load_safetensors, read_safetensors, write_safetensors)
-from . import nn, optim
+from . import nn, optim, train
+from . import scheduler
 
-__all__ = ["Error", "Tensor", "tensor", "no_grad", "zeros", "ones", "randn", "randint", "matmul", "linear", "relu",
-           "gelu", "tanh", "sigmoid", "exp", "log", "softmax", "log_softmax", "cross_entropy", "layer_norm",
-           "dropout", "save_safetensors", "load_safetensors", "read_safetensors", "write_safetensors", "nn", "optim"]
+__all__ = ["Error", "Tensor", "tensor", "Generator", "no_grad", "zeros", "ones", "normal", "randn", "randint",
+           "matmul", "linear", "relu", "gelu", "tanh", "sigmoid", "exp", "log", "softmax", "log_softmax",
+           "cross_entropy", "layer_norm", "dropout", "save_safetensors", "load_safetensors", "read_safetensors",
+           "write_safetensors", "nn", "optim", "train", "scheduler"]
 
 
 def tensor(data, dtype=None, requires_grad=False):

@@ -185,6 +185,28 @@ TEST(LocalSGD, DisabledOrAloneChangesNothing) {
   EXPECT_EQ(train({.local_sgd = LocalSGDOptions{.local_sgd_steps = 4}}, alone()), single);
 }
 
+TEST(LocalSGD, AnAbandonedGuardEndsWithoutTheLastAverage) {
+  auto world = test_world();
+  if (world->world_size() == 1) GTEST_SKIP() << "with one process LocalSGD never communicates";
+  Accelerator accelerator({.communicator = world});
+  auto net = model();
+  accelerator.prepare(*net);
+  world->reset_stats();
+  {
+    LocalSGD local_sgd(accelerator, *net, {.local_sgd_steps = 4});
+    EXPECT_FALSE(accelerator.gradient_allreduce());
+    local_sgd.step();  // a step since the last average: leaving would average
+    local_sgd.abandon();
+  }
+  EXPECT_EQ(world->stats().allreduce_calls, 0);
+  EXPECT_TRUE(accelerator.gradient_allreduce());  // given back all the same
+  {
+    LocalSGD local_sgd(accelerator, *net, {.local_sgd_steps = 4});
+    local_sgd.step();
+  }
+  EXPECT_EQ(world->stats().allreduce_calls, 1);
+}
+
 TEST(LocalSGD, DiLoCoWithUnitOuterStepAndNoMomentumIsPlainAveraging) {
   auto world = test_world();
   const std::vector<double> plain = train({.local_sgd = LocalSGDOptions{.local_sgd_steps = 2}}, world);

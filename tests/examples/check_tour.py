@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""The guided tour against its doc: runs examples/tour.cpp's program and
-compares what it prints with the output blocks of docs/tour.md (each
-fenced block right after a line `<!-- output of examples/tour.cpp -->`),
-in order, line for line; and the DOT it writes with the committed one.
-A difference fails, showing both sides, so the doc cannot drift from the
-code.
+"""The guided tour against its doc: runs examples/tour.cpp's program, or
+its Python twin examples/tour.py, and compares what it prints with the
+output blocks of docs/tour.md (each fenced block right after a line
+`<!-- output of examples/tour.cpp -->`: both print the same lines), in
+order, line for line; and the DOT it writes with the committed one. A
+difference fails, showing both sides, so the doc cannot drift from the
+code, nor one program from the other.
 
     check_tour.py TOUR_BINARY docs/tour.md docs/tour/abc_cost.dot WORKDIR
+    check_tour.py --python PYTHON examples/tour.py docs/tour.md docs/tour/abc_cost.dot WORKDIR
 """
+import argparse
 import difflib
 import os
 import re
@@ -25,14 +28,24 @@ def doc_blocks(text):
 
 
 def main():
-    binary, doc, dot, work = sys.argv[1:5]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", help="the interpreter to run PROGRAM with (examples/tour.py)")
+    parser.add_argument("program", help="the tour: example_tour, or examples/tour.py with --python")
+    parser.add_argument("doc")
+    parser.add_argument("dot")
+    parser.add_argument("work", help="a folder for the DOT the program writes")
+    args = parser.parse_args()
+    program, doc, dot, work = args.program, args.doc, args.dot, args.work
     os.makedirs(work, exist_ok=True)
     written = os.path.join(work, "abc_cost.dot")
     if os.path.exists(written):
         os.remove(written)  # the program must write it again
-    run = subprocess.run([binary, work], capture_output=True, text=True)
+    command = ([args.python] if args.python else []) + [program, work]
+    run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
-        sys.exit(f"{binary} exited with {run.returncode}:\n{run.stdout}{run.stderr}")
+        sys.exit(f"{' '.join(command)} exited with {run.returncode}:\n{run.stdout}{run.stderr}")
+    if not os.path.exists(written):
+        sys.exit(f"{' '.join(command)} wrote no {written}")
     with open(doc) as f:
         expected = doc_blocks(f.read())
     failed = False
@@ -40,11 +53,11 @@ def main():
                             (dot, open(dot).read(), open(written).read())]:
         if want != got:
             failed = True
-            print(f"{name} differs from what the tour printed (- doc, + program):")
+            print(f"{name} differs from what {program} printed (- doc, + program):")
             sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), got.splitlines(True)))
     if failed:
         sys.exit(1)
-    print(f"the tour's {len(expected.splitlines())} lines of output and its DOT match {doc}")
+    print(f"{program}: the tour's {len(expected.splitlines())} lines of output and its DOT match {doc}")
 
 
 if __name__ == "__main__":

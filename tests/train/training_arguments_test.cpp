@@ -104,6 +104,10 @@ TEST(TrainingArguments, UnknownNamesAndBadValuesAreErrorsNamingThem) {
   EXPECT_TRUE(contains(message, "seed: '-1' is not a non-negative integer")) << message;
   message = error_of([&] { apply_json(a, nlohmann::json::parse(R"({"gradient_checkpointing": "yes"})"), "f"); });
   EXPECT_TRUE(contains(message, "is not a bool")) << message;
+  message = error_of([&] {
+    apply_json(a, nlohmann::json::parse(R"({"evaluation_strategy": "epoch", "eval_strategy": "steps"})"), "f");
+  });
+  EXPECT_TRUE(contains(message, "'eval_strategy' and 'evaluation_strategy' are the same training argument")) << message;
   message = error_of([&] { apply_flags(a, {"--learning_rate"}); });
   EXPECT_TRUE(contains(message, "--learning_rate needs a value")) << message;
   message = error_of([&] { apply_flags(a, {"--output_dir", "--overwrite_output_dir"}); });

@@ -1,0 +1,435 @@
+// remat._remat's training layer (bindings.h): datasets and loaders, the
+// Trainer with TrainingArguments, the Accelerator and LocalSGD. These are the
+// raw C++ classes; python/remat/train.py gives them the course's Python
+// shape (keyword arguments, `with` blocks, prepare(*objects), EvalPrediction).
+//
+// TrainingArguments cross as a dict and are read by the C++ JSON reader, so
+// a Python keyword is checked by the same code, with the same messages, as
+// a key of a JSON file or a --flag.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/gpt.h"
+#include "python/bindings.h"
+#include "train/accelerator.h"
+#include "train/data_loader.h"
+#include "train/fashion_mnist.h"
+#include "train/limits.h"
+#include "train/local_sgd.h"
+#include "train/metrics.h"
+#include "train/trainer.h"
+#include "train/training_arguments.h"
+
+namespace remat::python {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// A Python value as JSON: None, bool, int, float, str, lists and dicts of them.
+Json json_of(nb::handle value, const std::string& where) {
+  if (value.is_none()) return nullptr;
+  if (nb::isinstance<nb::bool_>(value)) return nb::cast<bool>(value);
+  if (nb::isinstance<nb::int_>(value)) {  // as a JSON file's reader holds it: unsigned when not negative
+    uint64_t unsigned_value = 0;
+    if (nb::try_cast<uint64_t>(value, unsigned_value)) return unsigned_value;
+    int64_t signed_value = 0;
+    REMAT_CHECK(nb::try_cast<int64_t>(value, signed_value), "{}: {} is out of the range of a 64-bit integer", where,
+                nb::cast<std::string>(nb::str(value)));
+    return signed_value;
+  }
+  if (nb::isinstance<nb::float_>(value)) return nb::cast<double>(value);
+  if (nb::isinstance<nb::str>(value)) return nb::cast<std::string>(value);
+  if (nb::isinstance<nb::dict>(value)) {
+    Json object = Json::object();
+    for (auto [key, item] : nb::borrow<nb::dict>(value)) {
+      const std::string name = nb::cast<std::string>(nb::str(key));
+      object[name] = json_of(item, where + "." + name);
+    }
+    return object;
+  }
+  if (nb::isinstance<nb::list>(value) || nb::isinstance<nb::tuple>(value)) {
+    Json array = Json::array();
+    for (nb::handle item : value) array.push_back(json_of(item, where));
+    return array;
+  }
+  REMAT_FAIL("{}: a value of type {} (None, bool, int, float, str, or lists and dicts of them)", where,
+             nb::cast<std::string>(nb::str(value.type().attr("__name__"))));
+}
+
+nb::object python_of(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null: return nb::none();
+    case Json::value_t::boolean: return nb::bool_(value.get<bool>());
+    case Json::value_t::number_integer: return nb::int_(value.get<int64_t>());
+    case Json::value_t::number_unsigned: return nb::int_(value.get<uint64_t>());
+    case Json::value_t::number_float: return nb::float_(value.get<double>());
+    case Json::value_t::string: return nb::str(value.get<std::string>().c_str());
+    case Json::value_t::array: {
+      nb::list list;
+      for (const Json& item : value) list.append(python_of(item));
+      return list;
+    }
+    case Json::value_t::object: {
+      nb::dict dict;
+      for (const auto& [key, item] : value.items()) dict[key.c_str()] = python_of(item);
+      return dict;
+    }
+    default: REMAT_FAIL("a JSON value of type {} has no Python form here", value.type_name());
+  }
+}
+
+nb::dict dict_of(const train::Metrics& metrics) {
+  nb::dict d;
+  for (const auto& [name, value] : metrics) d[name.c_str()] = value;
+  return d;
+}
+
+train::Metrics metrics_of(nb::handle dict, const std::string& where) {
+  REMAT_CHECK(nb::isinstance<nb::dict>(dict), "{}: returned a {}, not a dict of name -> number", where,
+              nb::cast<std::string>(nb::str(dict.type().attr("__name__"))));
+  train::Metrics metrics;
+  for (auto [key, value] : nb::borrow<nb::dict>(dict)) {
+    const std::string name = nb::cast<std::string>(nb::str(key));
+    double number = 0;
+    REMAT_CHECK(nb::try_cast<double>(value, number), "{}: its value for '{}' is not a number", where, name);
+    metrics.emplace_back(name, number);
+  }
+  return metrics;
+}
+
+// TrainingArguments from keyword arguments: every name known, every value
+// in range (the same checks, and messages, as a JSON file's).
+train::TrainingArguments arguments_of(const nb::dict& kwargs) {
+  train::TrainingArguments args;
+  train::apply_json(args, json_of(kwargs, "TrainingArguments"), "TrainingArguments");
+  train::check(args);
+  return args;
+}
+
+// A tensor from a remat.Tensor, or from anything remat.tensor takes.
+Tensor tensor_of(nb::handle value) {
+  Tensor t;
+  if (nb::try_cast<Tensor>(value, t)) return t;
+  return nb::cast<Tensor>(nb::module_::import_("remat").attr("tensor")(value));
+}
+
+// What the model computes for a batch: a GPT takes its targets and gives
+// the loss; any other module is a classifier under cross-entropy.
+train::ForwardFn forward_of(nn::Module& model) {
+  if (dynamic_cast<nn::GPT*>(&model) == nullptr) return train::classifier_forward();
+  return [](nn::Module& m, const data::Batch& batch) {
+    return train::ModelOutput{static_cast<nn::GPT&>(m).forward(batch.inputs, batch.targets).loss, Tensor()};
+  };
+}
+
+// The Python objects a Trainer calls: compute_metrics (a callable(predictions,
+// label_ids, loss) -> dict, from train.py, which builds the user's
+// EvalPrediction) and on_log. Held here, where the garbage collector can see
+// them (PyTrainer's tp_traverse): a callable reaches its module's globals,
+// which often hold the trainer itself.
+struct Hooks {
+  nb::object compute_metrics;
+  nb::object on_log;
+  bool interrupted = false;
+};
+
+// compute_metrics: "classification", "language_model", None, or the callable in hooks.
+train::ComputeMetrics metrics_fn(nb::handle metrics, const std::shared_ptr<Hooks>& hooks) {
+  if (metrics.is_none()) return {};
+  if (nb::isinstance<nb::str>(metrics)) {
+    const std::string name = nb::cast<std::string>(metrics);
+    if (name == "classification") return train::classification_metrics;
+    if (name == "language_model") return train::language_model_metrics;
+    REMAT_FAIL("compute_metrics '{}': classification, language_model, or a callable", name);
+  }
+  hooks->compute_metrics = nb::borrow<nb::object>(metrics);
+  return [hooks](const train::EvalPrediction& p) {
+    nb::gil_scoped_acquire gil;
+    REMAT_CHECK(hooks->compute_metrics.is_valid(), "compute_metrics: released (the Trainer is being collected)");
+    nb::object predictions = p.predictions.defined() ? nb::cast(p.predictions) : nb::none();
+    nb::object labels = p.label_ids.defined() ? nb::cast(p.label_ids) : nb::none();
+    return metrics_of(hooks->compute_metrics(predictions, labels, p.loss), "compute_metrics");
+  };
+}
+
+// Logs go to on_log when given (else the Trainer prints them), and Ctrl-C
+// stops training after the step it interrupted (saved first, when saving
+// is on), then raises KeyboardInterrupt.
+train::TrainerCallbacks callbacks_of(nb::handle on_log, const std::shared_ptr<Hooks>& hooks) {
+  train::TrainerCallbacks callbacks;
+  if (!on_log.is_none()) {
+    hooks->on_log = nb::borrow<nb::object>(on_log);
+    callbacks.on_log = [hooks](const train::Metrics& metrics) {
+      nb::gil_scoped_acquire gil;
+      if (!hooks->on_log.is_valid()) return;
+      try {
+        hooks->on_log(dict_of(metrics));
+      } catch (nb::python_error& error) {  // Ctrl-C inside the hook: stop as between steps
+        if (!error.matches(PyExc_KeyboardInterrupt)) throw;
+        hooks->interrupted = true;
+      }
+    };
+  }
+  callbacks.should_stop = [hooks](int64_t) {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      PyErr_Clear();
+      hooks->interrupted = true;
+    }
+    return hooks->interrupted;
+  };
+  return callbacks;
+}
+
+// The C++ Trainer and what it calls. The model and datasets are kept alive
+// by keep_alive; the hooks are traversed by the collector (trainer_slots).
+class PyTrainer {
+ public:
+  PyTrainer(nn::Module& model, const nb::dict& args, const data::Dataset& train_dataset,
+            const data::Dataset* eval_dataset, nb::handle compute_metrics, nb::handle on_log)
+      : hooks_(std::make_shared<Hooks>()),
+        trainer_(model, arguments_of(args), train_dataset, eval_dataset, metrics_fn(compute_metrics, hooks_),
+                 forward_of(model), callbacks_of(on_log, hooks_)) {}
+
+  nb::dict train() {
+    hooks_->interrupted = false;
+    const train::TrainOutput out = trainer_.train();
+    if (hooks_->interrupted) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw nb::python_error();
+    }
+    nb::dict d;
+    d["global_step"] = out.global_step;
+    d["training_loss"] = out.training_loss;
+    d["metrics"] = dict_of(out.metrics);
+    d["resumed_at_step"] = out.resumed_at_step;
+    return d;
+  }
+  nb::dict evaluate(const data::Dataset* dataset, const std::string& prefix) {
+    return dict_of(trainer_.evaluate(dataset, prefix));
+  }
+  nb::tuple predict(const data::Dataset& dataset) {
+    const train::PredictionOutput out = trainer_.predict(dataset);
+    return nb::make_tuple(out.predictions, out.label_ids, dict_of(out.metrics));
+  }
+  train::Trainer& get() { return trainer_; }
+  Hooks& hooks() { return *hooks_; }
+
+ private:
+  std::shared_ptr<Hooks> hooks_;
+  train::Trainer trainer_;
+};
+
+int trainer_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  Hooks& hooks = nb::inst_ptr<PyTrainer>(self)->hooks();
+  Py_VISIT(hooks.compute_metrics.ptr());
+  Py_VISIT(hooks.on_log.ptr());
+  return 0;
+}
+
+int trainer_clear(PyObject* self) {
+  Hooks& hooks = nb::inst_ptr<PyTrainer>(self)->hooks();
+  hooks.compute_metrics.reset();
+  hooks.on_log.reset();
+  return 0;
+}
+
+PyType_Slot trainer_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(trainer_traverse)},
+                               {Py_tp_clear, reinterpret_cast<void*>(trainer_clear)},
+                               {0, nullptr}};
+
+// accelerator.accumulate(model) as a `with` block: the C++ guard lives
+// from __enter__ to __exit__.
+class WindowScope {
+ public:
+  WindowScope(train::Accelerator& accelerator, nn::Module& model) : accelerator_(accelerator), model_(model) {}
+  void enter() {
+    REMAT_CHECK(!window_, "accumulate: this block is open already (one `with` per micro-batch)");
+    window_.reset(new train::Accelerator::Window(accelerator_.accumulate(model_)));
+  }
+  void exit() { window_.reset(); }
+
+ private:
+  train::Accelerator& accelerator_;
+  nn::Module& model_;
+  std::unique_ptr<train::Accelerator::Window> window_;
+};
+
+// LocalSGD as a `with` block: made on __enter__, and on __exit__ ended
+// with the last average, or without it when the block raised (the peers
+// may never reach it).
+class LocalSGDScope {
+ public:
+  LocalSGDScope(train::Accelerator& accelerator, nn::Module& model, train::LocalSGDOptions options)
+      : accelerator_(accelerator), model_(model), options_(options) {}
+  void enter() {
+    REMAT_CHECK(!guard_, "LocalSGD: this block is open already");
+    guard_ = std::make_unique<train::LocalSGD>(accelerator_, model_, options_);
+  }
+  void exit(bool raised) {
+    if (!guard_) return;
+    const std::unique_ptr<train::LocalSGD> guard = std::move(guard_);
+    if (raised) {
+      guard->abandon();
+    } else {
+      guard->finish();  // the last average (were it to throw, the guard ends without another)
+    }
+    steps_ = guard->steps();
+    syncs_ = guard->syncs();
+  }
+  // Inside the block, the guard's counts; after it, its final ones.
+  int64_t steps() const { return guard_ ? guard_->steps() : steps_; }
+  int64_t syncs() const { return guard_ ? guard_->syncs() : syncs_; }
+  train::LocalSGD& get() {
+    REMAT_CHECK(guard_, "LocalSGD: use it inside its `with` block");
+    return *guard_;
+  }
+
+ private:
+  train::Accelerator& accelerator_;
+  nn::Module& model_;
+  train::LocalSGDOptions options_;
+  std::unique_ptr<train::LocalSGD> guard_;
+  int64_t steps_ = 0, syncs_ = 0;
+};
+
+}  // namespace
+
+void bind_train(nb::module_& m) {
+  nb::class_<data::Dataset>(m, "Dataset", "inputs (N, ...) and targets (N, ...): row i of each is example i")
+      .def("__init__", [](data::Dataset* self, nb::handle inputs, nb::handle targets) {
+        const Tensor x = tensor_of(inputs), y = tensor_of(targets);
+        REMAT_CHECK(x.dim() >= 1 && y.dim() >= 1 && x.size(0) == y.size(0), "Dataset: inputs {} and targets {} "
+                    "must have the same number of rows (axis 0)", x.str(), y.str());
+        new (self) data::Dataset{x, y};
+      }, nb::arg("inputs"), nb::arg("targets"))
+      .def_ro("inputs", &data::Dataset::inputs)
+      .def_ro("targets", &data::Dataset::targets)
+      .def("__len__", &data::Dataset::size)
+      .def("select", [](const data::Dataset& d, std::vector<int64_t> rows) { return data::select_rows(d, rows); },
+           nb::arg("indices"), "rows `indices` of this dataset, in that order, as a dataset of their own")
+      .def("__repr__", [](const data::Dataset& d) {
+        return "remat.train.Dataset(inputs=" + d.inputs.str() + ", targets=" + d.targets.str() + ")";
+      });
+  m.def("load_fashion_mnist", [](const std::string& split, const std::string& dir) {
+    return data::load_fashion_mnist(split, dir);
+  }, nb::arg("split") = "train", nb::arg("dir") = std::string(data::kFashionMnistDir),
+        "Fashion-MNIST from Debian's dataset-fashion-mnist: images float32 (N, 784) in [0, 1], labels int64 (N)");
+
+  nb::class_<data::Batch>(m, "Batch", "one batch: inputs and targets; unpacks as (inputs, targets), and as "
+                          "keywords ids= and targets= for a GPT (model(**batch))")
+      .def_ro("inputs", &data::Batch::inputs)
+      .def_ro("targets", &data::Batch::targets)
+      .def("__iter__", [](const data::Batch& b) { return nb::iter(nb::make_tuple(b.inputs, b.targets)); })
+      .def("__len__", [](const data::Batch&) { return 2; })
+      .def("keys", [](const data::Batch&) { return nb::make_tuple("ids", "targets"); })
+      .def("__getitem__", [](const data::Batch& b, const std::string& key) {
+        if (key == "ids" || key == "inputs") return b.inputs;
+        if (key == "targets") return b.targets;
+        throw nb::key_error(key.c_str());
+      });
+
+  nb::class_<data::DataLoader::Epoch>(m, "_Epoch")
+      .def("__len__", &data::DataLoader::Epoch::size)
+      .def("batch", &data::DataLoader::Epoch::batch);
+  nb::class_<data::DataLoader>(m, "_DataLoader")
+      .def("__init__", [](data::DataLoader* self, const data::Dataset& dataset, int64_t batch_size, bool shuffle,
+                          uint64_t seed, bool drop_last) {
+        new (self) data::DataLoader(dataset, {.batch_size = batch_size, .shuffle = shuffle, .seed = seed,
+                                              .drop_last = drop_last});
+      })
+      .def("__len__", &data::DataLoader::size)
+      .def("epoch", &data::DataLoader::epoch, nb::keep_alive<0, 1>())
+      .def_prop_ro("batch_size", [](const data::DataLoader& l) { return l.options().batch_size; })
+      .def_prop_ro("dataset", &data::DataLoader::dataset);
+
+  m.def("_training_arguments", [](const nb::dict& kwargs) { return python_of(train::to_json(arguments_of(kwargs))); },
+        "every TrainingArguments field, defaults filled in, after the checks");
+  m.def("_classification_metrics", [](const Tensor& predictions, const Tensor& labels) {
+    return dict_of(train::classification_metrics({.predictions = predictions, .label_ids = labels}));
+  });
+  m.def("_perplexity", &train::perplexity);
+
+  nb::class_<PyTrainer>(m, "_Trainer", nb::type_slots(trainer_slots))
+      .def(nb::init<nn::Module&, const nb::dict&, const data::Dataset&, const data::Dataset*, nb::handle,
+                    nb::handle>(),
+           nb::arg("model"), nb::arg("args"), nb::arg("train_dataset"), nb::arg("eval_dataset").none(),
+           nb::arg("compute_metrics").none(), nb::arg("on_log").none(), nb::keep_alive<1, 2>(),
+           nb::keep_alive<1, 4>(), nb::keep_alive<1, 5>())
+      .def("train", &PyTrainer::train)
+      .def("evaluate", &PyTrainer::evaluate, nb::arg("dataset").none(), nb::arg("prefix"), nb::keep_alive<1, 2>())
+      .def("predict", &PyTrainer::predict)
+      .def_prop_ro("global_step", [](PyTrainer& t) { return t.get().global_step(); })
+      .def_prop_ro("epoch", [](PyTrainer& t) { return t.get().epoch(); })
+      .def_prop_ro("log_history", [](PyTrainer& t) { return python_of(t.get().log_history()); })
+      .def_prop_ro("best_model_checkpoint", [](PyTrainer& t) -> std::optional<std::string> {
+        const std::string& best = t.get().best_model_checkpoint();
+        if (best.empty()) return std::nullopt;
+        return best;
+      });
+
+  nb::class_<train::Accelerator>(m, "_Accelerator")
+      .def("__init__", [](train::Accelerator* self, int64_t gradient_accumulation_steps, const std::string& device) {
+        new (self) train::Accelerator({.gradient_accumulation_steps = gradient_accumulation_steps,
+                                       .device = train::check_device(device, "Accelerator")});
+      })
+      .def_prop_ro("process_index", &train::Accelerator::rank)
+      .def_prop_ro("num_processes", &train::Accelerator::num_processes)
+      .def_prop_ro("is_main_process", &train::Accelerator::is_main_process)
+      .def_prop_ro("device", [](const train::Accelerator& a) { return a.device().str(); })
+      .def_prop_ro("sync_gradients", &train::Accelerator::sync_gradients)
+      .def_prop_ro("gradient_accumulation_steps",
+                   [](const train::Accelerator& a) { return a.options().gradient_accumulation_steps; })
+      .def_prop_ro("optimizer_steps", &train::Accelerator::optimizer_steps)
+      .def_prop_ro("allreduce_calls",
+                   [](const train::Accelerator& a) { return a.communicator().stats().allreduce_calls; })
+      .def("prepare_model", [](train::Accelerator& a, nn::Module& model) { a.prepare(model); })
+      .def("prepare_loader", [](train::Accelerator& a, const data::DataLoader& loader) { return a.prepare(loader); })
+      .def("prepare_optimizer", [](const train::Accelerator& a, optim::Optimizer& o) { return a.prepare(o); },
+           nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>())
+      .def("prepare_scheduler", [](const train::Accelerator& a, optim::LRScheduler& s) { return a.prepare(s); },
+           nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>())
+      .def("backward", &train::Accelerator::backward)
+      .def("gather", &train::Accelerator::gather)
+      .def("accumulate", [](train::Accelerator& a, nn::Module& model) { return new WindowScope(a, model); },
+           nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>());
+
+  nb::class_<WindowScope>(m, "_Window")
+      .def("__enter__", &WindowScope::enter)
+      .def("__exit__", [](WindowScope& w, nb::args) { w.exit(); });
+  nb::class_<train::PreparedOptimizer>(m, "PreparedOptimizer", "an optimizer that steps only when a window ends")
+      .def("step", &train::PreparedOptimizer::step)
+      .def("zero_grad", &train::PreparedOptimizer::zero_grad)
+      .def_prop_rw("lr", [](const train::PreparedOptimizer& o) { return o.inner().lr(); },
+                   [](train::PreparedOptimizer& o, double lr) { o.inner().set_lr(lr); });
+  nb::class_<train::PreparedScheduler>(m, "PreparedScheduler", "a schedule that steps only when a window ends")
+      .def("step", &train::PreparedScheduler::step)
+      .def("get_last_lr", [](const train::PreparedScheduler& s) { return std::vector<double>{s.inner().last_lr()}; });
+
+  nb::class_<LocalSGDScope>(m, "_LocalSGD")
+      .def("__init__", [](LocalSGDScope* self, train::Accelerator& accelerator, nn::Module& model,
+                          int64_t local_sgd_steps, bool enabled) {
+        new (self) LocalSGDScope(accelerator, model, {.local_sgd_steps = local_sgd_steps, .enabled = enabled});
+      }, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
+      .def("enter", &LocalSGDScope::enter)
+      .def("exit", &LocalSGDScope::exit)
+      .def("step", [](LocalSGDScope& s) { s.get().step(); })
+      .def("finish", [](LocalSGDScope& s) { s.get().finish(); })
+      .def_prop_ro("steps", &LocalSGDScope::steps)
+      .def_prop_ro("syncs", &LocalSGDScope::syncs)
+      .def_prop_ro("active", [](LocalSGDScope& s) { return s.get().active(); });
+}
+
+}  // namespace remat::python
