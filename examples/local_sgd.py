@@ -44,7 +44,7 @@ def main():
                 local_sgd.step()
             loss_sum += loss.item()
             seen += 1
-    # leaving the block averaged the models once more
+    # leaving the block averaged the models once more, unless the last steps just were
     accelerator.print(f"{accelerator.num_processes} rank(s), {seen} batches each: mean loss {loss_sum / seen:.4f}, "
                       f"{local_sgd.syncs} averages, {accelerator.allreduce_calls} allreduce calls")
 

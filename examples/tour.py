@@ -161,13 +161,13 @@ def mlp(sizes):
         return remat.cross_entropy(model(x), labels)
 
     keep = planned_step(loss, policy="none")
-    least = planned_step(loss, policy="cost", budget=2 * keep["peak_activation_bytes"])
+    probe = planned_step(loss, policy="cost", budget=2 * keep["peak_activation_bytes"])
     print(f"  {len(sizes) - 1} linear layers: keep all peaks at {kib(keep['peak_activation_bytes'])} "
           f"(predicted {kib(keep['predicted_peak_bytes'])}); the least budget a plan meets: "
-          f"{kib(least['minimum_budget_bytes'])}")
-    if least["minimum_budget_bytes"] >= keep["peak_activation_bytes"]:
+          f"{kib(probe['minimum_budget_bytes'])}")
+    if probe["minimum_budget_bytes"] >= keep["peak_activation_bytes"]:
         return
-    budget = (least["minimum_budget_bytes"] + keep["peak_activation_bytes"]) // 2
+    budget = (probe["minimum_budget_bytes"] + keep["peak_activation_bytes"]) // 2
     cost = planned_step(loss, policy="cost", budget=budget)
     print(f"  cost within {kib(budget)}: kept {kib(cost['kept_bytes'])}, dropped {kib(cost['dropped_bytes'])}, "
           f"peak {kib(cost['peak_activation_bytes'])} (predicted {kib(cost['predicted_peak_bytes'])}), "

@@ -25,20 +25,6 @@ def compute_metrics(eval_pred):
     return {"accuracy": float(np.mean(np.argmax(logits, axis=-1) == labels))}
 
 
-def flags(argv):
-    """--name value pairs as keyword arguments (numbers as numbers)."""
-    out = {}
-    for name, value in zip(argv[::2], argv[1::2]):
-        for kind in (int, float):
-            try:
-                value = kind(value)
-                break
-            except ValueError:
-                pass
-        out[name.lstrip("-").replace("-", "_")] = {"true": True, "false": False}.get(value, value)
-    return out
-
-
 def main():
     train = load_fashion_mnist("train")
     validation = load_fashion_mnist("test")
@@ -47,8 +33,7 @@ def main():
     training_args = TrainingArguments(output_dir="./results", evaluation_strategy="epoch",
                                       gradient_accumulation_steps=4, gradient_checkpointing=True,
                                       learning_rate=2e-3, per_device_train_batch_size=64)
-    for name, value in flags(sys.argv[1:]).items():
-        setattr(training_args, name, value)  # checked as the keywords are
+    training_args.apply_flags(sys.argv[1:])  # --max_steps 50: read and checked as the keywords are
     trainer = Trainer(model=model, args=training_args, train_dataset=train, eval_dataset=validation,
                       compute_metrics=compute_metrics)
     trainer.train()

@@ -1,9 +1,8 @@
 // What two parts of the Python module both turn into Python, or read from
 // it: a device by name, a budget given as bytes or as text, a step's report as a dict, a
 // profile as one dict per node, and a policy written in Python. Included by
-// nn.cpp (checkpointing on modules) and scheduler.cpp (profiles, plans and
-// the Checkpointer on their own); header-only, since cmake/python.cmake
-// lists the module's sources.
+// nn.cpp (checkpointing on modules), scheduler.cpp (profiles, plans and
+// the Checkpointer on their own) and tensor.cpp (devices).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -55,25 +54,48 @@ inline nb::dict report_dict(const scheduler::StepReport& r) {
   return d;
 }
 
-// One dict per node of a profile: what a policy written in Python reads.
+inline const char* tag_word(Tag tag) { return tag == Tag::Keep ? "keep" : "recompute"; }
+
+inline std::vector<int64_t> dims(const Shape& shape) { return {shape.begin(), shape.end()}; }
+
+// What a node's backward reads: "output", "side result", or an input's index.
+inline nb::object saved_entry(int slot) {
+  if (slot == kSavedOutput) return nb::str("output");
+  if (slot == kSavedSideResult) return nb::str("side result");
+  return nb::int_(slot);
+}
+
+inline nb::list saved_list(const std::vector<int>& saved) {
+  nb::list out;
+  for (int slot : saved) out.append(saved_entry(slot));
+  return out;
+}
+
+// One dict per node of a profile (Profile.rows(), and what a policy written
+// in Python reads); read_by_backward: some backward reads its value.
 inline nb::list profile_rows(const scheduler::GraphProfile& graph) {
   const std::vector<bool> read = scheduler::read_by_backward(graph);
   nb::list rows;
   for (const scheduler::NodeProfile& node : graph.nodes) {
-    nb::dict row;
-    row["position"] = node.position;
-    row["op"] = node.op;
-    row["block"] = node.block;
-    row["inputs"] = node.inputs;  // positions of the nodes that made its inputs (-1: a leaf or constant)
-    row["output_shape"] = std::vector<int64_t>(node.output_shape.begin(), node.output_shape.end());
-    row["output_bytes"] = node.output_bytes;
-    row["is_view"] = node.view_of >= 0;
-    row["read_by_backward"] = static_cast<bool>(read[static_cast<size_t>(node.position)]);
-    row["compute_bound"] = node.compute_bound;
-    row["flops"] = node.flops;
-    row["forward_ms"] = node.forward_ms;
-    row["replay_ms"] = node.priced_replay_ms();
-    rows.append(row);
+    nb::dict d;
+    d["position"] = node.position;
+    d["op"] = node.op;
+    d["block"] = node.block;
+    d["inputs"] = node.inputs;  // positions of the nodes that made its inputs (-1: a leaf or constant)
+    d["output_shape"] = dims(node.output_shape);
+    d["output_bytes"] = node.output_bytes;
+    d["is_view"] = node.view_of >= 0;
+    d["saved"] = saved_list(node.saved);
+    d["read_by_backward"] = static_cast<bool>(read[static_cast<size_t>(node.position)]);
+    d["tag"] = tag_word(node.tag);
+    d["compute_bound"] = node.compute_bound;
+    d["flops"] = node.flops;
+    d["forward_ms"] = node.forward_ms;
+    d["replay_ms"] = node.replay_ms;
+    d["replay_in_place_ms"] = node.replay_in_place_ms;
+    d["backward_ms"] = node.backward_ms;
+    d["replay_cost_ms"] = node.priced_replay_ms();
+    rows.append(d);
   }
   return rows;
 }
@@ -85,6 +107,9 @@ inline scheduler::CustomPolicy python_policy(nb::callable rule) {
   return [rule = nb::object(rule)](const scheduler::GraphProfile& graph) {
     nb::gil_scoped_acquire gil;
     const nb::object answer = rule(profile_rows(graph));
+    REMAT_CHECK(nb::isinstance<nb::list>(answer) || nb::isinstance<nb::tuple>(answer), "policy: the Python rule "
+                "answered a {}: a list of 'keep' or 'recompute', one per node",
+                nb::cast<std::string>(nb::str(answer.type().attr("__name__"))));
     std::vector<Tag> tags;
     for (nb::handle tag : answer) {
       const std::string word = nb::cast<std::string>(nb::str(tag));

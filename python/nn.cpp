@@ -42,21 +42,11 @@ nb::list explain(const nn::Module& model) {
   const scheduler::Plan* plan = model.checkpointing_plan();
   REMAT_CHECK(graph && plan, "explain: no plan applied yet (checkpointing is off, or the latest step was the graph's "
               "profiling step: run one more step)");
-  nb::list rows;
-  for (const scheduler::NodeProfile& node : graph->nodes) {
-    const auto v = static_cast<size_t>(node.position);
-    nb::dict row;
-    row["position"] = node.position;
-    row["op"] = node.op;
-    row["block"] = node.block;
-    row["output_shape"] = std::vector<int64_t>(node.output_shape.begin(), node.output_shape.end());
-    row["output_bytes"] = node.output_bytes;
-    row["flops"] = node.flops;
-    row["forward_ms"] = node.forward_ms;
-    row["replay_ms"] = node.priced_replay_ms();
-    row["decision"] = plan->tags[v] == Tag::Keep ? "keep" : "recompute";
+  nb::list rows = profile_rows(*graph);
+  for (size_t v = 0; v < rows.size(); ++v) {
+    nb::dict row = nb::borrow<nb::dict>(rows[v]);
+    row["decision"] = tag_word(plan->tags[v]);
     row["reason"] = plan->reasons[v];
-    rows.append(row);
   }
   return rows;
 }
@@ -107,8 +97,9 @@ void bind_nn(nb::module_& m) {
            nb::arg("policy") = "blocks", nb::arg("budget") = nb::none(), nb::arg("must_keep") = std::vector<std::string>{},
            nb::arg("must_recompute") = std::vector<std::string>{},
            "checkpoint this module's forward: policy none, blocks, sqrt, cost, chain, milp, auto or dtr, or a callable "
-           "rule(nodes) -> one 'keep' or 'recompute' per node (nodes: dicts of the profile: op, block, inputs, "
-           "output_bytes, read_by_backward, compute_bound, flops, forward_ms, replay_ms, ...); budget in bytes or as "
+           "rule(nodes) -> one 'keep' or 'recompute' per node (nodes: dicts of the profile, as Profile.rows(): op, "
+           "block, inputs, output_bytes, read_by_backward, compute_bound, flops, forward_ms, replay_cost_ms, ...); "
+           "budget in bytes or as "
            "'64MiB' (cost, chain, milp, auto, dtr, a callable)")
       .def("gradient_checkpointing_disable", &nn::Module::gradient_checkpointing_disable)
       .def_prop_ro("is_gradient_checkpointing", &nn::Module::is_gradient_checkpointing)
@@ -117,7 +108,8 @@ void bind_nn(nb::module_& m) {
         if (!report) return std::nullopt;
         return report_dict(*report);
       }, "the latest step's figures (kept and dropped bytes, predicted and measured peak, replays), or None")
-      .def("explain", &explain, "the applied plan: one dict per node (op, bytes, decision, reason)");
+      .def("explain", &explain, "the applied plan: one dict per node, its profile's row (as Profile.rows()) with "
+           "the plan's decision ('keep' or 'recompute') and its reason");
 
   nb::class_<nn::Linear, nn::Module>(m, "Linear")
       .def("__init__", [](nn::Linear* self, int64_t in, int64_t out, bool bias, uint64_t seed) {

@@ -43,8 +43,6 @@ using scheduler::Plan;
 
 // Tags ----------------------------------------------------------------------
 
-const char* tag_word(Tag tag) { return tag == Tag::Keep ? "keep" : "recompute"; }
-
 Tag tag_named(const nb::handle& word, const std::string& what) {
   const std::string text = nb::cast<std::string>(nb::str(word));
   REMAT_CHECK(text == "keep" || text == "recompute", "{}: tag '{}': one of 'keep' and 'recompute'", what, text);
@@ -64,21 +62,6 @@ std::vector<std::string> tag_words(const std::vector<Tag>& tags) {
   std::vector<std::string> words;
   for (Tag tag : tags) words.emplace_back(tag_word(tag));
   return words;
-}
-
-std::vector<int64_t> dims(const Shape& shape) { return {shape.begin(), shape.end()}; }
-
-// What a node's backward reads: "output", "side result", or an input's index.
-nb::object saved_entry(int slot) {
-  if (slot == kSavedOutput) return nb::str("output");
-  if (slot == kSavedSideResult) return nb::str("side result");
-  return nb::int_(slot);
-}
-
-nb::list saved_list(const std::vector<int>& saved) {
-  nb::list out;
-  for (int slot : saved) out.append(saved_entry(slot));
-  return out;
 }
 
 // Memory ----------------------------------------------------------------------
@@ -114,7 +97,10 @@ nb::dict stats_dict(const MemoryStats& s) {
 class Category {
  public:
   explicit Category(const std::string& name) : category_(category_named(name)) {}
-  void enter() { guard_ = std::make_unique<CategoryGuard>(category_); }
+  void enter() {
+    REMAT_CHECK(!guard_, "category(): this block is open already (one `with` at a time)");
+    guard_ = std::make_unique<CategoryGuard>(category_);
+  }
   void exit() { guard_.reset(); }
 
  private:
@@ -127,7 +113,10 @@ class Category {
 class PeakWatch {
  public:
   explicit PeakWatch(Device device) : device_(device) {}
-  void enter() { watch_ = std::make_unique<TransientPeakWatch>(device_); }
+  void enter() {
+    REMAT_CHECK(!watch_, "peak_watch(): this block is open already (one `with` at a time)");
+    watch_ = std::make_unique<TransientPeakWatch>(device_);
+  }
   void exit() {
     rise_ = rise();
     watch_.reset();
@@ -247,6 +236,7 @@ class PythonRecomputeScope {
  public:
   explicit PythonRecomputeScope(nb::callable rule) : rule_(std::move(rule)) {}
   void enter() {
+    REMAT_CHECK(!scope_, "RecomputeScope: this block is open already (one `with` at a time)");
     scope_ = std::make_unique<RecomputeScope>([this](const Node& node) {
       nb::gil_scoped_acquire gil;
       const nb::object answer = rule_(node_dict(node, false));
@@ -267,6 +257,7 @@ class PythonRecomputeScope {
 class PythonProfiling {
  public:
   void enter() {
+    REMAT_CHECK(!profiling_, "Profiling: this block is open already (one `with` at a time)");
     profiling_ = std::make_unique<scheduler::Profiling>();
     profiler_ = profiling_->profiler();
   }
@@ -285,28 +276,6 @@ class PythonProfiling {
   std::unique_ptr<scheduler::Profiling> profiling_;
   std::shared_ptr<scheduler::Profiler> profiler_;
 };
-
-// A ProfileNode as a dict; `read`: some backward reads its value.
-nb::dict node_profile_dict(const NodeProfile& node, bool read) {
-  nb::dict d;
-  d["position"] = node.position;
-  d["op"] = node.op;
-  d["block"] = node.block;
-  d["inputs"] = node.inputs;
-  d["output_shape"] = dims(node.output_shape);
-  d["output_bytes"] = node.output_bytes;
-  d["is_view"] = node.view_of >= 0;
-  d["saved"] = saved_list(node.saved);
-  d["read_by_backward"] = read;
-  d["tag"] = tag_word(node.tag);
-  d["compute_bound"] = node.compute_bound;
-  d["flops"] = node.flops;
-  d["forward_ms"] = node.forward_ms;
-  d["replay_ms"] = node.replay_ms;
-  d["replay_in_place_ms"] = node.replay_in_place_ms;
-  d["backward_ms"] = node.backward_ms;
-  return d;
-}
 
 nb::dict simulation_dict(const scheduler::Simulation& s) {
   nb::dict d;
@@ -457,15 +426,9 @@ void bind_scheduler(nb::module_& m) {
         }
         return nodes;
       }, "the nodes (ProfileNode, their prices settable), in recording order")
-      .def("rows", [](const GraphProfile& g) {
-        const std::vector<bool> read = scheduler::read_by_backward(g);
-        nb::list rows;
-        for (const NodeProfile& node : g.nodes) {
-          rows.append(node_profile_dict(node, read[static_cast<size_t>(node.position)]));
-        }
-        return rows;
-      }, "one dict per node: position, op, block, inputs, output_shape, output_bytes, saved, read_by_backward, tag, "
-         "compute_bound, flops, forward_ms, replay_ms, replay_in_place_ms, backward_ms")
+      .def("rows", &profile_rows, "one dict per node: position, op, block, inputs, output_shape, output_bytes, "
+           "is_view, saved, read_by_backward, tag, compute_bound, flops, forward_ms, replay_ms, replay_in_place_ms, "
+           "backward_ms, replay_cost_ms (what the cost model charges for a replay)")
       .def_ro("signature", &GraphProfile::signature)
       .def_prop_ro("total_output_bytes", &GraphProfile::total_output_bytes)
       .def("to_json", [](const GraphProfile& g) { return scheduler::profile_to_json(g); })

@@ -78,6 +78,7 @@ Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu, nb::c_contig> array, b
 
 // The tensor's memory as a NumPy array (no copy); the array holds the tensor.
 Array to_numpy(const Tensor& t) {
+  REMAT_CHECK(t.defined(), "numpy: the tensor is undefined (it holds no storage)");
   REMAT_CHECK(t.device().is_cpu(), "numpy: {} is not on the CPU (move it with .to('cpu'))", t.str());
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
   std::vector<int64_t> strides(t.strides().begin(), t.strides().end());

@@ -62,7 +62,15 @@ Json json_of(nb::handle value, const std::string& where) {
     for (nb::handle item : value) array.push_back(json_of(item, where));
     return array;
   }
-  REMAT_FAIL("{}: a value of type {} (None, bool, int, float, str, or lists and dicts of them)", where,
+  // NumPy's scalars, and paths.
+  if (PyIndex_Check(value.ptr()) != 0) {
+    PyObject* index = PyNumber_Index(value.ptr());
+    if (index == nullptr) throw nb::python_error();
+    return json_of(nb::steal(index), where);
+  }
+  if (nb::hasattr(value, "__fspath__")) return json_of(nb::module_::import_("os").attr("fspath")(value), where);
+  if (nb::hasattr(value, "__float__")) return nb::cast<double>(nb::float_(value));
+  REMAT_FAIL("{}: a value of type {} (None, bool, int, float, str, a path, or lists and dicts of them)", where,
              nb::cast<std::string>(nb::str(value.type().attr("__name__"))));
 }
 
@@ -140,7 +148,9 @@ train::ForwardFn forward_of(nn::Module& model) {
 struct Hooks {
   nb::object compute_metrics;
   nb::object on_log;
-  bool interrupted = false;
+  // What stopped training between steps, raised again once it has stopped:
+  // KeyboardInterrupt, or whatever a signal handler raised.
+  std::optional<nb::python_error> stopped_by;
 };
 
 // compute_metrics: "classification", "language_model", None, or the callable in hooks.
@@ -162,9 +172,10 @@ train::ComputeMetrics metrics_fn(nb::handle metrics, const std::shared_ptr<Hooks
   };
 }
 
-// Logs go to on_log when given (else the Trainer prints them), and Ctrl-C
-// stops training after the step it interrupted (saved first, when saving
-// is on), then raises KeyboardInterrupt.
+// Logs go to on_log when given (else the Trainer prints them). Ctrl-C, an
+// exception a signal handler raises, or one on_log raises (a signal's
+// handler may run inside it) stops training after the step it interrupted
+// (saved first, when saving is on), then raises that exception.
 train::TrainerCallbacks callbacks_of(nb::handle on_log, const std::shared_ptr<Hooks>& hooks) {
   train::TrainerCallbacks callbacks;
   if (!on_log.is_none()) {
@@ -174,19 +185,16 @@ train::TrainerCallbacks callbacks_of(nb::handle on_log, const std::shared_ptr<Ho
       if (!hooks->on_log.is_valid()) return;
       try {
         hooks->on_log(dict_of(metrics));
-      } catch (nb::python_error& error) {  // Ctrl-C inside the hook: stop as between steps
-        if (!error.matches(PyExc_KeyboardInterrupt)) throw;
-        hooks->interrupted = true;
+      } catch (nb::python_error& error) {  // stop as between steps
+        if (!hooks->stopped_by) hooks->stopped_by.emplace(std::move(error));
       }
     };
   }
   callbacks.should_stop = [hooks](int64_t) {
     nb::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) {
-      PyErr_Clear();
-      hooks->interrupted = true;
-    }
-    return hooks->interrupted;
+    if (PyErr_CheckSignals() != 0 && !hooks->stopped_by) hooks->stopped_by.emplace();  // takes the raised error
+    PyErr_Clear();
+    return hooks->stopped_by.has_value();
   };
   return callbacks;
 }
@@ -202,12 +210,9 @@ class PyTrainer {
                  forward_of(model), callbacks_of(on_log, hooks_)) {}
 
   nb::dict train() {
-    hooks_->interrupted = false;
+    hooks_->stopped_by.reset();
     const train::TrainOutput out = trainer_.train();
-    if (hooks_->interrupted) {
-      PyErr_SetNone(PyExc_KeyboardInterrupt);
-      throw nb::python_error();
-    }
+    raise_if_stopped();
     nb::dict d;
     d["global_step"] = out.global_step;
     d["training_loss"] = out.training_loss;
@@ -216,16 +221,27 @@ class PyTrainer {
     return d;
   }
   nb::dict evaluate(const data::Dataset* dataset, const std::string& prefix) {
-    return dict_of(trainer_.evaluate(dataset, prefix));
+    hooks_->stopped_by.reset();
+    const train::Metrics metrics = trainer_.evaluate(dataset, prefix);
+    raise_if_stopped();  // what on_log raised as the metrics were logged
+    return dict_of(metrics);
   }
   nb::tuple predict(const data::Dataset& dataset) {
     const train::PredictionOutput out = trainer_.predict(dataset);
-    return nb::make_tuple(out.predictions, out.label_ids, dict_of(out.metrics));
+    const auto or_none = [](const Tensor& t) { return t.defined() ? nb::cast(t) : nb::none(); };
+    return nb::make_tuple(or_none(out.predictions), or_none(out.label_ids), dict_of(out.metrics));
   }
   train::Trainer& get() { return trainer_; }
   Hooks& hooks() { return *hooks_; }
 
  private:
+  void raise_if_stopped() {
+    if (!hooks_->stopped_by) return;
+    nb::python_error error = std::move(*hooks_->stopped_by);
+    hooks_->stopped_by.reset();
+    throw error;
+  }
+
   std::shared_ptr<Hooks> hooks_;
   train::Trainer trainer_;
 };
@@ -274,6 +290,12 @@ class LocalSGDScope {
  public:
   LocalSGDScope(train::Accelerator& accelerator, nn::Module& model, train::LocalSGDOptions options)
       : accelerator_(accelerator), model_(model), options_(options) {}
+  // A block never left (its object collected): no collective from the collector.
+  ~LocalSGDScope() {
+    if (guard_) guard_->abandon();
+  }
+  LocalSGDScope(const LocalSGDScope&) = delete;
+  LocalSGDScope& operator=(const LocalSGDScope&) = delete;
   void enter() {
     REMAT_CHECK(!guard_, "LocalSGD: this block is open already");
     guard_ = std::make_unique<train::LocalSGD>(accelerator_, model_, options_);
@@ -357,6 +379,13 @@ void bind_train(nb::module_& m) {
 
   m.def("_training_arguments", [](const nb::dict& kwargs) { return python_of(train::to_json(arguments_of(kwargs))); },
         "every TrainingArguments field, defaults filled in, after the checks");
+  m.def("_training_arguments_with_flags", [](const nb::dict& kwargs, const std::vector<std::string>& flags) {
+        train::TrainingArguments args = arguments_of(kwargs);
+        train::apply_flags(args, flags);
+        train::check(args);
+        return python_of(train::to_json(args));
+      }, "the fields with command-line flags applied as the remat program reads them (--name value, --name=value)");
+  m.def("_training_argument_name", [](const std::string& name) { return train::training_argument_name(name); });
   m.def("_classification_metrics", [](const Tensor& predictions, const Tensor& labels) {
     return dict_of(train::classification_metrics({.predictions = predictions, .label_ids = labels}));
   });
@@ -369,7 +398,7 @@ void bind_train(nb::module_& m) {
            nb::arg("compute_metrics").none(), nb::arg("on_log").none(), nb::keep_alive<1, 2>(),
            nb::keep_alive<1, 4>(), nb::keep_alive<1, 5>())
       .def("train", &PyTrainer::train)
-      .def("evaluate", &PyTrainer::evaluate, nb::arg("dataset").none(), nb::arg("prefix"), nb::keep_alive<1, 2>())
+      .def("evaluate", &PyTrainer::evaluate, nb::arg("dataset").none(), nb::arg("prefix"))
       .def("predict", &PyTrainer::predict)
       .def_prop_ro("global_step", [](PyTrainer& t) { return t.get().global_step(); })
       .def_prop_ro("epoch", [](PyTrainer& t) { return t.get().epoch(); })
@@ -395,7 +424,8 @@ void bind_train(nb::module_& m) {
       .def_prop_ro("optimizer_steps", &train::Accelerator::optimizer_steps)
       .def_prop_ro("allreduce_calls",
                    [](const train::Accelerator& a) { return a.communicator().stats().allreduce_calls; })
-      .def("prepare_model", [](train::Accelerator& a, nn::Module& model) { a.prepare(model); })
+      .def("prepare_model", [](train::Accelerator& a, nn::Module& model) { a.prepare(model); },
+           nb::keep_alive<1, 2>())  // the accelerator keeps a pointer to its model
       .def("prepare_loader", [](train::Accelerator& a, const data::DataLoader& loader) { return a.prepare(loader); })
       .def("prepare_optimizer", [](const train::Accelerator& a, optim::Optimizer& o) { return a.prepare(o); },
            nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>())

@@ -137,6 +137,10 @@ void DataLoader::Epoch::Iterator::load() {
 }
 
 Dataset select_rows(const Dataset& dataset, const std::vector<int64_t>& rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    REMAT_CHECK(rows[i] >= 0 && rows[i] < dataset.size(), "select_rows: row {} (index {}) is outside a dataset of "
+                "{} rows", rows[i], i, dataset.size());
+  }
   CategoryGuard data(MemoryCategory::Data);
   Batch batch = DataLoader(dataset, {.batch_size = std::max<int64_t>(1, static_cast<int64_t>(rows.size()))}).gather(rows);
   return {std::move(batch.inputs), std::move(batch.targets)};

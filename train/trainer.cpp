@@ -143,12 +143,21 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset&
     fs::create_directories(args_.output_dir, error);
     REMAT_CHECK(!error && fs::is_directory(args_.output_dir), "Trainer: output_dir '{}' cannot be made ({})",
                 args_.output_dir, error ? error.message() : "not a folder");
-    lock_ = std::make_unique<RunLock>((fs::path(args_.output_dir) / "trainer").string(), "output_dir");
-    // What a killed save left (its temporary folder), now that no one else writes here.
-    for (const fs::directory_entry& entry : fs::directory_iterator(args_.output_dir)) {
-      if (entry.path().filename().string().starts_with(".checkpoint-")) fs::remove_all(entry.path());
-    }
   }
+}
+
+// Held while a call writes into output_dir (train, evaluate): another
+// process, or another Trainer of this one, writing there is refused. Only
+// while it writes, so that a new Trainer on the folder of an idle one
+// (a notebook's cell run again) is free to train.
+std::unique_ptr<RunLock> Trainer::lock_output_dir() {
+  if (args_.output_dir.empty() || !accelerator_->is_main_process() || lock_) return nullptr;
+  auto lock = std::make_unique<RunLock>((fs::path(args_.output_dir) / "trainer").string(), "output_dir");
+  // What a killed save left (its temporary folder), now that no one else writes here.
+  for (const fs::directory_entry& entry : fs::directory_iterator(args_.output_dir)) {
+    if (entry.path().filename().string().starts_with(".checkpoint-")) fs::remove_all(entry.path());
+  }
+  return lock;
 }
 
 void Trainer::prepare_model() {
@@ -255,6 +264,7 @@ Trainer::Evaluation Trainer::run_evaluation(const data::Dataset& dataset) {
 Metrics Trainer::evaluate(const data::Dataset* dataset, const std::string& prefix) {
   const data::Dataset* target = dataset != nullptr ? dataset : eval_dataset_;
   REMAT_CHECK(target != nullptr, "Trainer::evaluate: no dataset given and no eval_dataset");
+  const std::unique_ptr<RunLock> lock = lock_output_dir();  // it writes trainer_state.json
   const auto start = Clock::now();
   const Evaluation e = run_evaluation(*target);
   const double seconds = seconds_since(start);
@@ -442,6 +452,11 @@ TrainOutput Trainer::train() {
     explicit Training(bool& f) : flag(f) { flag = true; }
     ~Training() { flag = false; }
   } training(training_);
+  lock_ = lock_output_dir();
+  struct Unlock {
+    std::unique_ptr<RunLock>& lock;
+    ~Unlock() { lock.reset(); }
+  } unlock{lock_};
   Run run;
   const std::vector<Tensor> params = model_.parameters();
   run.adamw = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{

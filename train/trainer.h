@@ -31,7 +31,7 @@
 // bit for bit: N steps, stopped, then resumed to 2N, equal 2N steps run at
 // once (under LocalSGD every rank resumes from rank 0's model and optimizer
 // state, and each save averages the models first). Rank 0 writes; the
-// output folder is locked while its Trainer uses it.
+// output folder is locked while a Trainer writes there (train, evaluate).
 #pragma once
 
 #include <cstdint>
@@ -163,6 +163,7 @@ class Trainer {
   bool better(double value) const;
   // step: the one to name (default: the step being taken).
   [[noreturn]] void stop_on_non_finite(const char* what, double value, std::optional<int64_t> step = {}) const;
+  std::unique_ptr<RunLock> lock_output_dir();
 
   nn::Module& model_;
   TrainingArguments args_;
@@ -172,7 +173,7 @@ class Trainer {
   ForwardFn forward_;
   TrainerCallbacks callbacks_;
   std::unique_ptr<Accelerator> accelerator_;
-  std::unique_ptr<RunLock> lock_;
+  std::unique_ptr<RunLock> lock_;  // held by train()
   int64_t global_step_ = 0;
   double epoch_ = 0;
   nlohmann::ordered_json log_history_ = nlohmann::ordered_json::array();

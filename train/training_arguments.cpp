@@ -252,16 +252,8 @@ const std::vector<Field>& fields() {
   return table;
 }
 
-// The canonical name of `name`: dashes read as underscores, and Hugging
-// Face's older evaluation_strategy as eval_strategy.
-std::string canonical(std::string_view name) {
-  std::string out(name);
-  std::replace(out.begin(), out.end(), '-', '_');
-  return out == "evaluation_strategy" ? std::string("eval_strategy") : out;
-}
-
 const Field* find_field(std::string_view name) {
-  const std::string key = canonical(name);
+  const std::string key = training_argument_name(name);
   for (const Field& f : fields()) {
     if (f.name == key) return &f;
   }
@@ -281,6 +273,12 @@ void check_choice(std::string_view name, const std::string& value, std::initiali
 }
 
 }  // namespace
+
+std::string training_argument_name(std::string_view name) {
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '-', '_');
+  return out == "evaluation_strategy" ? std::string("eval_strategy") : out;
+}
 
 const std::vector<std::string_view>& training_argument_names() {
   static const std::vector<std::string_view> names = [] {
@@ -303,11 +301,11 @@ void set_distribution(TrainingArguments& args, int64_t gradient_accumulation_ste
 }
 
 bool names_training_argument(const std::vector<std::string>& flags, std::string_view name) {
-  const std::string wanted = canonical(name);
+  const std::string wanted = training_argument_name(name);
   for (const std::string& flag : flags) {
     if (!flag.starts_with("--")) continue;
     const std::string_view body = std::string_view(flag).substr(2);
-    if (canonical(body.substr(0, body.find('='))) == wanted) return true;
+    if (training_argument_name(body.substr(0, body.find('='))) == wanted) return true;
   }
   return false;
 }

@@ -91,6 +91,10 @@ void set_distribution(TrainingArguments& args, int64_t gradient_accumulation_ste
 // in any spelling apply_flags accepts.
 bool names_training_argument(const std::vector<std::string>& flags, std::string_view name);
 
+// The field a name stands for: dashes read as underscores, and Hugging
+// Face's older evaluation_strategy as eval_strategy.
+std::string training_argument_name(std::string_view name);
+
 // The names every reader accepts, in declaration order.
 const std::vector<std::string_view>& training_argument_names();
 

@@ -5,10 +5,11 @@ constant), each a LRScheduler whose step() follows each optimizer step.
     optimizer = AdamW(model.parameters(), lr=3e-4)
     scheduler = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=100, num_training_steps=1000)
 """
-from ._remat import Optimizer, SGD, AdamW, LRScheduler
+from ._remat import AdamW, Error, LRScheduler, Optimizer, SGD
 
 __all__ = ["Optimizer", "SGD", "AdamW", "LRScheduler", "get_linear_schedule_with_warmup",
-           "get_cosine_schedule_with_warmup", "get_constant_schedule_with_warmup", "get_constant_schedule"]
+           "get_cosine_schedule_with_warmup", "get_cosine_with_min_lr_schedule_with_warmup",
+           "get_constant_schedule_with_warmup", "get_constant_schedule"]
 
 
 def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps):
@@ -16,9 +17,29 @@ def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_st
     return LRScheduler(optimizer, "linear", num_warmup_steps, num_training_steps)
 
 
-def get_cosine_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps, min_lr_rate=0.0):
-    """lr from 0 up to its base over the warm-up, then down a half cosine to
-    min_lr_rate of it (transformers' cosine_with_min_lr when above 0)."""
+def _half_cosine(name, num_cycles):
+    if num_cycles != 0.5:
+        raise Error(f"{name}: num_cycles {num_cycles!r}: only 0.5 (one half cosine, down to the end) is supported")
+
+
+def get_cosine_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps, num_cycles=0.5):
+    """lr from 0 up to its base over the warm-up, then down a half cosine to 0."""
+    _half_cosine("get_cosine_schedule_with_warmup", num_cycles)
+    return LRScheduler(optimizer, "cosine", num_warmup_steps, num_training_steps)
+
+
+def get_cosine_with_min_lr_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps, num_cycles=0.5,
+                                                min_lr=None, min_lr_rate=None):
+    """The half cosine down to a floor: min_lr, or min_lr_rate of the base lr
+    (one of the two, as transformers asks)."""
+    _half_cosine("get_cosine_with_min_lr_schedule_with_warmup", num_cycles)
+    if (min_lr is None) == (min_lr_rate is None):
+        raise Error("get_cosine_with_min_lr_schedule_with_warmup: give one of min_lr and min_lr_rate")
+    if min_lr is not None:
+        if optimizer.lr <= 0:
+            raise Error(f"get_cosine_with_min_lr_schedule_with_warmup: min_lr needs a positive base lr "
+                        f"(the optimizer's is {optimizer.lr})")
+        min_lr_rate = min_lr / optimizer.lr
     return LRScheduler(optimizer, "cosine", num_warmup_steps, num_training_steps, min_lr_rate)
 
 

@@ -26,6 +26,7 @@ Every class here is the C++ engine's own (train/trainer.h, train/accelerator.h,
 train/local_sgd.h); arguments are checked there, and a bad one raises
 remat.Error naming it. Under mpirun each process is a rank.
 """
+import os
 from typing import Any, NamedTuple, Optional
 
 from . import _remat
@@ -57,8 +58,15 @@ class TrainingArguments:
 
     def __setattr__(self, name: str, value: Any) -> None:
         values = dict(self._values)
-        values[name] = value
+        values[_remat._training_argument_name(name)] = value  # evaluation_strategy sets eval_strategy
         object.__setattr__(self, "_values", _remat._training_arguments(values))
+
+    def apply_flags(self, argv: list) -> "TrainingArguments":
+        """Sets the fields named in command-line flags (--name value or
+        --name=value, as the remat program reads them; sys.argv[1:]), each
+        read as its field's type and checked. Returns self."""
+        object.__setattr__(self, "_values", _remat._training_arguments_with_flags(self._values, list(argv)))
+        return self
 
     def to_dict(self) -> dict:
         return dict(self._values)
@@ -165,7 +173,8 @@ class Trainer:
     rows and is scored by its loss; any other module is a classifier under
     cross-entropy. Logs are printed as dicts, or given to on_log(dict).
     Ctrl-C stops after the current step (saving it, when saving is on) and
-    raises KeyboardInterrupt."""
+    raises KeyboardInterrupt; so does any exception that a signal handler
+    or on_log raises, which is raised in turn."""
 
     def __init__(self, model: Module, args: Optional[TrainingArguments] = None, train_dataset: Dataset = None,
                  eval_dataset: Optional[Dataset] = None, compute_metrics=None, on_log=None):
@@ -180,13 +189,17 @@ class Trainer:
         self._trainer = None
         self._made_with = None
 
-    def _engine(self, **overrides):
-        values = {**self.args.to_dict(), **overrides}
-        if self._trainer is None or values != self._made_with:
-            self._trainer = None  # the old one lets go of its output folder first
+    def _engine(self, resume_from_checkpoint: Optional[str] = None):
+        """The C++ Trainer, made again when the arguments changed, or to resume
+        (which it does as it starts training); otherwise the same one, whose
+        state (trainer.state) is the run so far."""
+        values = self.args.to_dict()
+        if self._trainer is None or values != self._made_with or resume_from_checkpoint is not None:
+            if resume_from_checkpoint is not None:
+                values = {**values, "resume_from_checkpoint": resume_from_checkpoint}
             self._trainer = _remat._Trainer(self.model, values, self.train_dataset, self.eval_dataset,
                                             self._metrics, self._on_log)
-            self._made_with = values
+            self._made_with = self.args.to_dict()
         return self._trainer
 
     @property
@@ -196,11 +209,10 @@ class Trainer:
     def train(self, resume_from_checkpoint=None) -> TrainOutput:
         """Trains; resume_from_checkpoint: a checkpoint folder, or True for the
         newest in output_dir (it continues bit for bit)."""
-        overrides = {}
+        resume = None
         if resume_from_checkpoint is not None and resume_from_checkpoint is not False:
-            overrides["resume_from_checkpoint"] = ("latest" if resume_from_checkpoint is True
-                                                   else str(resume_from_checkpoint))
-        out = self._engine(**overrides).train()
+            resume = "latest" if resume_from_checkpoint is True else os.fspath(resume_from_checkpoint)
+        out = self._engine(resume).train()
         return TrainOutput(out["global_step"], out["training_loss"], out["metrics"])
 
     def evaluate(self, eval_dataset: Optional[Dataset] = None, metric_key_prefix: str = "eval") -> dict:
@@ -208,7 +220,9 @@ class Trainer:
 
     def predict(self, test_dataset: Dataset) -> PredictionOutput:
         predictions, label_ids, metrics = self._engine().predict(test_dataset)
-        return PredictionOutput(predictions.numpy(), label_ids.numpy(), metrics)
+        def numpy(t):
+            return None if t is None else t.numpy()
+        return PredictionOutput(numpy(predictions), numpy(label_ids), metrics)
 
 
 class DataLoader:
@@ -325,8 +339,17 @@ class Accelerator:
 class LocalSGD:
     """Accelerate's LocalSGD: inside the `with` block each rank takes
     local_sgd_steps optimizer steps on its own, then the ranks average their
-    models; leaving the block averages once more (not when the block
-    raised). With one process, or enabled=False, nothing is communicated."""
+    models; leaving the block averages once more, unless the last steps were
+    just averaged. With one process, or enabled=False, nothing is
+    communicated.
+
+    Two differences from Accelerate, both on purpose. step() may be called
+    once per micro-batch, as the course does, but only optimizer steps count
+    (the end of an accumulation window): local_sgd_steps=8 with
+    gradient_accumulation_steps=2 averages every 8 optimizer steps, not
+    every 4. A block left by an exception does not average (the other ranks
+    may never reach that collective, and it would hang them); call finish()
+    first to average anyway."""
 
     def __init__(self, accelerator: Accelerator, model: Module, local_sgd_steps: int = 8, enabled: bool = True):
         self._scope = _remat._LocalSGD(accelerator._accelerator, model, local_sgd_steps, enabled)
@@ -342,6 +365,10 @@ class LocalSGD:
     def step(self) -> None:
         """Once per micro-batch, after the optimizer's step."""
         self._scope.step()
+
+    def finish(self) -> None:
+        """The last average now (leaving the block then adds none)."""
+        self._scope.finish()
 
     @property
     def num_steps(self) -> int:

@@ -77,7 +77,7 @@ def test_a_budget_given_as_text_and_explain():
     assert model.checkpointing_report()["budget_bytes"] == 1 << 30
     rows = model.explain()
     assert rows[-1]["op"] == "cross_entropy" and rows[-1]["decision"] == "keep"
-    assert {"position", "op", "block", "output_shape", "output_bytes", "flops", "forward_ms", "replay_ms",
+    assert {"position", "op", "block", "output_shape", "output_bytes", "flops", "forward_ms", "replay_cost_ms",
             "decision", "reason"} <= set(rows[0])
     assert {row["decision"] for row in rows} <= {"keep", "recompute"}
     assert any(row["block"] == "transformer.h.1" for row in rows)

@@ -171,6 +171,21 @@ def test_bad_tags_policies_and_categories_are_errors_that_name_them():
         with scheduler.Observer() as observer:
             observer.recorded = lambda node: [][0]
             abc(x, w)
+    with pytest.raises(remat.Error, match="a dict: a list of 'keep' or 'recompute'"):
+        scheduler.make_plan(graph, policy=lambda rows: {"keep": True})
+    for block in (scheduler.category("parameter"), scheduler.peak_watch(), scheduler.Profiling(),
+                  scheduler.RecomputeScope(lambda node: "keep")):
+        with block:
+            with pytest.raises(remat.Error, match="open already"):
+                block.__enter__()
+
+
+def test_a_policy_reads_the_rows_of_profile_rows():
+    graph = profiled(*inputs())
+    seen = []
+    scheduler.make_plan(graph, policy=lambda rows: seen.extend(rows) or ["keep"] * len(rows))
+    assert seen == graph.rows()
+    assert all(row["replay_cost_ms"] >= 0 for row in seen)
 
 
 def test_memory_stats_count_by_category():

@@ -48,6 +48,13 @@ def test_training_arguments_have_transformers_defaults_and_check_values():
     with pytest.raises(remat.Error, match="eval_strategy"):
         args.eval_strategy = "sometimes"
     assert args.eval_strategy == "epoch"  # a refused value changes nothing
+    args.evaluation_strategy = "steps"  # the older name sets the field
+    assert args.eval_strategy == "steps"
+    args.apply_flags(["--max_steps", "7", "--lr_scheduler_type=cosine", "--evaluation-strategy", "no"])
+    assert (args.max_steps, args.lr_scheduler_type, args.eval_strategy) == (7, "cosine", "no")
+    with pytest.raises(remat.Error, match="max_steps"):
+        args.apply_flags(["--max_steps", "many"])
+    assert args.max_steps == 7
     with pytest.raises(AttributeError, match="no field 'nope'"):
         args.nope
     kwargs = TrainingArguments(gradient_checkpointing=True,
@@ -127,22 +134,29 @@ def test_trainer_saves_and_resumes(fashion, tmp_path):
     halves = remat.nn.MLP([784, 32, 10], seed=3)
     Trainer(model=halves, args=TrainingArguments(str(tmp_path / "b"), max_steps=4, **args), train_dataset=train).train()
     resumed = remat.nn.MLP([784, 32, 10], seed=99)  # its own weights: the checkpoint's replace them
-    out = Trainer(model=resumed, args=TrainingArguments(str(tmp_path / "b"), max_steps=8, **args),
-                  train_dataset=train).train(resume_from_checkpoint=True)
-    assert out.global_step == 8
+    trainer = Trainer(model=resumed, args=TrainingArguments(tmp_path / "b", max_steps=np.int64(8), **args),
+                      train_dataset=train)
+    out = trainer.train(resume_from_checkpoint=True)
+    assert out.global_step == 8 and trainer.state.global_step == 8  # the resumed run's state, not a new one's
     for (name, a), (_, b) in zip(whole.named_parameters(), resumed.named_parameters()):
         assert np.array_equal(a.numpy(), b.numpy()), name
     state = json.loads((tmp_path / "b" / "checkpoint-8" / "trainer_state.json").read_text())
     assert state["global_step"] == 8
 
 
-def test_trainer_stops_on_ctrl_c_after_saving(tmp_path):
-    """SIGINT during train(): the step ends, a checkpoint is saved, and
-    KeyboardInterrupt reaches the caller."""
+@pytest.mark.parametrize("sent, raised", [(signal.SIGINT, "KeyboardInterrupt"), (signal.SIGTERM, "TimeoutError")])
+def test_trainer_stops_on_a_signal_after_saving(tmp_path, sent, raised):
+    """SIGINT during train(), or a signal whose handler raises: the step
+    ends, a checkpoint is saved, and the handler's exception reaches the
+    caller."""
     script = tmp_path / "long.py"
     script.write_text(
+        "import signal\n"
         "import remat\n"
         "from remat.train import Dataset, Trainer, TrainingArguments\n"
+        "def on_term(signum, frame):\n"
+        "    raise TimeoutError('out of time')\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
         "data = Dataset(remat.randn([4096, 32], seed=0), remat.randint(4, [4096], seed=1))\n"
         "args = TrainingArguments('run', max_steps=10**6, per_device_train_batch_size=8, save_steps=10**6,\n"
         "                         logging_steps=50)\n"
@@ -150,18 +164,46 @@ def test_trainer_stops_on_ctrl_c_after_saving(tmp_path):
         "                  on_log=lambda log: print('logged', flush=True))\n"
         "try:\n"
         "    trainer.train()\n"
-        "except KeyboardInterrupt:\n"
+        "except (KeyboardInterrupt, TimeoutError):\n"
         "    print('interrupted at step', trainer.state.global_step, flush=True)\n"
         "    raise\n")
     child = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "logged"
-    child.send_signal(signal.SIGINT)
+    child.send_signal(sent)
     stdout, stderr = child.communicate(timeout=120)
-    assert child.returncode != 0 and "KeyboardInterrupt" in stderr
+    assert child.returncode != 0 and raised in stderr, stderr
     step = int(stdout.strip().splitlines()[-1].split()[-1])
     assert step >= 50
     assert (tmp_path / "run" / f"checkpoint-{step}" / "checkpoint.safetensors").exists()
+
+
+def test_two_trainers_on_one_folder_take_turns_and_predict_gives_none_for_a_language_model(tmp_path):
+    ids = np.random.default_rng(4).integers(0, 50, size=(16, 9), dtype=np.int64)
+    data = Dataset(np.ascontiguousarray(ids[:, :8]), np.ascontiguousarray(ids[:, 1:]))
+    args = TrainingArguments(tmp_path, max_steps=1, per_device_train_batch_size=8, save_strategy="no",
+                             logging_steps=100)
+    config = dict(vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=16)
+    first = Trainer(model=remat.nn.GPT(**config), args=args, train_dataset=data)
+    first.train()
+    second = Trainer(model=remat.nn.GPT(**config), args=args, train_dataset=data)  # `first` is still alive
+    assert second.train().global_step == 1
+    out = second.predict(data)
+    assert out.predictions is None and out.label_ids is None and math.isfinite(out.metrics["test_loss"])
+
+
+def test_what_on_log_raises_stops_training_after_a_saved_step(tmp_path):
+    def on_log(log):
+        raise ValueError("a bug in the hook")
+    args = TrainingArguments(tmp_path, max_steps=10, per_device_train_batch_size=4, logging_steps=3,
+                             save_steps=100)
+    trainer = Trainer(model=remat.nn.MLP([8, 16, 3]), args=args, train_dataset=gradient_data(), on_log=on_log)
+    with pytest.raises(ValueError, match="a bug in the hook"):
+        trainer.train()
+    assert trainer.state.global_step == 3
+    assert (tmp_path / "checkpoint-3" / "checkpoint.safetensors").exists()
+    with pytest.raises(ValueError, match="a bug in the hook"):
+        trainer.evaluate(gradient_data())
 
 
 # --- Accelerator and LocalSGD ------------------------------------------------
@@ -239,6 +281,13 @@ def test_schedules_follow_transformers_factors():
     linear = remat.optim.get_linear_schedule_with_warmup(remat.optim.SGD(model.parameters(), lr=2.0), 0, 4)
     linear.step()
     assert linear.get_last_lr() == pytest.approx([1.5])
+    floor = remat.optim.get_cosine_with_min_lr_schedule_with_warmup(remat.optim.SGD(model.parameters(), lr=2.0), 0,
+                                                                    4, min_lr=0.5)
+    for _ in range(4):
+        floor.step()
+    assert floor.get_last_lr() == pytest.approx([0.5])
+    with pytest.raises(remat.Error, match="num_cycles 1"):
+        remat.optim.get_cosine_schedule_with_warmup(optimizer, 0, 4, num_cycles=1)
     with pytest.raises(remat.Error, match="kind 'exponential'"):
         remat.optim.LRScheduler(optimizer, "exponential")
 
@@ -281,3 +330,44 @@ def test_course_local_sgd_program_on_two_ranks(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     # 24 optimizer steps, averaged every 8: three averages, each one allreduce (the model fits one bucket)
     assert "2 rank(s), 24 batches each" in run.stdout and "3 averages" in run.stdout, run.stdout
+
+
+RAISING_BLOCK = """
+import remat
+from remat.train import Accelerator, DataLoader, Dataset, LocalSGD
+accelerator = Accelerator()
+model = remat.nn.MLP([8, 16, 3], seed=2)
+optimizer = remat.optim.SGD(model.parameters(), lr=0.1)
+model, optimizer = accelerator.prepare(model, optimizer)
+data = Dataset(remat.randn([32, 8], seed=5), remat.randint(3, [32], seed=6))
+try:
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=4) as local_sgd:
+        for inputs, targets in DataLoader(data, batch_size=4):
+            with accelerator.accumulate(model):
+                accelerator.backward(remat.cross_entropy(model(inputs), targets))
+                optimizer.step()
+                optimizer.zero_grad()
+                local_sgd.step()
+            if local_sgd.num_steps == 5:
+                before = accelerator.allreduce_calls
+                raise RuntimeError("stop")
+except RuntimeError:
+    pass
+with open(f"rank{accelerator.process_index}.txt", "w") as out:  # one file each: printed lines may interleave
+    out.write(f"{local_sgd.syncs} {before} {accelerator.allreduce_calls}")
+"""
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+def test_a_raising_local_sgd_block_leaves_without_the_last_average_on_two_ranks(tmp_path):
+    """Both ranks raise after 5 steps (one average at 4): leaving the block
+    adds no allreduce (Accelerate's would average once more)."""
+    (tmp_path / "raising.py").write_text(RAISING_BLOCK)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    run = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS",
+                          sys.executable, str(tmp_path / "raising.py")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for rank in range(2):
+        syncs, before, after = map(int, (tmp_path / f"rank{rank}.txt").read_text().split())
+        assert syncs == 1 and after == before, (rank, syncs, before, after)

@@ -123,6 +123,25 @@ TEST(Trainer, SavedCheckpointsRotateAndKeepTheirFiles) {
   EXPECT_TRUE(contains(message, "already holds checkpoints")) << message;
 }
 
+TEST(Trainer, TheOutputFolderIsLockedOnlyWhileATrainerWritesThere) {
+  const data::Dataset train_set = blobs(32, 1);
+  Generator g(3);
+  nn::MLP model({4, 8, 3}, g), other({4, 8, 3}, g);
+  TrainingArguments args = small_args();
+  args.output_dir = fresh_dir("lock");
+  args.max_steps = 2;
+  args.logging_steps = 1;
+  Trainer idle(other, args, train_set);  // made, not training: holds nothing
+  std::string message;
+  Trainer trainer(model, args, train_set, nullptr, {}, classifier_forward(),
+                  {.on_log = [&](const Metrics&) {
+                    if (message.empty()) message = error_of([&] { idle.train(); });  // while `trainer` trains
+                  }});
+  trainer.train();
+  EXPECT_TRUE(contains(message, "output_dir")) << message;
+  EXPECT_EQ(idle.train().global_step, 2);  // `trainer` is done: free to take
+}
+
 TEST(Trainer, AResumedRunContinuesBitForBit) {
   const data::Dataset train_set = blobs(40, 1);  // 5 batches: an epoch ends mid-run
   TrainingArguments args = small_args();
