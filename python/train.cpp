@@ -62,14 +62,14 @@ Json json_of(nb::handle value, const std::string& where) {
     for (nb::handle item : value) array.push_back(json_of(item, where));
     return array;
   }
-  // NumPy's scalars, and paths.
-  if (PyIndex_Check(value.ptr()) != 0) {
-    PyObject* index = PyNumber_Index(value.ptr());
-    if (index == nullptr) throw nb::python_error();
-    return json_of(nb::steal(index), where);
+  // NumPy's scalars (and arrays of one value), and paths.
+  if (nb::hasattr(value, "dtype") && nb::hasattr(value, "ndim") && nb::hasattr(value, "item")) {
+    const nb::object shape = value.attr("shape");
+    REMAT_CHECK(nb::cast<int64_t>(value.attr("ndim")) == 0, "{}: an array of shape {}, not one value", where,
+                nb::cast<std::string>(nb::str(nb::handle(shape))));
+    return json_of(value.attr("item")(), where);
   }
   if (nb::hasattr(value, "__fspath__")) return json_of(nb::module_::import_("os").attr("fspath")(value), where);
-  if (nb::hasattr(value, "__float__")) return nb::cast<double>(nb::float_(value));
   REMAT_FAIL("{}: a value of type {} (None, bool, int, float, str, a path, or lists and dicts of them)", where,
              nb::cast<std::string>(nb::str(value.type().attr("__name__"))));
 }
@@ -151,6 +151,7 @@ struct Hooks {
   // What stopped training between steps, raised again once it has stopped:
   // KeyboardInterrupt, or whatever a signal handler raised.
   std::optional<nb::python_error> stopped_by;
+  bool in_call = false;  // inside train() or evaluate()
 };
 
 // compute_metrics: "classification", "language_model", None, or the callable in hooks.
@@ -210,9 +211,9 @@ class PyTrainer {
                  forward_of(model), callbacks_of(on_log, hooks_)) {}
 
   nb::dict train() {
-    hooks_->stopped_by.reset();
+    const StopScope scope(*hooks_);
     const train::TrainOutput out = trainer_.train();
-    raise_if_stopped();
+    scope.raise_if_stopped();
     nb::dict d;
     d["global_step"] = out.global_step;
     d["training_loss"] = out.training_loss;
@@ -221,9 +222,11 @@ class PyTrainer {
     return d;
   }
   nb::dict evaluate(const data::Dataset* dataset, const std::string& prefix) {
-    hooks_->stopped_by.reset();
+    // Called from a hook while train() runs: what on_log raises is train()'s to raise.
+    if (hooks_->in_call) return dict_of(trainer_.evaluate(dataset, prefix));
+    const StopScope scope(*hooks_);
     const train::Metrics metrics = trainer_.evaluate(dataset, prefix);
-    raise_if_stopped();  // what on_log raised as the metrics were logged
+    scope.raise_if_stopped();  // what on_log raised as the metrics were logged
     return dict_of(metrics);
   }
   nb::tuple predict(const data::Dataset& dataset) {
@@ -235,12 +238,30 @@ class PyTrainer {
   Hooks& hooks() { return *hooks_; }
 
  private:
-  void raise_if_stopped() {
-    if (!hooks_->stopped_by) return;
-    nb::python_error error = std::move(*hooks_->stopped_by);
-    hooks_->stopped_by.reset();
-    throw error;
-  }
+  // One call of train() or evaluate(): what stops it is kept for it alone,
+  // and let go of however the call ends.
+  class StopScope {
+   public:
+    explicit StopScope(Hooks& hooks) : hooks_(hooks) {
+      hooks_.stopped_by.reset();
+      hooks_.in_call = true;
+    }
+    ~StopScope() {
+      hooks_.stopped_by.reset();
+      hooks_.in_call = false;
+    }
+    StopScope(const StopScope&) = delete;
+    StopScope& operator=(const StopScope&) = delete;
+    void raise_if_stopped() const {
+      if (!hooks_.stopped_by) return;
+      nb::python_error error = std::move(*hooks_.stopped_by);
+      hooks_.stopped_by.reset();
+      throw error;
+    }
+
+   private:
+    Hooks& hooks_;
+  };
 
   std::shared_ptr<Hooks> hooks_;
   train::Trainer trainer_;

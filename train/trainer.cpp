@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -146,17 +147,30 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset&
   }
 }
 
-// Held while a call writes into output_dir (train, evaluate): another
-// process, or another Trainer of this one, writing there is refused. Only
-// while it writes, so that a new Trainer on the folder of an idle one
-// (a notebook's cell run again) is free to train.
+// Held while a call writes into output_dir (train, and evaluate outside
+// training): another process, or another Trainer of this one, writing there
+// is refused. Only while it writes, so that a new Trainer on the folder of
+// an idle one (a notebook's cell run again) is free to train. Rank 0 takes
+// it; every rank learns whether it could, so that none goes on alone.
 std::unique_ptr<RunLock> Trainer::lock_output_dir() {
-  if (args_.output_dir.empty() || !accelerator_->is_main_process() || lock_) return nullptr;
-  auto lock = std::make_unique<RunLock>((fs::path(args_.output_dir) / "trainer").string(), "output_dir");
-  // What a killed save left (its temporary folder), now that no one else writes here.
-  for (const fs::directory_entry& entry : fs::directory_iterator(args_.output_dir)) {
-    if (entry.path().filename().string().starts_with(".checkpoint-")) fs::remove_all(entry.path());
+  if (args_.output_dir.empty()) return nullptr;
+  std::unique_ptr<RunLock> lock;
+  std::exception_ptr refused;
+  if (accelerator_->is_main_process()) {
+    try {
+      lock = std::make_unique<RunLock>((fs::path(args_.output_dir) / "trainer").string(), "output_dir");
+      // What a killed save left (its temporary folder), now that no one else writes here.
+      for (const fs::directory_entry& entry : fs::directory_iterator(args_.output_dir)) {
+        if (entry.path().filename().string().starts_with(".checkpoint-")) fs::remove_all(entry.path());
+      }
+    } catch (...) {
+      refused = std::current_exception();
+    }
   }
+  int64_t failed = refused ? 1 : 0;
+  if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&failed, 1, DType::Int64, 0);
+  if (refused) std::rethrow_exception(refused);
+  REMAT_CHECK(failed == 0, "Trainer: rank 0 could not lock output_dir '{}' (its error says why)", args_.output_dir);
   return lock;
 }
 
@@ -264,7 +278,8 @@ Trainer::Evaluation Trainer::run_evaluation(const data::Dataset& dataset) {
 Metrics Trainer::evaluate(const data::Dataset* dataset, const std::string& prefix) {
   const data::Dataset* target = dataset != nullptr ? dataset : eval_dataset_;
   REMAT_CHECK(target != nullptr, "Trainer::evaluate: no dataset given and no eval_dataset");
-  const std::unique_ptr<RunLock> lock = lock_output_dir();  // it writes trainer_state.json
+  // It writes trainer_state.json: locked, unless train() holds the lock already.
+  const std::unique_ptr<RunLock> lock = training_ ? nullptr : lock_output_dir();
   const auto start = Clock::now();
   const Evaluation e = run_evaluation(*target);
   const double seconds = seconds_since(start);
@@ -446,6 +461,8 @@ void Trainer::resume(Run& run, const std::string& folder) {
 }
 
 TrainOutput Trainer::train() {
+  REMAT_CHECK(!training_, "Trainer::train: this Trainer is training already (train() called from its own "
+              "callback?)");
   prepare_model();
   struct Training {
     bool& flag;
@@ -516,30 +533,37 @@ TrainOutput Trainer::train() {
   int64_t logged_steps = 0, window_batches = 0, step_peak = 0;
   std::optional<double> bad_loss;  // of the window's micro-batches, the first non-finite
   bool stop = global_step_ >= run.total_steps;
-  // The step's evaluation and save; the best checkpoint is the one saved at
-  // the step of the best evaluation.
-  const auto after_step = [&](bool eval_now, bool save_now) {
-    std::optional<double> metric;
-    Metrics evaluated;
-    if (eval_now) {
-      if (run.local_sgd) run.local_sgd->finish();  // every rank evaluates the same model
-      const std::string name = args_.metric_for_best_model.starts_with("eval_") ? args_.metric_for_best_model
-                                                                                : "eval_" + args_.metric_for_best_model;
-      evaluated = evaluate();
-      for (const auto& [key, value] : evaluated) {
-        if (key == name) metric = value;
-      }
-      REMAT_CHECK(!args_.load_best_model_at_end || metric, "Trainer: metric_for_best_model {} is not among the "
-                  "evaluation's metrics", name);
+  // Out of time, or told to stop (should_stop): rank 0's decision, for every rank.
+  const auto told_to_stop = [&] {
+    int64_t told = (args_.max_time && seconds_since(start) >= *args_.max_time) ||
+                   (callbacks_.should_stop && callbacks_.should_stop(global_step_));
+    if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&told, 1, DType::Int64, 0);
+    return told != 0;
+  };
+  // The step's evaluation, and the metric that picks the best checkpoint.
+  std::optional<double> metric;
+  const auto evaluate_step = [&](bool eval_now) {
+    metric.reset();
+    if (!eval_now) return Metrics{};
+    if (run.local_sgd) run.local_sgd->finish();  // every rank evaluates the same model
+    const std::string name = args_.metric_for_best_model.starts_with("eval_") ? args_.metric_for_best_model
+                                                                              : "eval_" + args_.metric_for_best_model;
+    Metrics evaluated = evaluate();
+    for (const auto& [key, value] : evaluated) {
+      if (key == name) metric = value;
     }
-    if (save_now && saving) {
-      if (metric && args_.load_best_model_at_end && better(*metric)) {
-        best_metric_ = metric;
-        best_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
-      }
-      save_checkpoint(run);
-    }
+    REMAT_CHECK(!args_.load_best_model_at_end || metric, "Trainer: metric_for_best_model {} is not among the "
+                "evaluation's metrics", name);
     return evaluated;
+  };
+  // Its save: the best checkpoint is the one saved at the step of the best evaluation.
+  const auto save_step = [&](bool save_now) {
+    if (!save_now || !saving) return;
+    if (metric && args_.load_best_model_at_end && better(*metric)) {
+      best_metric_ = metric;
+      best_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
+    }
+    save_checkpoint(run);
   };
   Allocator& allocator = allocator_for(accelerator_->device());
   for (int64_t epoch = run.next_epoch; !stop; ++epoch) {
@@ -619,20 +643,21 @@ TrainOutput Trainer::train() {
         logged_loss = 0;
         logged_steps = 0;
       }
-      // Out of time or told to stop: rank 0's decision, for every rank.
-      int64_t told = (args_.max_time && seconds_since(start) >= *args_.max_time) ||
-                     (callbacks_.should_stop && callbacks_.should_stop(global_step_));
-      if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&told, 1, DType::Int64, 0);
-      stop = global_step_ >= run.total_steps || told != 0;
+      stop = global_step_ >= run.total_steps || told_to_stop();
       epoch_done = b + 1 == run.batches;
       // An epoch's own evaluation and save come after its last step.
-      // The last step is evaluated too, off the interval or not, before its save.
-      after_step(args_.eval_strategy == "steps" && (global_step_ % eval_every == 0 || stop),
-                 (args_.save_strategy == "steps" && (global_step_ % args_.save_steps == 0 || stop)) ||
-                     (args_.save_strategy == "epoch" && stop && !epoch_done));
+      // The last step is evaluated too, off the interval or not, before its
+      // save; an evaluation's log may ask to stop too (early stopping).
+      const bool eval_now = args_.eval_strategy == "steps" && (global_step_ % eval_every == 0 || stop);
+      evaluate_step(eval_now);
+      if (eval_now && !stop) stop = told_to_stop();
+      save_step((args_.save_strategy == "steps" && (global_step_ % args_.save_steps == 0 || stop)) ||
+                (args_.save_strategy == "epoch" && stop && !epoch_done));
     }
     if (!epoch_done) continue;
-    const Metrics evaluated = after_step(args_.eval_strategy == "epoch", args_.save_strategy == "epoch");
+    const Metrics evaluated = evaluate_step(args_.eval_strategy == "epoch");
+    if (!evaluated.empty() && !stop) stop = told_to_stop();
+    save_step(args_.save_strategy == "epoch");
     if (callbacks_.on_epoch_end && accelerator_->is_main_process()) {
       callbacks_.on_epoch_end({.epoch = epoch + 1,
                                .train_loss = epoch_steps > 0 ? epoch_loss / static_cast<double>(epoch_steps) : 0.0,

@@ -104,8 +104,9 @@ struct TrainerCallbacks {
   // Every dict the Trainer logs (training, evaluation, the final summary),
   // on rank 0; default: printed as Python prints a dict.
   std::function<void(const Metrics&)> on_log;
-  // Asked after each optimizer step: true stops training there (the state
-  // is saved first when saving is on).
+  // Asked after each optimizer step, and again after its evaluation, if
+  // any: true stops training there (the state is saved first when saving
+  // is on). on_log may set what this answers: early stopping.
   std::function<bool(int64_t global_step)> should_stop;
   // After each epoch that ran to its end, and after each optimizer step
   // (before its logging, evaluation and save), on rank 0.
@@ -173,7 +174,7 @@ class Trainer {
   ForwardFn forward_;
   TrainerCallbacks callbacks_;
   std::unique_ptr<Accelerator> accelerator_;
-  std::unique_ptr<RunLock> lock_;  // held by train()
+  std::unique_ptr<RunLock> lock_;  // held by train() on rank 0
   int64_t global_step_ = 0;
   double epoch_ = 0;
   nlohmann::ordered_json log_history_ = nlohmann::ordered_json::array();

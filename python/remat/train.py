@@ -65,6 +65,8 @@ class TrainingArguments:
         """Sets the fields named in command-line flags (--name value or
         --name=value, as the remat program reads them; sys.argv[1:]), each
         read as its field's type and checked. Returns self."""
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("TrainingArguments.apply_flags: a list of flags (sys.argv[1:]), not one string")
         object.__setattr__(self, "_values", _remat._training_arguments_with_flags(self._values, list(argv)))
         return self
 
@@ -174,7 +176,8 @@ class Trainer:
     cross-entropy. Logs are printed as dicts, or given to on_log(dict).
     Ctrl-C stops after the current step (saving it, when saving is on) and
     raises KeyboardInterrupt; so does any exception that a signal handler
-    or on_log raises, which is raised in turn."""
+    or on_log raises, which is raised in turn (one raised inside
+    compute_metrics, Ctrl-C included, ends training at once, unsaved)."""
 
     def __init__(self, model: Module, args: Optional[TrainingArguments] = None, train_dataset: Dataset = None,
                  eval_dataset: Optional[Dataset] = None, compute_metrics=None, on_log=None):

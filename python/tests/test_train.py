@@ -5,6 +5,7 @@ course programs (examples/*.py) run as a user runs them."""
 import json
 import math
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -55,6 +56,12 @@ def test_training_arguments_have_transformers_defaults_and_check_values():
     with pytest.raises(remat.Error, match="max_steps"):
         args.apply_flags(["--max_steps", "many"])
     assert args.max_steps == 7
+    with pytest.raises(TypeError, match="a list of flags"):
+        args.apply_flags("--max_steps 5")
+    args.max_steps, args.gradient_checkpointing, args.output_dir = np.int32(9), np.True_, pathlib.Path("there")
+    assert (args.max_steps, args.gradient_checkpointing, args.output_dir) == (9, True, "there")
+    with pytest.raises(remat.Error, match=r"learning_rate: an array of shape \(2,\)"):
+        args.learning_rate = np.array([1e-3, 2e-3])
     with pytest.raises(AttributeError, match="no field 'nope'"):
         args.nope
     kwargs = TrainingArguments(gradient_checkpointing=True,
@@ -206,6 +213,24 @@ def test_what_on_log_raises_stops_training_after_a_saved_step(tmp_path):
         trainer.evaluate(gradient_data())
 
 
+def test_what_on_log_raises_for_an_evaluation_stops_at_its_step(tmp_path):
+    """The evaluation at step 2 is logged and refused: training stops at step
+    2, saved, and the hook's exception is raised, though on_log called
+    evaluate() itself in between."""
+    def on_log(log):
+        if "eval_loss" in log:
+            trainer.evaluate(gradient_data(), metric_key_prefix="nested")
+            raise ValueError("refused")
+    args = TrainingArguments(tmp_path, max_steps=10, per_device_train_batch_size=4, logging_steps=100,
+                             eval_strategy="steps", eval_steps=2, save_steps=100)
+    trainer = Trainer(model=remat.nn.MLP([8, 16, 3]), args=args, train_dataset=gradient_data(),
+                      eval_dataset=gradient_data(), on_log=on_log)
+    with pytest.raises(ValueError, match="refused"):
+        trainer.train()
+    assert trainer.state.global_step == 2
+    assert (tmp_path / "checkpoint-2" / "checkpoint.safetensors").exists()
+
+
 # --- Accelerator and LocalSGD ------------------------------------------------
 
 def gradient_data():
@@ -286,6 +311,8 @@ def test_schedules_follow_transformers_factors():
     for _ in range(4):
         floor.step()
     assert floor.get_last_lr() == pytest.approx([0.5])
+    with pytest.raises(remat.Error, match="min_lr 5"):
+        remat.optim.get_cosine_with_min_lr_schedule_with_warmup(optimizer, 0, 4, min_lr=5)
     with pytest.raises(remat.Error, match="num_cycles 1"):
         remat.optim.get_cosine_schedule_with_warmup(optimizer, 0, 4, num_cycles=1)
     with pytest.raises(remat.Error, match="kind 'exponential'"):

@@ -132,14 +132,37 @@ TEST(Trainer, TheOutputFolderIsLockedOnlyWhileATrainerWritesThere) {
   args.max_steps = 2;
   args.logging_steps = 1;
   Trainer idle(other, args, train_set);  // made, not training: holds nothing
-  std::string message;
+  std::string message, nested;
+  Trainer* self = nullptr;
   Trainer trainer(model, args, train_set, nullptr, {}, classifier_forward(),
                   {.on_log = [&](const Metrics&) {
                     if (message.empty()) message = error_of([&] { idle.train(); });  // while `trainer` trains
+                    if (nested.empty()) nested = error_of([&] { self->train(); });
                   }});
+  self = &trainer;
   trainer.train();
-  EXPECT_TRUE(contains(message, "output_dir")) << message;
+  EXPECT_TRUE(contains(message, "output_dir") && contains(message, "in use by another run")) << message;
+  EXPECT_TRUE(contains(nested, "training already")) << nested;
   EXPECT_EQ(idle.train().global_step, 2);  // `trainer` is done: free to take
+}
+
+TEST(Trainer, AnEvaluationsLogMayStopTrainingAtItsStep) {
+  const data::Dataset train_set = blobs(96, 1), eval_set = blobs(30, 2);
+  Generator g(3);
+  nn::MLP model({4, 8, 3}, g);
+  TrainingArguments args = small_args();
+  args.output_dir = fresh_dir("early_stop");
+  args.max_steps = 10;
+  args.eval_strategy = "steps";
+  args.eval_steps = 4;
+  args.save_strategy = "steps";
+  args.save_steps = 100;
+  bool evaluated = false;  // early stopping: the first evaluation ends the run
+  Trainer trainer(model, args, train_set, &eval_set, {}, classifier_forward(),
+                  {.on_log = [&](const Metrics& m) { evaluated = evaluated || m[1].first == "eval_loss"; },
+                   .should_stop = [&](int64_t) { return evaluated; }});
+  EXPECT_EQ(trainer.train().global_step, 4);
+  EXPECT_TRUE(fs::exists(fs::path(args.output_dir) / "checkpoint-4" / "checkpoint.safetensors"));
 }
 
 TEST(Trainer, AResumedRunContinuesBitForBit) {
