@@ -175,6 +175,12 @@ void Allocator::recategorize(size_t nbytes, MemoryCategory from, MemoryCategory 
   add(static_cast<int64_t>(nbytes), to);
 }
 
+void Allocator::count_borrowed(int64_t nbytes, MemoryCategory category) {
+  std::lock_guard lock(mutex_);
+  add(nbytes, category);
+  if (nbytes > 0) ++stats_.allocations;
+}
+
 MemoryStats Allocator::stats() const {
   const int64_t pool_cached = pool_ ? pool_->stats().cached_bytes : 0;
   std::lock_guard lock(mutex_);

@@ -97,6 +97,9 @@ class Allocator {
   void* allocate(size_t nbytes, MemoryCategory category);
   void deallocate(void* ptr, size_t nbytes, MemoryCategory category);
   void recategorize(size_t nbytes, MemoryCategory from, MemoryCategory to);
+  // Counts bytes that another owner holds and a Storage borrows, as if
+  // allocated here (negative: let go of).
+  void count_borrowed(int64_t nbytes, MemoryCategory category);
 
   MemoryStats stats() const;
   // Sets every peak to the current live figure.

@@ -1,6 +1,9 @@
 // Storage: one allocation of bytes on a device, owned by every tensor (and
 // view) that reads it. Accounting is by storage, so views cost nothing; the
-// bytes return to the allocator when the last owner goes.
+// bytes return to the allocator when the last owner goes. A storage may
+// also borrow bytes that another owner holds (a NumPy array's, shared by
+// remat.from_numpy): counted by the allocator all the same while borrowed,
+// and handed back to that owner at the end.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +21,9 @@ class Storage {
   // Takes `nbytes` from the device's allocator under the current category;
   // on the meta device inside a MetaScope, whatever device was asked for.
   Storage(size_t nbytes, Device device, MemoryCategory category = current_category());
+  // Borrows `nbytes` at `data` on the CPU; `owner` (whose last copy this
+  // storage holds) keeps them alive, and its deleter lets them go.
+  Storage(void* data, size_t nbytes, MemoryCategory category, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -36,6 +42,7 @@ class Storage {
   // been recorded, which places an input made during forward between two
   // of them (engine/autograd.h, Note [Inputs from outside the graph]).
   uint64_t made_before() const { return made_before_; }
+  bool borrowed() const { return owner_ != nullptr; }
 
  private:
   void* data_ = nullptr;
@@ -44,6 +51,7 @@ class Storage {
   MemoryCategory category_;
   uint64_t version_ = 0;
   uint64_t made_before_ = 0;
+  std::shared_ptr<void> owner_;  // borrowed bytes' owner (null: the allocator's own)
 };
 
 }  // namespace remat

@@ -51,19 +51,16 @@ nb::dlpack::dtype numpy_dtype(DType dtype) {
 
 // The array's values in a new tensor (a copy: remat's bytes are its
 // allocator's), of category data.
+DType dtype_of(const nb::dlpack::dtype& dtype, const char* what) {
+  if (dtype == nb::dtype<float>()) return DType::Float32;
+  if (dtype == nb::dtype<double>()) return DType::Float64;
+  if (dtype == nb::dtype<int64_t>()) return DType::Int64;
+  REMAT_FAIL("{}: NumPy dtype with code {} and {} bits is not one of float32, float64, int64 (convert with "
+             "array.astype)", what, static_cast<int>(dtype.code), static_cast<int>(dtype.bits));
+}
+
 Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu, nb::c_contig> array, bool requires_grad) {
-  const nb::dlpack::dtype dtype = array.dtype();
-  DType ours;
-  if (dtype == nb::dtype<float>()) {
-    ours = DType::Float32;
-  } else if (dtype == nb::dtype<double>()) {
-    ours = DType::Float64;
-  } else if (dtype == nb::dtype<int64_t>()) {
-    ours = DType::Int64;
-  } else {
-    REMAT_FAIL("tensor: NumPy dtype with code {} and {} bits is not one of float32, float64, int64 (convert "
-               "with array.astype)", static_cast<int>(dtype.code), static_cast<int>(dtype.bits));
-  }
+  const DType ours = dtype_of(array.dtype(), "tensor");
   Shape shape;
   for (size_t i = 0; i < array.ndim(); ++i) shape.push_back(static_cast<int64_t>(array.shape(i)));
   Tensor t;
@@ -72,6 +69,54 @@ Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu, nb::c_contig> array, b
     t = empty(shape, ours);
   }
   if (t.nbytes() > 0) std::memcpy(t.raw_data(), array.data(), t.nbytes());
+  if (requires_grad) t.requires_grad_();
+  return t;
+}
+
+// The array's own memory as a tensor's (no copy, as torch.from_numpy): a
+// write through either is seen by both (an optimizer's step changes the
+// array; a write to the array after a backward saved it is not noticed, as
+// in PyTorch). The tensor holds the array; the allocator counts its bytes
+// as data while the tensor lives. Any layout with strides of whole,
+// non-negative elements is shared as it is.
+Tensor share_numpy(nb::handle object, bool requires_grad) {
+  nb::ndarray<nb::numpy, nb::device::cpu> array;
+  REMAT_CHECK(nb::try_cast(object, array, /*convert=*/false), "from_numpy: a writable NumPy array on the CPU, not a {} (a read-only "
+              "array can be copied with remat.tensor)", nb::cast<std::string>(object.type().attr("__name__")));
+  const DType dtype = dtype_of(array.dtype(), "from_numpy");
+  Shape shape;
+  Strides strides;
+  int64_t last = 0;  // the last element's index from the first
+  bool empty_array = false;
+  for (size_t i = 0; i < array.ndim(); ++i) {
+    const auto size = static_cast<int64_t>(array.shape(i));
+    const int64_t stride = array.stride(i);
+    REMAT_CHECK(stride >= 0, "from_numpy: dimension {} of the array steps backwards (stride {}); copy it with "
+                "remat.tensor", i, stride);
+    shape.push_back(size);
+    strides.push_back(stride);
+    empty_array = empty_array || size == 0;
+    if (size > 0) last += (size - 1) * stride;
+  }
+  const size_t nbytes = empty_array ? 0 : static_cast<size_t>(last + 1) * dtype_size(dtype);
+  // The owner's last copy lets the array go, with the GIL (a storage may end anywhere a tensor does).
+  auto* held = new nb::object(nb::borrow(object));
+  std::shared_ptr<void> owner(held, [](void* p) {
+    auto* o = static_cast<nb::object*>(p);
+    if (!Py_IsInitialized()) {
+      (void)o->release();  // the interpreter is gone: nothing to release to
+    } else {
+      nb::gil_scoped_acquire gil;
+      o->reset();
+    }
+    delete o;
+  });
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(array.data(), nbytes, MemoryCategory::Data, std::move(owner));
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->dtype = dtype;
+  Tensor t(std::move(impl));
   if (requires_grad) t.requires_grad_();
   return t;
 }
@@ -162,6 +207,9 @@ void bind_tensor(nb::module_& m) {
       .def("permute", [](const Tensor& x, std::vector<int64_t> axes) { return permute(x, axes); });
 
   m.def("_from_numpy", &from_numpy, nb::arg("array"), nb::arg("requires_grad") = false);
+  m.def("from_numpy", &share_numpy, nb::arg("array"), nb::arg("requires_grad") = false,
+        "the array's own memory as a tensor (no copy; a write through either is seen by both), as "
+        "torch.from_numpy: any layout with non-negative strides; float32, float64 or int64");
   m.def("zeros", [](std::vector<int64_t> shape, const std::string& dtype) { return zeros(Shape(shape), dtype_named(dtype)); },
         nb::arg("shape"), nb::arg("dtype") = "float32");
   m.def("ones", [](std::vector<int64_t> shape, const std::string& dtype) { return ones(Shape(shape), dtype_named(dtype)); },

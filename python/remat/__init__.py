@@ -3,7 +3,7 @@ checkpointing planned by a cost model, optimizers (the C++ engine of this
 repository, through nanobind; see docs/ and python/tests/ for examples).
 
     import remat, numpy as np
-    x = remat.tensor(np.ones((2, 3)), requires_grad=True)
+    x = remat.tensor(np.ones((2, 3)), requires_grad=True)   # a copy (remat.from_numpy shares the array)
     (x * x).sum().backward()
     x.grad.numpy()                      # 2 * x, without a copy
 
@@ -18,13 +18,13 @@ Engine errors arrive as remat.Error (a RuntimeError) with the engine's message.
 import numpy as _np
 
 from . import _remat
-from ._remat import (Error, Tensor, Generator, no_grad, zeros, ones, normal, randn, randint, matmul, linear, relu,
+from ._remat import (Error, Tensor, Generator, from_numpy, no_grad, zeros, ones, normal, randn, randint, matmul, linear, relu,
                      gelu, tanh, sigmoid, exp, log, softmax, log_softmax, cross_entropy, layer_norm, dropout,
                      save_safetensors, load_safetensors, read_safetensors, write_safetensors)
 from . import nn, optim, train
 from . import scheduler
 
-__all__ = ["Error", "Tensor", "tensor", "Generator", "no_grad", "zeros", "ones", "normal", "randn", "randint",
+__all__ = ["Error", "Tensor", "tensor", "from_numpy", "Generator", "no_grad", "zeros", "ones", "normal", "randn", "randint",
            "matmul", "linear", "relu", "gelu", "tanh", "sigmoid", "exp", "log", "softmax", "log_softmax",
            "cross_entropy", "layer_norm", "dropout", "save_safetensors", "load_safetensors", "read_safetensors",
            "write_safetensors", "nn", "optim", "train", "scheduler"]

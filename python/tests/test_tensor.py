@@ -1,4 +1,5 @@
-"""remat.Tensor and NumPy: values both ways, no copy to NumPy, dtypes, errors."""
+"""remat.Tensor and NumPy: values both ways, no copy to NumPy nor from it with
+from_numpy, dtypes, errors."""
 import numpy as np
 import pytest
 
@@ -25,6 +26,47 @@ def test_to_numpy_shares_the_tensors_memory():
     assert t.numpy()[1, 2] == 7.0
     del t  # the arrays keep the storage alive
     assert second[1, 2] == 7.0
+
+
+def data_bytes():
+    return remat.scheduler.memory_stats()["live"]["data"]
+
+
+def test_from_numpy_shares_the_arrays_memory_and_counts_it_while_it_lives():
+    before = data_bytes()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = remat.from_numpy(a, requires_grad=True)
+    assert np.shares_memory(t.numpy(), a) and t.shape == (3, 4) and t.requires_grad
+    assert data_bytes() - before == a.nbytes  # the allocator's accounting, though the bytes are NumPy's
+    a[0, 0] = 5.0
+    assert t.numpy()[0, 0] == 5.0
+    (t * t).sum().backward()
+    remat.optim.SGD([t], lr=0.5).step()  # t -= 0.5 * 2t: written into the array
+    np.testing.assert_array_equal(a, np.zeros((3, 4), dtype=np.float32))
+    del a  # the tensor keeps the array alive
+    assert t.numpy().sum() == 0.0
+    del t
+    assert data_bytes() == before
+
+
+def test_from_numpy_shares_strided_views_and_refuses_what_it_cannot_share():
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    view = base[::2, 1::2].T  # strides of whole elements, not contiguous
+    t = remat.from_numpy(view)
+    np.testing.assert_array_equal(t.numpy(), view)
+    np.testing.assert_array_equal((t * 2.0).numpy(), view * 2)
+    assert np.shares_memory(t.numpy(), base)
+    with pytest.raises(remat.Error, match="steps backwards"):
+        remat.from_numpy(base[::-1])
+    frozen = np.ones(3, dtype=np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(remat.Error, match="writable NumPy array"):
+        remat.from_numpy(frozen)
+    with pytest.raises(remat.Error, match="writable NumPy array on the CPU, not a list"):
+        remat.from_numpy([1.0, 2.0])
+    with pytest.raises(remat.Error, match="from_numpy: NumPy dtype"):
+        remat.from_numpy(np.ones(2, dtype=np.int32))
+    assert remat.from_numpy(np.ones((0, 3), dtype=np.float32)).shape == (0, 3)
 
 
 def test_a_transposed_view_reaches_numpy_with_its_strides():

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <vector>
+
+#include "engine/storage.h"
 #include "ops/ops.h"
 
 namespace remat {
@@ -35,6 +39,26 @@ TEST(Allocator, RecategorizeMovesBytes) {
   t.storage()->set_category(MemoryCategory::Parameter);
   EXPECT_EQ(live(MemoryCategory::Activation), act);
   EXPECT_EQ(live(MemoryCategory::Parameter) - params, 400);
+}
+
+TEST(Allocator, BorrowedBytesAreCountedUntilHandedBackToTheirOwner) {
+  std::vector<float> bytes(25, 1.0f);
+  bool handed_back = false;
+  const int64_t data = live(MemoryCategory::Data);
+  {
+    const auto storage = std::make_shared<Storage>(bytes.data(), 100, MemoryCategory::Data,
+                                                   std::shared_ptr<void>(&handed_back, [](void* p) {
+                                                     *static_cast<bool*>(p) = true;
+                                                   }));
+    EXPECT_TRUE(storage->borrowed());
+    EXPECT_EQ(storage->data(), bytes.data());
+    EXPECT_EQ(live(MemoryCategory::Data) - data, 100);
+    storage->set_category(MemoryCategory::Parameter);
+    EXPECT_EQ(live(MemoryCategory::Data), data);
+  }
+  EXPECT_TRUE(handed_back);
+  EXPECT_EQ(live(MemoryCategory::Data), data);
+  EXPECT_EQ(bytes[0], 1.0f);  // the owner's, untouched
 }
 
 TEST(Allocator, ViewsCostNothing) {
