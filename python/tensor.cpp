@@ -179,6 +179,14 @@ void bind_tensor(nb::module_& m) {
            nb::arg("device"), "this tensor on `device` (cpu, cuda, cuda:N): itself if there already, else a copy")
       .def("item", [](const Tensor& t) { return t.item<double>(); })
       .def("numpy", &to_numpy, "the tensor's memory as a NumPy array (no copy)")
+      // DLPack, through NumPy's: torch.from_dlpack(t) and numpy.from_dlpack(t) share the memory.
+      .def("__dlpack__", [](nb::handle self, nb::kwargs kwargs) {
+        return self.attr("numpy")().attr("__dlpack__")(**kwargs);
+      }, "DLPack's capsule of the tensor's memory (CPU tensors; no copy)")
+      .def("__dlpack_device__", [](const Tensor& t) {
+        REMAT_CHECK(t.device().is_cpu(), "__dlpack__: {} is not on the CPU (move it with .to('cpu'))", t.str());
+        return nb::make_tuple(1, 0);  // kDLCPU, device 0
+      })
       .def("__array__", [](const Tensor& t, nb::handle, nb::handle) { return to_numpy(t); },
            nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none())
       .def("numel", &Tensor::numel)

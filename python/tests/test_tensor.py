@@ -32,6 +32,14 @@ def data_bytes():
     return remat.scheduler.memory_stats()["live"]["data"]
 
 
+def test_dlpack_consumers_share_the_tensors_memory():
+    t = remat.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    shared = np.from_dlpack(t)
+    assert t.__dlpack_device__() == (1, 0)
+    assert np.shares_memory(shared, t.numpy())
+    np.testing.assert_array_equal(shared, t.numpy())
+
+
 def test_from_numpy_shares_the_arrays_memory_and_counts_it_while_it_lives():
     before = data_bytes()
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
