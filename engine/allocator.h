@@ -13,7 +13,8 @@
 //  - a GPU's allocator counts the same way over a CachingPool
 //    (engine/caching_pool.h: blocks by size class, reused in stream order,
 //    kept until empty_cache()), whose cached bytes are MemoryStats::cached;
-//  - CPU memory is 64-byte aligned. Blocks of 64 KiB and more are cached:
+//  - CPU memory is 64-byte aligned (bytes a Storage borrows, a NumPy
+//    array's, are aligned to their dtype only). Blocks of 64 KiB and more are cached:
 //    a freed block waits in a free list for the next request of its size
 //    (rounded up to 4 KiB, taking a block at most 1/8 larger), because a
 //    fresh block costs a page fault per 4 KiB on first touch (on W1 that was

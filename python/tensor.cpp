@@ -7,9 +7,11 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,8 +51,6 @@ nb::dlpack::dtype numpy_dtype(DType dtype) {
   }
 }
 
-// The array's values in a new tensor (a copy: remat's bytes are its
-// allocator's), of category data.
 DType dtype_of(const nb::dlpack::dtype& dtype, const char* what) {
   if (dtype == nb::dtype<float>()) return DType::Float32;
   if (dtype == nb::dtype<double>()) return DType::Float64;
@@ -59,6 +59,8 @@ DType dtype_of(const nb::dlpack::dtype& dtype, const char* what) {
              "array.astype)", what, static_cast<int>(dtype.code), static_cast<int>(dtype.bits));
 }
 
+// The array's values in a new tensor (a copy: remat's bytes are its
+// allocator's), of category data.
 Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu, nb::c_contig> array, bool requires_grad) {
   const DType ours = dtype_of(array.dtype(), "tensor");
   Shape shape;
@@ -68,22 +70,80 @@ Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu, nb::c_contig> array, b
     CategoryGuard data(MemoryCategory::Data);
     t = empty(shape, ours);
   }
-  if (t.nbytes() > 0) std::memcpy(t.raw_data(), array.data(), t.nbytes());
+  if (t.nbytes() > 0 && !t.device().is_meta()) std::memcpy(t.raw_data(), array.data(), t.nbytes());  // meta: no bytes
   if (requires_grad) t.requires_grad_();
   return t;
 }
 
+// Why a NumPy array cannot be shared as it is.
+std::string unshareable(nb::handle object) {
+  const nb::object flags = object.attr("flags");
+  if (!nb::cast<bool>(flags.attr("writeable"))) return "it is read-only";
+  if (!nb::cast<bool>(object.attr("dtype").attr("isnative"))) return "its byte order is not this machine's";
+  if (!nb::cast<bool>(flags.attr("aligned"))) return "its data is not aligned to its dtype";
+  return "its strides are not whole elements";
+}
+
+// What a shared array's storage holds: the array, and its export to C++.
+// Let go of with the GIL. A tensor kept in a global can close a cycle
+// through C++ that the collector cannot see (tensor -> array -> its class,
+// when a subclass of ndarray -> the globals of its module -> tensor): at
+// exit, forget_all() lets go of every array first, as the observers do.
+struct NumpyOwner {
+  nb::object array;
+  nb::ndarray<nb::numpy, nb::device::cpu> exported;
+
+  NumpyOwner() { live().insert(this); }
+  ~NumpyOwner() { live().erase(this); }
+  NumpyOwner(const NumpyOwner&) = delete;
+  NumpyOwner& operator=(const NumpyOwner&) = delete;
+
+  static void release(void* p) {
+    auto* owner = static_cast<NumpyOwner*>(p);
+    if (PyGILState_Check() != 0) {
+      delete owner;
+    } else if (Py_IsInitialized() && nb::is_alive()) {
+      nb::gil_scoped_acquire gil;
+      delete owner;
+    }  // else: the interpreter has finished; nothing to hand back to
+  }
+  // Called at exit (atexit, with the GIL); tensors still alive then keep
+  // their pointers but no longer their arrays.
+  static void forget_all() {
+    for (NumpyOwner* owner : std::set<NumpyOwner*>(live())) {
+      owner->exported = {};
+      owner->array.reset();
+    }
+  }
+
+ private:
+  static std::set<NumpyOwner*>& live() {  // touched with the GIL held
+    static std::set<NumpyOwner*> owners;
+    return owners;
+  }
+};
+
 // The array's own memory as a tensor's (no copy, as torch.from_numpy): a
 // write through either is seen by both (an optimizer's step changes the
-// array; a write to the array after a backward saved it is not noticed, as
-// in PyTorch). The tensor holds the array; the allocator counts its bytes
-// as data while the tensor lives. Any layout with strides of whole,
-// non-negative elements is shared as it is.
+// array). A write through NumPy bumps no version: one made after a
+// backward saved the array goes unnoticed, and a replay reads it. The
+// tensor holds the array; the allocator counts its bytes as data while the
+// tensor lives (twice, if two tensors share one array). Shared as it is:
+// any writable, aligned, native-order array of float32, float64 or int64
+// whose strides are whole, non-negative elements.
 Tensor share_numpy(nb::handle object, bool requires_grad) {
-  nb::ndarray<nb::numpy, nb::device::cpu> array;
-  REMAT_CHECK(nb::try_cast(object, array, /*convert=*/false), "from_numpy: a writable NumPy array on the CPU, not a {} (a read-only "
-              "array can be copied with remat.tensor)", nb::cast<std::string>(object.type().attr("__name__")));
+  const nb::handle ndarray_type = nb::module_::import_("numpy").attr("ndarray");
+  REMAT_CHECK(PyObject_IsInstance(object.ptr(), ndarray_type.ptr()) == 1, "from_numpy: a NumPy array, not a {} "
+              "(remat.tensor copies anything numpy.asarray takes)",
+              nb::cast<std::string>(object.type().attr("__name__")));
+  auto owner = std::make_unique<NumpyOwner>();
+  owner->array = nb::borrow(object);
+  REMAT_CHECK(nb::try_cast(object, owner->exported, /*convert=*/false), "from_numpy: the array cannot be shared: {} "
+              "(remat.tensor copies it)", unshareable(object));
+  const auto& array = owner->exported;
   const DType dtype = dtype_of(array.dtype(), "from_numpy");
+  REMAT_CHECK(reinterpret_cast<uintptr_t>(array.data()) % dtype_size(dtype) == 0, "from_numpy: the array cannot be "
+              "shared: its data is not aligned to its dtype (remat.tensor copies it)");
   Shape shape;
   Strides strides;
   int64_t last = 0;  // the last element's index from the first
@@ -99,20 +159,10 @@ Tensor share_numpy(nb::handle object, bool requires_grad) {
     if (size > 0) last += (size - 1) * stride;
   }
   const size_t nbytes = empty_array ? 0 : static_cast<size_t>(last + 1) * dtype_size(dtype);
-  // The owner's last copy lets the array go, with the GIL (a storage may end anywhere a tensor does).
-  auto* held = new nb::object(nb::borrow(object));
-  std::shared_ptr<void> owner(held, [](void* p) {
-    auto* o = static_cast<nb::object*>(p);
-    if (!Py_IsInitialized()) {
-      (void)o->release();  // the interpreter is gone: nothing to release to
-    } else {
-      nb::gil_scoped_acquire gil;
-      o->reset();
-    }
-    delete o;
-  });
+  void* data = array.data();
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(array.data(), nbytes, MemoryCategory::Data, std::move(owner));
+  impl->storage = std::make_shared<Storage>(data, nbytes, MemoryCategory::Data,
+                                            std::shared_ptr<void>(owner.release(), &NumpyOwner::release));
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
   impl->dtype = dtype;
@@ -215,9 +265,11 @@ void bind_tensor(nb::module_& m) {
       .def("permute", [](const Tensor& x, std::vector<int64_t> axes) { return permute(x, axes); });
 
   m.def("_from_numpy", &from_numpy, nb::arg("array"), nb::arg("requires_grad") = false);
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function(&NumpyOwner::forget_all));
   m.def("from_numpy", &share_numpy, nb::arg("array"), nb::arg("requires_grad") = false,
-        "the array's own memory as a tensor (no copy; a write through either is seen by both), as "
-        "torch.from_numpy: any layout with non-negative strides; float32, float64 or int64");
+        "the array's own memory as a tensor (no copy; a write through either is seen by both, and one through "
+        "NumPy bumps no version), as torch.from_numpy: a writable, aligned, native-order array of float32, float64 "
+        "or int64 with non-negative strides of whole elements");
   m.def("zeros", [](std::vector<int64_t> shape, const std::string& dtype) { return zeros(Shape(shape), dtype_named(dtype)); },
         nb::arg("shape"), nb::arg("dtype") = "float32");
   m.def("ones", [](std::vector<int64_t> shape, const std::string& dtype) { return ones(Shape(shape), dtype_named(dtype)); },

@@ -242,6 +242,13 @@ def test_a_checkpointer_plans_from_a_rehearsal_and_holds_its_budget():
     assert len(checkpointer.profile) == len(checkpointer.plan.tags)
     with pytest.raises(remat.Error, match="budget"):
         planned_step(model, x, labels, policy="cost", budget=keep["minimum_budget_bytes"] // 2)
+    rehearsed = scheduler.Checkpointer(policy="cost", budget=budget)
+
+    def from_numpy_inside():  # remat.tensor copies nothing on the meta device, where the rehearsal runs
+        with rehearsed.record():
+            loss = remat.cross_entropy(model(remat.tensor(np.ones((4, 64), np.float32))), remat.tensor(np.zeros(4, np.int64)))
+        loss.backward()
+    rehearsed.rehearse(from_numpy_inside)
 
 
 def test_a_models_profile_and_plan():
