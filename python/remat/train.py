@@ -198,11 +198,11 @@ class Trainer:
         state (trainer.state) is the run so far."""
         values = self.args.to_dict()
         if self._trainer is None or values != self._made_with or resume_from_checkpoint is not None:
-            if resume_from_checkpoint is not None:
-                values = {**values, "resume_from_checkpoint": resume_from_checkpoint}
-            self._trainer = _remat._Trainer(self.model, values, self.train_dataset, self.eval_dataset,
+            told = values if resume_from_checkpoint is None else {**values,
+                                                                 "resume_from_checkpoint": resume_from_checkpoint}
+            self._trainer = _remat._Trainer(self.model, told, self.train_dataset, self.eval_dataset,
                                             self._metrics, self._on_log)
-            self._made_with = self.args.to_dict()
+            self._made_with = values
         return self._trainer
 
     @property
