@@ -50,7 +50,7 @@ def blas_of(result):
     """The BLAS a run's JSON line names: remat's gemm field, or torch's BLAS_INFO."""
     if "gemm" in result:
         gemm = result["gemm"]
-        return f"{' '.join(gemm['library'].split()[:2])}, core {gemm['core']} ({gemm['core_choice']})"
+        return f"{gemm['library']}, {gemm['kernels']} kernels ({gemm['choice']})"
     return f"torch {result['torch_version']}, {result['blas_config']}"
 
 

@@ -9,7 +9,7 @@
 //            (16, 128, 768) qkv as the model reads them: the scores GEMMs
 //            (scaled by 1/8 as GEMM's alpha), the causal mask and softmax,
 //            which a replay of the probabilities runs in that order.
-// Threads: REMAT_THREADS (default 1), for OpenMP loops and OpenBLAS alike.
+// Threads: REMAT_THREADS (default 1), for OpenMP loops and GEMM alike.
 //   REMAT_THREADS=2 build/bench/bench_kernels --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/factory.h"
-#include "kernels/cpu/blas.h"
+#include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "ops/binary.h"
@@ -40,7 +40,7 @@ int use_threads(benchmark::State& state) {
   const char* env = std::getenv("REMAT_THREADS");
   const int threads = env && *env ? std::atoi(env) : 1;
   kernels::cpu::set_num_threads(threads > 0 ? threads : 1);
-  state.SetLabel("threads=" + std::to_string(kernels::cpu::num_threads()) + "; gemm: " + kernels::cpu::blas_summary());
+  state.SetLabel("threads=" + std::to_string(kernels::cpu::num_threads()) + "; gemm: " + kernels::cpu::gemm_summary());
   return threads;
 }
 

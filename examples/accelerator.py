@@ -13,7 +13,7 @@ is the same program in C++).
 
 A small GPT on random tokens; `steps` (argv[1], default 20) micro-batches.
 
-    PYTHONPATH=build/python python3 examples/accelerator.py 20
+    PYTHONPATH=build/python build-py/bin/python examples/accelerator.py 20
 """
 import sys
 

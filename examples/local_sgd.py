@@ -14,7 +14,7 @@ On Fashion-MNIST; run it under mpirun for several ranks
 (mpirun -np 4 python3 examples/local_sgd.py). `batches` (argv[1], default
 all) per epoch, 1 epoch.
 
-    PYTHONPATH=build/python python3 examples/local_sgd.py 100
+    PYTHONPATH=build/python build-py/bin/python examples/local_sgd.py 100
 """
 import sys
 

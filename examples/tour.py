@@ -8,7 +8,7 @@ holds both to the doc. Byte counts are the allocator's; nothing printed
 depends on the clock (the cost model's prices are set by hand in part 3,
 and parts 4 and 5 plan from shapes and bytes alone).
 
-    PYTHONPATH=build/python python3 examples/tour.py [DIR]   (DIR: where to write the DOT of part 3)
+    PYTHONPATH=build/python build-py/bin/python examples/tour.py [DIR]   (DIR: where to write the DOT of part 3)
 """
 import os
 import sys

@@ -10,7 +10,7 @@ checkpointing (examples/trainer.cpp is the same program in C++).
 Here on Fashion-MNIST (Debian's dataset-fashion-mnist), an MLP. Any other
 Trainer argument may follow as --name value (--max_steps 50).
 
-    PYTHONPATH=build/python python3 examples/trainer.py --max_steps 50
+    PYTHONPATH=build/python build-py/bin/python examples/trainer.py --max_steps 50
 """
 import sys
 

@@ -1,9 +1,13 @@
-// The module remat._remat: its parts (bindings.h) and its one exception,
+// The module remat._remat: its parts (bindings.h), its one exception,
 // remat.Error, a RuntimeError carrying the engine's message unchanged (the
-// values and shapes that were wrong, and file:line).
-#include "python/bindings.h"
+// values and shapes that were wrong, and file:line), and the CPU's threads
+// and GEMM (torch's names: set_num_threads, get_num_threads).
+#include <nanobind/stl/string.h>
 
 #include "engine/error.h"
+#include "kernels/cpu/gemm_library.h"
+#include "kernels/cpu/parallel.h"
+#include "python/bindings.h"
 
 NB_MODULE(_remat, m) {
   using namespace remat::python;
@@ -13,4 +17,26 @@ NB_MODULE(_remat, m) {
   bind_nn(m);
   bind_scheduler(m);
   bind_train(m);
+
+  namespace cpu = remat::kernels::cpu;
+  m.def("set_num_threads", &cpu::set_num_threads, nb::arg("threads"),
+        "Threads for CPU kernels and GEMM (OpenMP's count), as torch.set_num_threads.");
+  m.def("get_num_threads", &cpu::num_threads, "Threads CPU kernels and GEMM run on.");
+  m.def("gemm_summary", &cpu::gemm_summary,
+        "The CPU GEMM in use, as `remat --version` prints it: library, kernels and why, threads.");
+  m.def(
+      "gemm_info",
+      [] {
+        const cpu::GemmInfo info = cpu::gemm_info();
+        nb::dict out;
+        out["library"] = info.library;
+        out["kernels"] = info.kernels;
+        out["kernels_isa"] = std::string(cpu::isa_name(info.kernel_level));
+        out["cpu_isa"] = std::string(cpu::isa_name(info.cpu_level));
+        out["choice"] = info.choice;
+        out["runtime"] = info.runtime;
+        out["threads"] = info.threads;
+        return out;
+      },
+      "The CPU GEMM in use as a dict: the fields of remat bench --json's gemm.");
 }

@@ -21,7 +21,7 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BU
 # Only the programs of label unit: bench, the torch parity dump and the
 # stuck-rank helper of label mpi are not built.
 programs=(test_kernels test_engine test_ops test_scheduler test_nn test_optim test_train test_comm test_tools remat
-          probe_vector_init blas_reload_probe example_trainer example_accelerator example_local_sgd example_tour)
+          probe_vector_init example_trainer example_accelerator example_local_sgd example_tour)
 cmake --build build-sanitize -j "$(nproc)" --target "${programs[@]}"
 
 # Every test of label unit runs (about 130 CPU-seconds under the

@@ -8,7 +8,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
   ccache                                         # compiler cache (scripts/build.sh, tests/package/pip.sh)
-  libopenblas-dev libopenblas0-pthread           # CPU GEMM (also libblas.so.3 for PyTorch)
+  libdnnl-dev                                    # CPU GEMM: oneDNN (kernels/cpu/gemm_library.h)
+  libopenblas0-pthread                           # libblas.so.3 for Debian's PyTorch (bench/torch_reference.py)
   libgtest-dev libgmock-dev libbenchmark-dev     # tests and benchmarks
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   coinor-libcbc-dev                              # the milp policy's solver (COIN-OR CBC)

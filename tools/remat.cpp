@@ -30,7 +30,7 @@
 #include "comm/mpi.h"
 #include "engine/error.h"
 #include "engine/factory.h"
-#include "kernels/cpu/blas.h"
+#include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/parallel.h"
 #include "scheduler/dot.h"
 #include "scheduler/profile_json.h"
@@ -129,10 +129,10 @@ std::string distribution(const Options& options) {
 }
 
 // Sets the threads the task will run (an invalid count is its error) and
-// prints "gemm: OpenBLAS 0.3.21, core Zen (detected), 2 threads".
+// prints "gemm: oneDNN 2.6.3, avx2 kernels (the CPU's AVX2+FMA, by CPUID), 2 threads".
 void set_threads_and_print_gemm(int threads) {
   remat::kernels::cpu::set_num_threads(threads);  // as the task will; an invalid count is its error
-  fmt::print("gemm: {}\n", remat::kernels::cpu::blas_summary());
+  fmt::print("gemm: {}\n", remat::kernels::cpu::gemm_summary());
 }
 
 // The device a run trains on, when it is not the CPU: the GPU, driver, CUDA
@@ -550,6 +550,12 @@ int main(int argc, char** argv) {
   if (!command_given(argc, argv)) return 1;
   CLI::App app{"remat: an autograd engine for efficient training"};
   app.require_subcommand(1);
+  // The version and the GEMM this program runs (Note [GEMM library]); the
+  // Python module's remat.gemm_summary() and programs built against the
+  // installed package say the same (tests/package/).
+  app.set_version_flag("--version", [] {
+    return fmt::format("remat {}\ngemm: {}", REMAT_VERSION, remat::kernels::cpu::gemm_summary());
+  });
   bool json = false;
 
   std::string task;
@@ -703,9 +709,6 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    // OpenBLAS is loaded with its core chosen while this process has one
-    // thread (Note [OpenBLAS core choice] in kernels/cpu/blas.h).
-    remat::kernels::cpu::blas_info();
     // A flag of the other task would be silently ignored: say so instead.
     // kjv-gpt's flags that are Trainer arguments too (--max-steps,
     // --warmup-steps) go to fashion-mnist's Trainer.

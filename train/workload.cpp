@@ -114,10 +114,14 @@ std::string cpu_model_name() {
   return "";
 }
 
-// The GEMM library as bench reports it (kernels/cpu/blas.h).
-nlohmann::ordered_json gemm_json(const kernels::cpu::BlasInfo& gemm) {
-  return {{"library", gemm.library}, {"core", gemm.core}, {"core_choice", gemm.choice},
-          {"core_detected", gemm.detected}, {"cpu_isa", std::string(kernels::cpu::isa_name(gemm.cpu_level))},
+// The GEMM library as bench reports it (kernels/cpu/gemm_library.h).
+nlohmann::ordered_json gemm_json(const kernels::cpu::GemmInfo& gemm) {
+  return {{"library", gemm.library},
+          {"kernels", gemm.kernels},
+          {"kernels_isa", std::string(kernels::cpu::isa_name(gemm.kernel_level))},
+          {"cpu_isa", std::string(kernels::cpu::isa_name(gemm.cpu_level))},
+          {"choice", gemm.choice},
+          {"runtime", gemm.runtime},
           {"threads", gemm.threads}};
 }
 
@@ -306,7 +310,7 @@ class Run {
     report_.budget = budget;
     report_.threads = options.threads;
     report_.cpu = cpu_model_name();
-    report_.gemm = kernels::cpu::blas_info();
+    report_.gemm = kernels::cpu::gemm_info();
     report_.device = device_.str();
     report_.gpu = device_description(device_);
     report_.steps = options.steps;

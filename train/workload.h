@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
-#include "kernels/cpu/blas.h"
+#include "kernels/cpu/gemm_library.h"
 #include "nn/gpt.h"
 #include "scheduler/plan.h"
 
@@ -77,10 +77,10 @@ struct WorkloadReport {
   std::optional<int64_t> budget;
   int threads = 1;
   // The machine the figures come from: the CPU's name (/proc/cpuinfo), and
-  // the GEMM library, its kernels and their threads (kernels/cpu/blas.h).
+  // the GEMM library, its kernels and their threads (kernels/cpu/gemm_library.h).
   std::string cpu;
   std::string gpu;  // the GPU, driver, CUDA and cuBLAS versions with --device cuda; "" on the CPU
-  kernels::cpu::BlasInfo gemm;
+  kernels::cpu::GemmInfo gemm;
   int steps = 0;
   double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
   // Medians over the timed steps of the step's phases: the recorded forward

@@ -3,7 +3,7 @@
 # the CUDA driver and NCCL but no package registry: test_comm built here with
 # the NCCL backend (x86-64-v3, the default), the test programs that hold the
 # CUDA tests (test_kernels, test_engine, test_ops) and remat for the GPU
-# bench, OpenBLAS (loaded at run time, so copied by name), Open MPI's mpirun with
+# bench, Open MPI's mpirun with
 # its plugins and help files, and every shared library these load that a bare
 # machine may lack. Only the C runtime, the CUDA driver and NCCL itself
 # (218 MB here) are left to the machine; check.sh finds its NCCL.
@@ -39,7 +39,6 @@ cp -r /usr/share/openmpi "$stage/share-openmpi"
 cp -r /etc/openmpi "$stage/etc/openmpi"
 cp -r "$pmix/lib/pmix" "$stage/lib/pmix"
 cp -r "$pmix/share/pmix" "$stage/share-pmix"
-cp -L "$(pkg-config --variable=libdir openblas)/libopenblas.so.0" "$stage/lib/"   # dlopen'ed by soname there
 
 # Every library the programs and plugins link, but for those every Linux
 # machine with a GPU driver has, flattened into lib/ under its soname.

@@ -1,23 +1,55 @@
-// gemm: a thin typed front to OpenBLAS's cblas_sgemm / cblas_dgemm, reached
-// through the library blas.cpp loaded (Note [OpenBLAS core choice]); the
-// batched form over broadcast strides, and linear's bias rows.
+// gemm: float through oneDNN's dnnl_sgemm (Note [GEMM library] in
+// gemm_library.h), double through a plain loop of remat's own; the batched
+// form over broadcast strides, and linear's bias rows.
 #include "kernels/cpu/gemm.h"
+
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
-#include "kernels/cpu/blas_symbols.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/shapes.h"
 
 namespace remat::kernels::cpu {
 namespace {
 
-// C (M, N, row stride ldc) = beta * C: the empty sum, which BLAS is not asked.
+// C (M, N, row stride ldc) = beta * C: the empty sum, which no library is asked.
 template <class T>
 void scale_matrix(T* c, int64_t m, int64_t n, int64_t ldc, T beta) {
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta * c[i * ldc + j];
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+  }
+}
+
+// The double GEMM: op(B) copied to a dense (K, N) panel, then each row of C
+// summed over k in ascending order (the same order on any thread count),
+// N in chunks that stay in cache. Gradient checks' sizes, not training's.
+void gemm_double(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                 int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  std::vector<double> panel(static_cast<size_t>(k * n));  // op(B): (K, N)
+  for (int64_t p = 0; p < k; ++p) {
+    for (int64_t j = 0; j < n; ++j) panel[static_cast<size_t>(p * n + j)] = trans_b ? b[j * ldb + p] : b[p * ldb + j];
+  }
+  constexpr int64_t kChunk = 256;
+  const bool parallel = m * n * k >= kParallelGrain * 8 && m > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < m; ++i) {
+    double sum[kChunk];
+    for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+      const int64_t width = std::min(kChunk, n - j0);
+      std::fill(sum, sum + width, 0.0);
+      for (int64_t p = 0; p < k; ++p) {
+        const double a_ip = trans_a ? a[p * lda + i] : a[i * lda + p];  // op(A) (i, p)
+        const double* row = panel.data() + p * n + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j) sum[j] += a_ip * row[j];
+      }
+      double* out = c + i * ldc + j0;
+      for (int64_t j = 0; j < width; ++j) out[j] = alpha * sum[j] + (beta == 0.0 ? 0.0 : beta * out[j]);
+    }
   }
 }
 
@@ -28,8 +60,15 @@ void gemm<float>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc, Host) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_matrix(c, m, n, ldc, beta);
-  blas().sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-               a, lda, b, ldb, beta, c, ldc);
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
+                                          beta, c, ldc);
+  if (status != dnnl_success) {
+    throw std::runtime_error("gemm: oneDNN's sgemm failed (status " + std::to_string(status) + ") for M=" +
+                             std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) +
+                             ", lda=" + std::to_string(lda) + " ldb=" + std::to_string(ldb) +
+                             " ldc=" + std::to_string(ldc) + (trans_a ? ", A transposed" : "") +
+                             (trans_b ? ", B transposed" : ""));
+  }
 }
 
 template <>
@@ -37,8 +76,7 @@ void gemm<double>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
                   int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc, Host) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_matrix(c, m, n, ldc, beta);
-  blas().dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-               a, lda, b, ldb, beta, c, ldc);
+  gemm_double(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <class T>
@@ -54,12 +92,12 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T
     gemm<T>(trans_a, trans_b, m, n, k, alpha, a + offsets.a[static_cast<size_t>(i)], lda,
             b + offsets.b[static_cast<size_t>(i)], ldb, T(0), c + i * m * n, n);
   };
-  // Small matrices (attention's per-head products) are too small for BLAS
-  // to use threads well; split the batch over the threads instead, each
-  // running single-threaded GEMMs.
+  // Small matrices (attention's per-head products) are too small for a
+  // GEMM to use threads well; split the batch over the threads instead,
+  // each running single-threaded GEMMs (oneDNN runs on the calling thread
+  // alone inside a parallel region).
   const int threads = num_threads();
   if (threads > 1 && count >= threads && m * n * k <= (int64_t{1} << 21)) {
-    BlasThreadsGuard single(1);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; ++i) one(i);
   } else {

@@ -1,12 +1,10 @@
-// set_num_threads: OpenMP and OpenBLAS share one thread count.
+// set_num_threads: OpenMP's count, which oneDNN's GEMM reads at each call.
 #include "kernels/cpu/parallel.h"
 
 #include <omp.h>
 
 #include <stdexcept>
 #include <string>
-
-#include "kernels/cpu/blas_symbols.h"
 
 namespace remat::kernels::cpu {
 
@@ -16,15 +14,8 @@ void set_num_threads(int threads) {
                                 std::to_string(kMaxThreads));
   }
   omp_set_num_threads(threads);
-  blas().set_num_threads(threads);
 }
 
 int num_threads() { return omp_get_max_threads(); }
-
-BlasThreadsGuard::BlasThreadsGuard(int threads) : previous_(blas().get_num_threads()) {
-  blas().set_num_threads(threads);
-}
-
-BlasThreadsGuard::~BlasThreadsGuard() { blas().set_num_threads(previous_); }
 
 }  // namespace remat::kernels::cpu

@@ -1,6 +1,7 @@
-// Threads for CPU kernels: one setting for OpenMP loops and OpenBLAS, and the
-// size below which a loop stays on one thread (a parallel region costs a few
-// microseconds, so small tensors are faster serial).
+// Threads for CPU kernels: one OpenMP thread count for remat's loops and
+// for GEMM, whose library (oneDNN, gemm_library.h) runs on the same OpenMP
+// threads; and the size below which a loop stays on one thread (a parallel
+// region costs a few microseconds, so small tensors are faster serial).
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,8 @@ inline constexpr int64_t kParallelGrain = 32768;  // elements
 // this runs on has more than a few hundred cores.
 inline constexpr int kMaxThreads = 1024;
 
-// Sets the threads used by elementwise loops and by BLAS (which runs at most
-// blas_info().max_threads of them); outside 1..kMaxThreads it throws
-// std::invalid_argument naming the count.
+// Sets the threads used by elementwise loops and by GEMM; outside
+// 1..kMaxThreads it throws std::invalid_argument naming the count.
 void set_num_threads(int threads);
 int num_threads();
 
@@ -28,19 +28,6 @@ class NumThreadsGuard {
   ~NumThreadsGuard() { set_num_threads(previous_); }
   NumThreadsGuard(const NumThreadsGuard&) = delete;
   NumThreadsGuard& operator=(const NumThreadsGuard&) = delete;
-
- private:
-  int previous_;
-};
-
-// BLAS's own thread count for a scope (e.g. 1 while several threads each run
-// a small GEMM); the previous count comes back at the end.
-class BlasThreadsGuard {
- public:
-  explicit BlasThreadsGuard(int threads);
-  ~BlasThreadsGuard();
-  BlasThreadsGuard(const BlasThreadsGuard&) = delete;
-  BlasThreadsGuard& operator=(const BlasThreadsGuard&) = delete;
 
  private:
   int previous_;

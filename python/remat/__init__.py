@@ -20,14 +20,15 @@ import numpy as _np
 from . import _remat
 from ._remat import (Error, Tensor, Generator, from_numpy, no_grad, zeros, ones, normal, randn, randint, matmul, linear, relu,
                      gelu, tanh, sigmoid, exp, log, softmax, log_softmax, cross_entropy, layer_norm, dropout,
-                     save_safetensors, load_safetensors, read_safetensors, write_safetensors)
+                     save_safetensors, load_safetensors, read_safetensors, write_safetensors, set_num_threads,
+                     get_num_threads, gemm_info, gemm_summary)
 from . import nn, optim, train
 from . import scheduler
 
 __all__ = ["Error", "Tensor", "tensor", "from_numpy", "Generator", "no_grad", "zeros", "ones", "normal", "randn", "randint",
            "matmul", "linear", "relu", "gelu", "tanh", "sigmoid", "exp", "log", "softmax", "log_softmax",
            "cross_entropy", "layer_norm", "dropout", "save_safetensors", "load_safetensors", "read_safetensors",
-           "write_safetensors", "nn", "optim", "train", "scheduler"]
+           "write_safetensors", "set_num_threads", "get_num_threads", "gemm_info", "gemm_summary", "nn", "optim", "train", "scheduler"]
 
 
 def tensor(data, dtype=None, requires_grad=False):

@@ -1,9 +1,11 @@
 // A program outside remat's tree, built against an installed remat
 // (tests/package/run.sh: find_package and pkg-config): a small GPT trained
-// for a few steps under the cost policy, its loss and report printed.
+// for a few steps under the cost policy, its loss and report printed, and
+// the GEMM it ran, which run.sh holds to `remat --version`'s.
 #include <cstdio>
 
 #include "engine/factory.h"
+#include "kernels/cpu/gemm_library.h"
 #include "nn/gpt.h"
 #include "optim/sgd.h"
 
@@ -22,6 +24,7 @@ int main() {
     sgd.zero_grad();
     (step == 0 ? first : last) = loss.item<double>();
   }
+  std::printf("gemm: %s\n", kernels::cpu::gemm_summary().c_str());
   std::printf("installed remat: loss %.4f -> %.4f; %s\n", first, last, model.checkpointing_report()->str().c_str());
   return last < first ? 0 : 1;
 }

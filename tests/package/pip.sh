@@ -5,12 +5,14 @@
 # environment scripts/setup_py.sh made: nothing is downloaded), installed
 # into a fresh virtual environment without an index, and used from outside
 # the source tree: a GPT step under a checkpointing budget, a Trainer step,
-# an engine error as remat.Error. CUDA on or off and the C++ compiler as in
+# an engine error as remat.Error, and the same GEMM as the build's `remat
+# --version` (REMAT). CUDA on or off and the C++ compiler as in
 # the build tree: with ccache, as scripts/build.sh uses it, the libraries'
 # objects are then the build tree's and only the module's bindings compile.
-#   tests/package/pip.sh SOURCE VENV CUDA(ON|OFF) CXX WORK
+#   tests/package/pip.sh SOURCE VENV CUDA(ON|OFF) CXX WORK REMAT
 set -euo pipefail
-source=$1 venv=$2 cuda=$3 cxx=$4 work=$5
+source=$1 venv=$2 cuda=$3 cxx=$4 work=$5 remat=$6
+export REMAT_EXPECTED_GEMM=$("$remat" --version | grep '^gemm:')
 rm -rf "$work" && mkdir -p "$work"
 if command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
@@ -53,6 +55,9 @@ try:
     raise SystemExit("matmul of (2, 3) by (2, 3) did not raise")
 except remat.Error as error:
     assert "(2, 3)" in str(error) or "[2, 3]" in str(error), error
+gemm = "gemm: " + remat.gemm_summary()
+assert gemm == os.environ["REMAT_EXPECTED_GEMM"], f"the module runs {gemm!r}; remat --version: {os.environ['REMAT_EXPECTED_GEMM']!r}"
+print(gemm)
 print(f"remat from {where}: a GPT step within 1 MiB (peak {report['peak_activation_bytes']} bytes), a Trainer, "
       f"remat.Error")
 PY

@@ -3,6 +3,8 @@
 #   installed  cmake --install of BUILD into WORK/prefix, then a consumer
 #              project built with find_package(remat CONFIG) and the same
 #              program built with pkg-config; both run
+#              and each prints the same gemm line as the build's
+#              `remat --version` and the installed one (one GEMM choice)
 #   subdirectory  a consumer project with add_subdirectory(remat source),
 #              built (the CPU libraries it needs only) and run
 #   tests/package/run.sh installed|subdirectory SOURCE BUILD WORK
@@ -13,6 +15,18 @@ rm -rf "$work" && mkdir -p "$work"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
+# The gemm line of a program's output, held to the build's remat's.
+expected_gemm=$("$build/remat" --version | grep '^gemm:')
+same_gemm() {  # NAME OUTPUT
+  local line
+  line=$(grep '^gemm:' <<<"$2" || true)
+  if [[ "$line" != "$expected_gemm" ]]; then
+    echo "FAIL: $1 runs another GEMM: '$line', where remat --version says '$expected_gemm'" >&2
+    exit 1
+  fi
+  echo "$1: $line"
+}
+
 case $mode in
   installed)
     cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
@@ -21,12 +35,15 @@ case $mode in
     cmake -S "$here/installed" -B "$work/cmake" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
           -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log"
     cmake --build "$work/cmake" >"$work/build.log"
-    "$work/cmake/gpt_steps"
+    same_gemm "installed remat --version" "$("$work/prefix/bin/remat" --version)"
+    output=$("$work/cmake/gpt_steps") && echo "$output"
+    same_gemm "find_package program" "$output"
     # pkg-config, from the prefix's .pc file alone
     pc_dir=$(dirname "$(find "$work/prefix" -name remat.pc)")
     flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs remat)
     ${CXX:-c++} -O1 "$here/gpt_steps.cpp" -o "$work/gpt_steps_pkgconfig" $flags
-    "$work/gpt_steps_pkgconfig"
+    output=$("$work/gpt_steps_pkgconfig") && echo "$output"
+    same_gemm "pkg-config program" "$output"
     ;;
   subdirectory)
     cmake -S "$here/subdirectory" -B "$work/cmake" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \

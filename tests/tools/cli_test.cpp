@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -15,20 +16,34 @@
 
 namespace {
 
+// A run's streams apart: what a test parses or counts is stdout alone, so
+// that a warning on stderr (a library's, or remat's own) changes no count;
+// messages are looked for in both.
 struct Outcome {
   int exit_code = -1;
-  std::string output;  // stdout and stderr together
+  std::string out;     // stdout
+  std::string err;     // stderr
+  std::string output;  // stdout then stderr, for messages
 };
 
 Outcome run_remat(const std::string& args) {
-  const std::string command = std::string(REMAT_BINARY) + " " + args + " 2>&1";
+  char err_path[] = "/tmp/remat_cli_stderr_XXXXXX";
+  const int err_fd = mkstemp(err_path);
+  if (err_fd < 0) return {};
+  close(err_fd);
+  const std::string command = std::string(REMAT_BINARY) + " " + args + " 2>" + err_path;
   Outcome run;
   FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe)) run.output += buffer.data();
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (pipe) {
+    std::array<char, 4096> buffer{};
+    while (fgets(buffer.data(), buffer.size(), pipe)) run.out += buffer.data();
+    const int status = pclose(pipe);
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::ifstream err_file(err_path);
+  run.err.assign(std::istreambuf_iterator<char>(err_file), std::istreambuf_iterator<char>());
+  std::remove(err_path);
+  run.output = run.out + run.err;
   return run;
 }
 
@@ -163,7 +178,7 @@ TEST(Cli, ExplainPrintsOneRowPerNode) {
   const Outcome run = run_remat("explain --workload W1 --format csv");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // W1: 16 linear, 15 relu, 1 cross-entropy: 32 nodes, after a header line.
-  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1 + 32) << run.output;
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1 + 32) << run.output;
   // flops, then replay_flops: a linear layer's replay is its forward.
   EXPECT_TRUE(contains(run.output, "0,linear,,\"(256, 1024)\",1048576,536870912,536870912,")) << run.output;
 }
@@ -293,7 +308,7 @@ TEST(CliSlow, FashionMnistReaches85PercentIn3Epochs) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   double accuracy = -1;
   int epochs = 0;
-  std::istringstream lines(run.output);
+  std::istringstream lines(run.out);
   for (std::string line; std::getline(lines, line);) {
     const size_t at = line.find("\"test_accuracy\": ");
     if (at == std::string::npos) continue;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GEMM a program runs does not depend on what the process loaded first
+# (Note [GEMM library] in kernels/cpu/gemm_library.h; issue 31): `remat
+# --version` prints the same gemm line when run plainly and when Debian's
+# OpenBLAS is preloaded and told to run its SSE kernels, as CBC's LAPACK
+# loaded it on the AVX-512 Xeon of family 6, model 207; and that line names
+# kernels as wide as the CPU.
+#   tests/kernels/gemm_load_order.sh REMAT
+set -euo pipefail
+remat=$1
+
+plain=$("$remat" --version | grep '^gemm:')
+echo "plain:     $plain"
+[[ "$plain" == *"by CPUID"* ]] || { echo "FAIL: the kernels are not the CPU's own"; exit 1; }
+
+# The OpenBLAS this machine resolves libopenblas.so.0 to (CBC's LAPACK
+# loads the same file; `ldd $remat` lists it where the link pulls it in).
+libraries=$(ldconfig -p)
+openblas=$(awk '$1 == "libopenblas.so.0" {print $NF}' <<<"$libraries" | head -n 1)
+if [[ -z "$openblas" ]]; then
+  echo "no libopenblas.so.0 on this machine: nothing can preload it"
+  exit 77
+fi
+ldd "$remat" | grep -E 'openblas|lapack|dnnl' || true
+preloaded=$(LD_PRELOAD="$openblas" OPENBLAS_CORETYPE=Prescott "$remat" --version | grep '^gemm:')
+echo "preloaded: $preloaded (OpenBLAS $openblas with OPENBLAS_CORETYPE=Prescott)"
+[[ "$plain" == "$preloaded" ]] || { echo "FAIL: the GEMM choice changed with what was loaded first"; exit 1; }
+echo "same GEMM choice"
