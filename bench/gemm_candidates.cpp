@@ -1,10 +1,12 @@
 // One GEMM library's float32 speed, for bench/gemm_candidates.py (the
-// measurement behind Note [GEMM library]): C (M, N) = A (M, K) B (K, N),
-// row-major, through the library named on the command line, loaded with
-// dlopen so that one program measures any that is installed. Prints one
-// JSON line: GFLOP/s (median of the timed calls) and what the library says
-// it runs. Built by the script with g++ -fopenmp; not part of the build.
-//   gemm_candidates openblas|blis|onednn THREADS M N K [REPS]
+// measurement behind Note [GEMM library]): C (M, N) = op(A) op(B), row-
+// major, 64-byte aligned as remat's allocator gives, through the library
+// named on the command line, loaded with dlopen so that one program
+// measures any that is installed (BLIS through its own interface, as
+// remat calls it; the others through their sgemm). Prints one JSON line:
+// GFLOP/s (median of the timed calls) and what the library says it runs.
+// Built by the script with g++ -fopenmp; not part of the build.
+//   gemm_candidates openblas|blis|onednn THREADS M N K [TRANS_A TRANS_B [REPS]]
 #include <dlfcn.h>
 #include <omp.h>
 
@@ -21,7 +23,9 @@ using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, i
                             int);
 using DnnlSgemm = int (*)(char, char, long, long, long, float, const float*, long, const float*, long, float, float*,
                           long);
-constexpr int kRowMajor = 101, kNoTrans = 111;
+using BlisSgemm = void (*)(int, int, long, long, long, const float*, const float*, long, long, const float*, long, long,
+                           const float*, float*, long, long);
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112, kBlisTrans = 0x8;
 
 void* open_or_die(const char* path) {
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -52,14 +56,20 @@ int main(int argc, char** argv) {
   const std::string library = argv[1];
   const int threads = std::atoi(argv[2]);
   const long m = std::atol(argv[3]), n = std::atol(argv[4]), k = std::atol(argv[5]);
-  const int reps = argc > 6 ? std::atoi(argv[6]) : 20;
-  std::vector<float> a(m * k), b(k * n), c(m * n);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 13) * 0.01f - 0.06f;
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 7) * 0.02f - 0.06f;
+  const bool ta = argc > 6 && std::atoi(argv[6]) != 0, tb = argc > 7 && std::atoi(argv[7]) != 0;
+  const int reps = argc > 8 ? std::atoi(argv[8]) : 20;
+  const long lda = ta ? m : k, ldb = tb ? k : n;
+  auto buffer = [](long count) {
+    float* p = static_cast<float*>(std::aligned_alloc(64, ((count * 4 + 63) / 64) * 64));
+    for (long i = 0; i < count; ++i) p[i] = static_cast<float>(i % 13) * 0.01f - 0.06f;
+    return p;
+  };
+  float *a = buffer(m * k), *b = buffer(k * n), *c = buffer(m * n);
   omp_set_num_threads(threads);
 
   CblasSgemm cblas = nullptr;
   DnnlSgemm dnnl = nullptr;
+  BlisSgemm blis = nullptr;
   std::string kernels;
   if (library == "openblas") {
     void* h = open_or_die("libopenblas.so.0");
@@ -68,7 +78,7 @@ int main(int argc, char** argv) {
     kernels = symbol<char* (*)()>(h, "openblas_get_corename")();
   } else if (library == "blis") {
     void* h = open_or_die("libblis.so.4");
-    cblas = symbol<CblasSgemm>(h, "cblas_sgemm");
+    blis = symbol<BlisSgemm>(h, "bli_sgemm");
     symbol<void (*)(long)>(h, "bli_thread_set_num_threads")(threads);
     const int id = symbol<int (*)()>(h, "bli_arch_query_id")();
     kernels = symbol<const char* (*)(int)>(h, "bli_arch_string")(id);
@@ -84,11 +94,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown library %s\n", library.c_str());
     return 2;
   }
+  const float one = 1.0f, zero = 0.0f;
   auto once = [&] {
     if (cblas) {
-      cblas(kRowMajor, kNoTrans, kNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+      cblas(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+    } else if (blis) {
+      blis(ta ? kBlisTrans : 0, tb ? kBlisTrans : 0, m, n, k, &one, a, lda, 1, b, ldb, 1, &zero, c, n, 1);
     } else {
-      dnnl('N', 'N', m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+      dnnl(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
     }
   };
   for (int i = 0; i < 3; ++i) once();

@@ -1,11 +1,16 @@
 #!/usr/bin/python3
 """The measurement behind Note [GEMM library] (kernels/cpu/gemm_library.h):
 GEMM float32 GFLOP/s of each candidate library installed here (OpenBLAS,
-BLIS and oneDNN from Debian, each loaded alone by bench/gemm_candidates.cpp)
-and of the MKL inside a PyTorch, side by side: every round runs each once,
-in turn, and the table gives each one's median over rounds.
+BLIS and oneDNN from Debian, each loaded alone by bench/gemm_candidates.cpp,
+each with its own threads), of remat's gemm (BLIS on remat's threads,
+bench_kernels' BM_Gemm; 1024^3 only) and of the MKL inside a PyTorch, side
+by side: every round runs each once, in turn, and the table gives each
+one's median over rounds. --shape M,N,K,TA,TB measures another product
+(TA, TB: 1 for a transposed operand), e.g. W1's backward dx = dy W:
+256,1024,1024,0,0.
 
-  /usr/bin/python3 bench/gemm_candidates.py --python VENV/bin/python [--threads 1,2] [--rounds 5] [--size 1024]
+  /usr/bin/python3 bench/gemm_candidates.py --python VENV/bin/python [--threads 1,2] [--rounds 5]
+      [--shape 1024,1024,1024,0,0]
 
 A library that is not installed is left out with a note (BLIS: libblis4-openmp,
 which scripts/setup.sh does not install)."""
@@ -20,7 +25,27 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gemm_compare import TORCH_GEMM  # noqa: E402
+from gemm_compare import remat_gemm  # noqa: E402
+
+TORCH_GEMM = r"""
+import json, re, statistics, sys, time
+import torch
+threads, m, n, k, ta, tb, reps = map(int, sys.argv[1:8])
+torch.set_num_threads(threads)
+a = torch.rand(k, m).t() if ta else torch.rand(m, k)
+b = torch.rand(n, k).t() if tb else torch.rand(k, n)
+c = torch.empty(m, n)
+for _ in range(3):
+    torch.mm(a, b, out=c)
+times = []
+for _ in range(reps):
+    start = time.perf_counter()
+    torch.mm(a, b, out=c)
+    times.append(time.perf_counter() - start)
+blas = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+print(json.dumps({"gflops": 2.0 * m * n * k / statistics.median(times) / 1e9, "torch": torch.__version__,
+                  "blas": blas.group(1) if blas else "unknown"}))
+"""
 
 LIBRARIES = ["openblas", "blis", "onednn"]
 
@@ -30,33 +55,38 @@ def main():
     parser.add_argument("--python", required=True, help="the Python whose torch runs the reference (PyTorch 2.x: MKL)")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--shape", default="1024,1024,1024,0,0", help="M,N,K,TA,TB")
+    parser.add_argument("--bench-kernels", default=os.path.join(HERE, "..", "build", "bench", "bench_kernels"))
     args = parser.parse_args()
+    shape = args.shape.split(",")
+    m, n, k = map(int, shape[:3])
+    with_remat = shape == ["1024", "1024", "1024", "0", "0"] and os.path.exists(args.bench_kernels)
 
     work = tempfile.mkdtemp(prefix="gemm_candidates_")
     program = os.path.join(work, "gemm_candidates")
     subprocess.run(["g++", "-O2", "-fopenmp", os.path.join(HERE, "gemm_candidates.cpp"), "-o", program, "-ldl"],
                    check=True)
-    size = str(args.size)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    print(f"GEMM {size}^3 float32, GFLOP/s, median of {args.rounds} alternating rounds; {cpu}, {os.cpu_count()} cores")
+    print(f"GEMM {m}x{n}x{k} (transposed: A {shape[3]}, B {shape[4]}) float32, GFLOP/s, median of {args.rounds} "
+          f"alternating rounds; {cpu}, {os.cpu_count()} cores")
     for threads in map(int, args.threads.split(",")):
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                    BLIS_NUM_THREADS=str(threads))
-        runs = {name: [] for name in LIBRARIES + ["torch"]}
+        runs = {name: [] for name in LIBRARIES + (["remat"] if with_remat else []) + ["torch"]}
         missing = {}
         for _ in range(args.rounds):
             for name in LIBRARIES:
                 if name in missing:
                     continue
-                run = subprocess.run([program, name, str(threads), size, size, size], capture_output=True, text=True,
-                                     env=env)
+                run = subprocess.run([program, name, str(threads), *shape], capture_output=True, text=True, env=env)
                 if run.returncode == 77:
                     missing[name] = run.stderr.strip()
                     continue
                 run.check_returncode()
                 runs[name].append(json.loads(run.stdout))
-            out = subprocess.run([args.python, "-c", TORCH_GEMM, str(threads), size, "20"], check=True,
+            if with_remat:
+                runs["remat"].append(remat_gemm(args.bench_kernels, threads))
+            out = subprocess.run([args.python, "-c", TORCH_GEMM, str(threads), *shape, "20"], check=True,
                                  capture_output=True, text=True, env=env).stdout
             runs["torch"].append(json.loads(out.splitlines()[-1]))
         mkl = statistics.median(r["gflops"] for r in runs["torch"])
@@ -67,7 +97,7 @@ def main():
                 continue
             gflops = statistics.median(r["gflops"] for r in results)
             what = (f"torch {results[0]['torch']}, BLAS_INFO={results[0]['blas']}" if name == "torch"
-                    else f"kernels {results[0]['kernels']}")
+                    else results[0]["blas"] if name == "remat" else f"kernels {results[0]['kernels']}")
             print(f"  {name:9} {gflops:7.1f}  ({gflops / mkl:.2f} of MKL; {what})")
 
 

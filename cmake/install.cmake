@@ -46,7 +46,7 @@ foreach(folder train comm optim nn scheduler ops engine kernels)
   string(APPEND REMAT_PC_LIBS " -lremat_${folder}")
 endforeach()
 set(REMAT_PC_CFLAGS "")
-set(REMAT_PC_EXTRA_LIBS "-fopenmp -ldnnl")  # oneDNN: the CPU GEMM
+set(REMAT_PC_EXTRA_LIBS "-fopenmp ${REMAT_BLIS_LIBRARY}")  # BLIS: the GEMM
 foreach(library ${CMAKE_DL_LIBS})
   string(APPEND REMAT_PC_EXTRA_LIBS " -l${library}")
 endforeach()

@@ -129,7 +129,7 @@ std::string distribution(const Options& options) {
 }
 
 // Sets the threads the task will run (an invalid count is its error) and
-// prints "gemm: oneDNN 2.6.3, avx2 kernels (the CPU's AVX2+FMA, by CPUID), 2 threads".
+// prints "gemm: BLIS 0.9.0, haswell kernels (the CPU's AVX2+FMA, by CPUID), 2 threads".
 void set_threads_and_print_gemm(int threads) {
   remat::kernels::cpu::set_num_threads(threads);  // as the task will; an invalid count is its error
   fmt::print("gemm: {}\n", remat::kernels::cpu::gemm_summary());

@@ -1,22 +1,36 @@
-// gemm: float through oneDNN's dnnl_sgemm (Note [GEMM library] in
-// gemm_library.h), double through a plain loop of remat's own; the batched
-// form over broadcast strides, and linear's bias rows.
+// gemm: BLIS's sgemm and dgemm through its own interface, which takes row
+// and column strides, so a row-major matrix is (rs = ld, cs = 1) and a
+// transposed operand is BLIS's transpose flag (Note [GEMM library] in
+// gemm_library.h); the batched form over broadcast strides, and linear's
+// bias rows.
+//
+// Threads are remat's, not BLIS's: C is cut into one block of rows (or of
+// columns, when it is wider than tall) per OpenMP thread, and each thread
+// runs BLIS on one thread over its block. BLIS's own threads wait for each
+// other in spinning barriers: with more threads than free cores (two
+// programs on two cores, ctest -j2, MPI ranks) a GEMM ran 30 to 60 times
+// slower, while OpenMP's threads sleep when they wait (measured in
+// docs/gemm.md). Each element of C is then summed by one single-threaded
+// BLIS call in the order it always uses, so a GEMM's bits do not depend on
+// the thread count.
 #include "kernels/cpu/gemm.h"
 
-#include <oneapi/dnnl/dnnl.h>
+#include <blis.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
-#include <string>
+#include <type_traits>
 
+#include "kernels/cpu/gemm_blis.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/shapes.h"
 
 namespace remat::kernels::cpu {
 namespace {
 
-// C (M, N, row stride ldc) = beta * C: the empty sum, which no library is asked.
+// C (M, N, row stride ldc) = beta * C: the empty sum, which BLIS is not
+// asked; with beta = 0, C is written, never read.
 template <class T>
 void scale_matrix(T* c, int64_t m, int64_t n, int64_t ldc, T beta) {
   for (int64_t i = 0; i < m; ++i) {
@@ -24,59 +38,62 @@ void scale_matrix(T* c, int64_t m, int64_t n, int64_t ldc, T beta) {
   }
 }
 
-// The double GEMM: op(B) copied to a dense (K, N) panel, then each row of C
-// summed over k in ascending order (the same order on any thread count),
-// N in chunks that stay in cache. Gradient checks' sizes, not training's.
-void gemm_double(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                 int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  std::vector<double> panel(static_cast<size_t>(k * n));  // op(B): (K, N)
-  for (int64_t p = 0; p < k; ++p) {
-    for (int64_t j = 0; j < n; ++j) panel[static_cast<size_t>(p * n + j)] = trans_b ? b[j * ldb + p] : b[p * ldb + j];
+// One BLIS call on the calling thread alone.
+template <class T>
+void blis_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  rntm_t rntm;
+  bli_rntm_init_from_global(&rntm);
+  bli_rntm_set_num_threads(1, &rntm);
+  const trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+  if constexpr (std::is_same_v<T, float>) {
+    bli_sgemm_ex(ta, tb, m, n, k, &alpha, const_cast<T*>(a), lda, 1, const_cast<T*>(b), ldb, 1, &beta, c, ldc, 1,
+                 nullptr, &rntm);
+  } else {
+    bli_dgemm_ex(ta, tb, m, n, k, &alpha, const_cast<T*>(a), lda, 1, const_cast<T*>(b), ldb, 1, &beta, c, ldc, 1,
+                 nullptr, &rntm);
   }
-  constexpr int64_t kChunk = 256;
-  const bool parallel = m * n * k >= kParallelGrain * 8 && m > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t i = 0; i < m; ++i) {
-    double sum[kChunk];
-    for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
-      const int64_t width = std::min(kChunk, n - j0);
-      std::fill(sum, sum + width, 0.0);
-      for (int64_t p = 0; p < k; ++p) {
-        const double a_ip = trans_a ? a[p * lda + i] : a[i * lda + p];  // op(A) (i, p)
-        const double* row = panel.data() + p * n + j0;
-#pragma omp simd
-        for (int64_t j = 0; j < width; ++j) sum[j] += a_ip * row[j];
-      }
-      double* out = c + i * ldc + j0;
-      for (int64_t j = 0; j < width; ++j) out[j] = alpha * sum[j] + (beta == 0.0 ? 0.0 : beta * out[j]);
+}
+
+// Below this many multiply-adds a GEMM stays on one thread: a parallel
+// region costs microseconds, and halving a small block slows its kernel.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
+// Blocks are cut at multiples of this many rows or columns, so that the
+// kernels' tiles (6 x 16 for haswell, 32 x 12 for skx) stay whole but at
+// the block's last edge.
+constexpr int64_t kBlockUnit = 16;
+
+template <class T>
+void gemm_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                   const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  ensure_blis_started();
+  const int threads = omp_in_parallel() || m * n * k < kParallelMacs ? 1 : num_threads();
+  if (threads == 1) return blis_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const bool by_rows = m >= n;  // cut the longer side of C
+  const int64_t units = ((by_rows ? m : n) + kBlockUnit - 1) / kBlockUnit;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    const int64_t begin = std::min(units * t / count * kBlockUnit, by_rows ? m : n);
+    const int64_t end = std::min(units * (t + 1) / count * kBlockUnit, by_rows ? m : n);
+    if (begin < end && by_rows) {  // rows [begin, end) of C and of op(A)
+      blis_gemm(trans_a, trans_b, end - begin, n, k, alpha, trans_a ? a + begin : a + begin * lda, lda, b, ldb, beta,
+                c + begin * ldc, ldc);
+    } else if (begin < end) {  // columns [begin, end) of C and of op(B)
+      blis_gemm(trans_a, trans_b, m, end - begin, k, alpha, a, lda, trans_b ? b + begin * ldb : b + begin, ldb, beta,
+                c + begin, ldc);
     }
   }
 }
 
 }  // namespace
 
-template <>
-void gemm<float>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc, Host) {
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc, Host) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_matrix(c, m, n, ldc, beta);
-  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
-                                          beta, c, ldc);
-  if (status != dnnl_success) {
-    throw std::runtime_error("gemm: oneDNN's sgemm failed (status " + std::to_string(status) + ") for M=" +
-                             std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) +
-                             ", lda=" + std::to_string(lda) + " ldb=" + std::to_string(ldb) +
-                             " ldc=" + std::to_string(ldc) + (trans_a ? ", A transposed" : "") +
-                             (trans_b ? ", B transposed" : ""));
-  }
-}
-
-template <>
-void gemm<double>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                  int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc, Host) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) return scale_matrix(c, m, n, ldc, beta);
-  gemm_double(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_threaded(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <class T>
@@ -94,8 +111,7 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T
   };
   // Small matrices (attention's per-head products) are too small for a
   // GEMM to use threads well; split the batch over the threads instead,
-  // each running single-threaded GEMMs (oneDNN runs on the calling thread
-  // alone inside a parallel region).
+  // each running single-threaded GEMMs (runtime() above).
   const int threads = num_threads();
   if (threads > 1 && count >= threads && m * n * k <= (int64_t{1} << 21)) {
 #pragma omp parallel for schedule(static)
@@ -120,6 +136,8 @@ void sum_rows(T* out, const T* x, int64_t rows, int64_t n, Host) {
 }
 
 #define REMAT_INSTANTIATE_GEMM(T)                                                                                  \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, T*,     \
+                        int64_t, Host);                                                                            \
   template void gemm_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, const std::vector<int64_t>&,   \
                                 int64_t, const T*, const std::vector<int64_t>&, int64_t, T*,                       \
                                 const std::vector<int64_t>&, Host);                                                \

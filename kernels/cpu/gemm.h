@@ -1,8 +1,8 @@
 // GEMM, row-major: C (M, N) = alpha * op(A) op(B) + beta * C, where op(A) is
 // (M, K) and op(B) is (K, N); lda/ldb/ldc are row strides of the matrices as
-// stored. float through oneDNN (Note [GEMM library] in gemm_library.h),
-// double through remat's own loop (finite-difference checks). With K = 0
-// the sum is empty: C = beta * C; with beta = 0, C is written, never read.
+// stored; float and double, through BLIS (Note [GEMM library] in
+// gemm_library.h). With K = 0 the sum is empty: C = beta * C; with beta = 0,
+// C is written, never read.
 // Also the batched form matmul uses, and linear's bias rows.
 #pragma once
 

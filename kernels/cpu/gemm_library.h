@@ -1,22 +1,29 @@
-// The library behind float GEMM and what it runs: oneDNN's sgemm, its
-// kernels' instruction set and why. Not the GEMM front itself (gemm.h) and
-// not the thread count (parallel.h). Read by `remat`'s `gemm:` line, bench's
-// JSON, the Python module's remat.gemm_info() and the tests.
+// The library behind GEMM and what it runs: BLIS, its kernels' instruction
+// set and why. Not the GEMM front itself (gemm.h) and not the thread count
+// (parallel.h). Read by `remat`'s `gemm:` line, bench's JSON, the Python
+// module's remat.gemm_info() and the tests.
 //
-// Note [GEMM library]: float GEMM is oneDNN's dnnl_sgemm (Debian's libdnnl,
-// 2.6). Its kernels are generated when the process runs (JIT) for the
-// instruction set oneDNN reads from CPUID feature bits, so every x86-64 CPU
-// gets kernels as wide as its features whatever its model, and nothing
-// depends on what the process loaded before: no environment variable, no
-// load order. The OpenBLAS it replaced chose its kernels from a table of CPU
-// models (Debian's 0.3.21 ran its SSE kernels on the AVX-512 Xeon of family
-// 6, model 207), and CBC's LAPACK loads that OpenBLAS before main() runs, so
-// nothing remat did could change its choice. oneDNN's threads are OpenMP's,
-// the runtime of remat's own loops: one pool for all the work. The measured
-// candidates (OpenBLAS, BLIS, oneDNN, and the MKL of PyTorch) are in
-// docs/gemm.md. Double GEMM (finite-difference checks) is remat's own loop
-// (gemm.cpp). A user may narrow oneDNN's kernels with ONEDNN_MAX_CPU_ISA
-// (or DNNL_MAX_CPU_ISA); GemmInfo::choice then names it.
+// Note [GEMM library]: GEMM is BLIS's (Debian's libblis, 0.9, its OpenMP
+// build), called through its own interface with row and column strides.
+// BLIS holds kernels for every x86-64 instruction set (one "sub-
+// configuration" each) and takes the one it runs at its first call, from
+// BLIS_ARCH_TYPE when that is set. remat sets it, for that first call only,
+// to the sub-configuration of the widest instruction set the CPU's feature
+// bits (CPUID) offer: skx for AVX-512, haswell for AVX2 with FMA,
+// sandybridge for AVX, generic below. BLIS's own choice looks at model
+// numbers and brand strings (an AVX-512 Xeon whose name it does not know
+// gets AVX2 kernels), and the OpenBLAS this replaced chose from a table of
+// CPU models too (Debian's 0.3.21 ran its SSE kernels on the AVX-512 Xeon
+// of family 6, model 207) and was loaded by CBC's LAPACK before main()
+// runs, out of remat's reach. BLIS is never loaded by another library of
+// the process (Debian's libblas.so.3, whichever it is, is another file), and
+// it starts only when remat first calls it, so this choice does not depend
+// on load order. The choice happens while the kernels library loads (a
+// static initialiser: one thread), and the variable is put back as it was.
+// BLIS's threads are OpenMP's, as remat's own loops: one pool. A
+// BLIS_ARCH_TYPE the user set is kept, and GemmInfo::choice names it. The
+// measured candidates (OpenBLAS, BLIS, oneDNN, and the MKL of PyTorch) are
+// in docs/gemm.md.
 #pragma once
 
 #include <string>
@@ -27,25 +34,27 @@
 namespace remat::kernels::cpu {
 
 struct GemmInfo {
-  std::string library;  // "oneDNN 2.6.3"
-  std::string kernels;  // oneDNN's name for its kernels' instruction set: "avx2", "avx512_core_amx", ...
+  std::string library;  // "BLIS 0.9.0"
+  std::string kernels;  // BLIS's sub-configuration in use: "skx", "haswell", "zen2", ...
   IsaLevel kernel_level = IsaLevel::Baseline;  // of `kernels`
   IsaLevel cpu_level = IsaLevel::Baseline;     // of this CPU (cpu_features.h)
-  // How `kernels` was chosen: "cpu-features" (oneDNN's reading of CPUID),
-  // or "ONEDNN_MAX_CPU_ISA=<value>" (or DNNL_...) where the user limited it.
+  // How `kernels` was chosen: "cpu-features" (remat's, from CPUID),
+  // "BLIS_ARCH_TYPE=<id>" (the user's), or "started before remat" (BLIS
+  // had run before remat could choose).
   std::string choice;
-  std::string runtime;  // oneDNN's CPU threading: "OpenMP"
+  std::string runtime;  // BLIS's threading: "OpenMP"
   int threads = 1;      // the threads a GEMM runs on now (set_num_threads)
 };
 
-// oneDNN's instruction sets (dnnl_cpu_isa_t values) by name and level:
-// 0x7 -> "avx2", Avx2; 0x27 -> "avx512_core", Avx512; unknown -> Baseline.
-std::string_view dnnl_isa_name(unsigned isa);
-IsaLevel dnnl_isa_level(unsigned isa);
+// BLIS's x86-64 sub-configurations by the widest instructions of their
+// kernels ("skx" -> Avx512, "zen2" -> Avx2, "penryn" -> Baseline; unknown
+// names: Baseline), and the one remat asks for on a CPU of `level`.
+IsaLevel blis_config_level(std::string_view config);
+std::string_view blis_config_for(IsaLevel level);
 
 GemmInfo gemm_info();
 
-// "oneDNN 2.6.3, avx2 kernels (the CPU's AVX2+FMA, by CPUID), 2 threads"
+// "BLIS 0.9.0, haswell kernels (the CPU's AVX2+FMA, by CPUID), 2 threads"
 std::string gemm_summary();
 
 }  // namespace remat::kernels::cpu

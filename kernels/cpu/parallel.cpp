@@ -1,4 +1,4 @@
-// set_num_threads: OpenMP's count, which oneDNN's GEMM reads at each call.
+// set_num_threads: OpenMP's count, which GEMM takes at each call (gemm.cpp).
 #include "kernels/cpu/parallel.h"
 
 #include <omp.h>

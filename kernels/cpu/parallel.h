@@ -1,5 +1,5 @@
 // Threads for CPU kernels: one OpenMP thread count for remat's loops and
-// for GEMM, whose library (oneDNN, gemm_library.h) runs on the same OpenMP
+// for GEMM, whose library (BLIS, gemm_library.h) runs on the same OpenMP
 // threads; and the size below which a loop stays on one thread (a parallel
 // region costs a few microseconds, so small tensors are faster serial).
 #pragma once

@@ -21,7 +21,7 @@ if [[ -z "$openblas" ]]; then
   echo "no libopenblas.so.0 on this machine: nothing can preload it"
   exit 77
 fi
-ldd "$remat" | grep -E 'openblas|lapack|dnnl' || true
+ldd "$remat" | grep -E 'openblas|lapack|blis' || true
 preloaded=$(LD_PRELOAD="$openblas" OPENBLAS_CORETYPE=Prescott "$remat" --version | grep '^gemm:')
 echo "preloaded: $preloaded (OpenBLAS $openblas with OPENBLAS_CORETYPE=Prescott)"
 [[ "$plain" == "$preloaded" ]] || { echo "FAIL: the GEMM choice changed with what was loaded first"; exit 1; }
