@@ -25,12 +25,17 @@ inline void in_chunks(int64_t n, Run run) {
   for (int64_t c = 0; c < chunks; ++c) run(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain));
 }
 
-// Runs body(i) for i in [0, n) as a plain vector loop.
+// Runs body(i) for i in [0, n) as a plain vector loop. Each chunk calls a
+// copy of body of its own: through the shared one, GCC reloaded the
+// captured pointers after every store (they might have been overwritten)
+// and left the loop scalar, with a branch per element (relu_backward ran
+// at 3 ns an element).
 template <class Body>
 inline void elementwise(int64_t n, Body body) {
-  in_chunks(n, [&](int64_t begin, int64_t end) {
+  in_chunks(n, [&body](int64_t begin, int64_t end) {
+    const Body local = body;
 #pragma omp simd
-    for (int64_t i = begin; i < end; ++i) body(i);
+    for (int64_t i = begin; i < end; ++i) local(i);
   });
 }
 
