@@ -40,6 +40,9 @@ def main():
     parser.add_argument("--python", default="/usr/bin/python3",
                         help="comma-separated Pythons whose torch runs the reference (default: Debian's)")
     parser.add_argument("--json", action="store_true", help="also print each run's JSON line")
+    parser.add_argument("--torch-attention", default="matmul", choices=["matmul", "sdpa"],
+                        help="PyTorch's W2 attention: separate ops as remat runs them, or its fused "
+                             "scaled_dot_product_attention")
     args = parser.parse_args()
 
     for workload in args.workloads.split(","):
@@ -59,7 +62,8 @@ def compare(workload, args):
                           "--threads", str(args.threads), "--steps", str(args.steps), "--json"]}
     for python in args.python.split(","):
         commands[python] = [python, os.path.join(HERE, "torch_reference.py"), "--workload", workload,
-                            "--threads", str(args.threads), "--steps", str(args.steps)]
+                            "--threads", str(args.threads), "--steps", str(args.steps),
+                            "--attention", args.torch_attention]
     runs = {name: [] for name in commands}
     for _ in range(args.rounds):
         for name, command in commands.items():

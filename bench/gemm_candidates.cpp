@@ -50,7 +50,7 @@ F symbol(void* handle, const char* name) {
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: %s openblas|blis|onednn THREADS M N K [REPS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s openblas|blis|onednn THREADS M N K [TRANS_A TRANS_B [REPS]]\n", argv[0]);
     return 2;
   }
   const std::string library = argv[1];

@@ -12,8 +12,8 @@ one's median over rounds. --shape M,N,K,TA,TB measures another product
   /usr/bin/python3 bench/gemm_candidates.py --python VENV/bin/python [--threads 1,2] [--rounds 5]
       [--shape 1024,1024,1024,0,0]
 
-A library that is not installed is left out with a note (BLIS: libblis4-openmp,
-which scripts/setup.sh does not install)."""
+A library that is not installed is left out with a note (OpenBLAS, BLIS:
+scripts/setup.sh installs them; oneDNN: libdnnl2)."""
 
 import argparse
 import json

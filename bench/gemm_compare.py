@@ -4,7 +4,7 @@
 For each thread count, runs remat's BM_Gemm (bench_kernels) and torch.mm in
 each given Python alternately for --rounds rounds, and prints GFLOP/s (median
 over rounds; each round is itself a median over repetitions), the ratio, and
-which BLAS each side used: remat's library and core (kernels/cpu/blas.h) and
+which BLAS each side used: remat's library and kernels (kernels/cpu/gemm_library.h) and
 torch's BLAS_INFO (MKL in PyTorch 2.x from PyPI; OpenBLAS in Debian's 1.13).
 
   /usr/bin/python3 bench/gemm_compare.py --python /usr/bin/python3,VENV/bin/python [--threads 1,2] [--rounds 5]

@@ -44,6 +44,10 @@ class GPTConfig:
     layer_norm_eps: float = 1e-5
     dtype: str = "float32"  # "float32" or "float64"
     init_std: float = 0.02  # every weight and embedding N(0, init_std); biases 0
+    # "matmul": scores, causal mask, softmax and the weighted sum as separate
+    # ops (as remat runs them); "sdpa": PyTorch's fused
+    # F.scaled_dot_product_attention, the same math in one kernel.
+    attention: str = "matmul"
 
     @classmethod
     def from_dict(cls, values):
@@ -78,6 +82,10 @@ class CausalSelfAttention(nn.Module):
         self.n_embd = config.n_embd
         self.c_attn = Conv1D(config.n_embd, 3 * config.n_embd, dtype)
         self.c_proj = Conv1D(config.n_embd, config.n_embd, dtype)
+        self.attention = config.attention
+        if self.attention not in ("matmul", "sdpa"):
+            raise ValueError("GPTConfig: attention %r, expected 'matmul' or 'sdpa'" % self.attention)
+        self.dropout = config.dropout
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
         # True above the diagonal (key j after query i): the positions a query may not see.
@@ -91,11 +99,15 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, H, T, hs)
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, H, T, T)
-        att = att.masked_fill(self.mask[:T, :T], float("-inf"))
-        att = F.softmax(att, dim=-1)
-        att = self.attn_dropout(att)
-        y = att @ v  # (B, H, T, hs)
+        if self.attention == "sdpa":  # scale 1/sqrt(hs), as below
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, hs)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, H, T, T)
+            att = att.masked_fill(self.mask[:T, :T], float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = att @ v  # (B, H, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 

@@ -77,6 +77,8 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=10, help="timed steps after %d warm-ups" % WARMUP_STEPS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--attention", default="matmul", choices=["matmul", "sdpa"],
+                        help="W2's attention: separate ops (as remat) or F.scaled_dot_product_attention")
     parser.add_argument("--policy", default="none", choices=sorted(POLICIES),
                         help="checkpointing: none (default), blocks or every2 (W2), sequential4 (W1)")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
@@ -126,8 +128,9 @@ def resident_bytes(fd):
 
 # --- workloads ---------------------------------------------------------------
 
-def build_w1(torch, seed):
-    """15 x [Linear(1024,1024) + ReLU] + Linear(1024,10); batch 256; cross-entropy."""
+def build_w1(torch, seed, attention="matmul"):
+    """15 x [Linear(1024,1024) + ReLU] + Linear(1024,10); batch 256; cross-entropy (no attention: the
+    argument is taken for a signature shared with build_w2)."""
     torch.manual_seed(seed)
     layers = []
     for _ in range(15):
@@ -139,14 +142,14 @@ def build_w1(torch, seed):
     return model, inputs, targets, torch.nn.functional.cross_entropy
 
 
-def build_w2(torch, seed):
+def build_w2(torch, seed, attention="matmul"):
     """GPT-mini: vocab 256, context 128, 6 blocks, d_model 256, 4 heads, untied head; batch 16."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch_gpt
 
     torch.manual_seed(seed)
     config = torch_gpt.GPTConfig(vocab_size=256, block_size=128, n_layer=6, n_head=4, n_embd=256,
-                                 dropout=0.0, tie_weights=False, dtype="float32")
+                                 dropout=0.0, tie_weights=False, dtype="float32", attention=attention)
     model = torch_gpt.GPT(config)
     inputs = torch.randint(0, config.vocab_size, (16, config.block_size))
     targets = torch.randint(0, config.vocab_size, (16, config.block_size))
@@ -221,7 +224,7 @@ def apply_policy(torch, policy, model):
 
 def build(torch, args):
     """The workload's model under args.policy, its batch and loss."""
-    model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed)
+    model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed, args.attention)
     return apply_policy(torch, args.policy, model), inputs, targets, loss_fn
 
 
@@ -312,7 +315,7 @@ def main():
     # slow the timed steps down.
     child = subprocess.run([sys.executable, os.path.abspath(__file__), "--workload", args.workload,
                             "--threads", str(args.threads), "--seed", str(args.seed), "--policy", args.policy,
-                            "--memory-only"],
+                            "--attention", args.attention, "--memory-only"],
                            check=True, capture_output=True, text=True)
     memory = json.loads(child.stdout.strip().splitlines()[-1])
 
@@ -354,6 +357,7 @@ def main():
         "torch_version": torch.__version__,
         "blas": ":".join(loaded_libraries("blas")) or "none loaded",
         "blas_config": "BLAS_INFO=" + (blas_info.group(1) if blas_info else "unknown"),
+        "attention": args.attention,
     }
     if args.policy != "none":
         record["checkpoint"] = "torch.utils.checkpoint(%s)" % ", ".join(

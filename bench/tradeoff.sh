@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The memory/time trade-off figure of one workload, remat and PyTorch side by
-# side on this machine (1 thread, OpenBLAS for both):
+# side on this machine (1 thread; each engine with its own GEMM library):
 #   1. `remat tradeoff --paired` sweeps remat's policies and budgets (6 timed
 #      steps per run, each paired with a keep-all copy stepped alternately:
 #      the time is the median per-step ratio, step_ms keep-all's times it)

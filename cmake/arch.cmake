@@ -4,8 +4,9 @@
 #
 # - Default: -march=x86-64-v3 -mtune=generic (AVX2, FMA, BMI2), so a binary
 #   built on one machine runs on any other x86-64-v3 machine. GEMM, where the
-#   time goes, is OpenBLAS's, which picks its own kernels at run time
-#   (kernels/cpu/blas.h); remat's elementwise kernels are memory-bound.
+#   time goes, is BLIS's, whose kernels are chosen at run time by the CPU's
+#   features (kernels/cpu/gemm_library.h); remat's elementwise kernels are
+#   memory-bound.
 #   A build machine without AVX2 gets x86-64-v2.
 # - REMAT_NATIVE=ON: -march=native; REMAT_ARCH=<cpu>: -march=<cpu> (say
 #   x86-64-v4 or znver3), for a binary that runs only on such CPUs.

@@ -11,7 +11,7 @@ and the models are averaged every local_sgd_steps optimizer steps
                 local_sgd.step()
 
 On Fashion-MNIST; run it under mpirun for several ranks
-(mpirun -np 4 python3 examples/local_sgd.py). `batches` (argv[1], default
+(PYTHONPATH=build/python mpirun -np 4 build-py/bin/python examples/local_sgd.py). `batches` (argv[1], default
 all) per epoch, 1 epoch.
 
     PYTHONPATH=build/python build-py/bin/python examples/local_sgd.py 100

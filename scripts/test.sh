@@ -19,7 +19,7 @@ status=0
 ctest --test-dir build -j2 --output-on-failure --output-junit "$junit" || status=$?
 why=()
 if [[ ! -f build/python/remat/__init__.py ]]; then
-  why+=(--why "python=the module was not built: build-py/ has no nanobind (scripts/setup_py.sh needs PyPI); package.pip is left out with it")
+  why+=(--why "python=the module was not built: build-py/ has no nanobind (scripts/setup_py.sh needs PyPI); package.pip and package.build_order are left out with it")
 fi
 scripts/test_summary.py build "$junit" "${why[@]}" || status=1
 if [[ $status -ne 0 ]]; then

@@ -111,7 +111,8 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T
   };
   // Small matrices (attention's per-head products) are too small for a
   // GEMM to use threads well; split the batch over the threads instead,
-  // each running single-threaded GEMMs (runtime() above).
+  // each running single-threaded GEMMs (gemm_threaded above sees it is
+  // inside a parallel region).
   const int threads = num_threads();
   if (threads > 1 && count >= threads && m * n * k <= (int64_t{1} << 21)) {
 #pragma omp parallel for schedule(static)

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "kernels/cpu/gemm_blis.h"
@@ -34,33 +35,55 @@ std::optional<int> arch_id(std::string_view config) {
   return std::nullopt;
 }
 
-struct Choice {
-  std::string choice;
-};
-
-// Before BLIS's first call: BLIS_ARCH_TYPE as the CPU's features call for
-// (unless the user set it), BLIS started, the variable put back.
-Choice start_blis() {
-  const char* user = std::getenv("BLIS_ARCH_TYPE");
-  if (user != nullptr && *user != '\0') {
-    bli_init();
-    return {std::string("BLIS_ARCH_TYPE=") + user};
+// The configuration a user's BLIS_ARCH_TYPE names (a name, or BLIS's
+// number of one), or nothing when it names none.
+std::optional<int> user_arch(const std::string& value) {
+  if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
+    const long id = std::strtol(value.c_str(), nullptr, 10);
+    if (id >= 0 && id < BLIS_NUM_ARCHS) return static_cast<int>(id);
+    return std::nullopt;
   }
-  const std::optional<int> wanted = arch_id(blis_config_for(cpu_isa_level()));
-  if (wanted) setenv("BLIS_ARCH_TYPE", std::to_string(*wanted).c_str(), 1);
-  bli_init();
-  unsetenv("BLIS_ARCH_TYPE");
-  const int running = static_cast<int>(bli_arch_query_id());
-  return {wanted && running != *wanted ? "started before remat" : "cpu-features"};
+  return arch_id(value);
 }
 
-const Choice& started() {
-  static const Choice choice = start_blis();  // thread-safe once
+// Before BLIS's first call: BLIS_ARCH_TYPE as the CPU's features call for
+// (or the user's, where this CPU can run it), BLIS started, the variable
+// put back as it was. Returns how the configuration was chosen.
+std::string start_blis() {
+  const char* set = std::getenv("BLIS_ARCH_TYPE");
+  const std::optional<std::string> before = set != nullptr ? std::optional<std::string>(set) : std::nullopt;
+  const IsaLevel cpu = cpu_isa_level();
+  std::optional<int> wanted = arch_id(blis_config_for(cpu));
+  std::string choice = "cpu-features";
+  if (before && !before->empty()) {
+    const std::optional<int> user = user_arch(*before);
+    if (!user) {
+      choice = "cpu-features; BLIS_ARCH_TYPE=" + *before + " set aside: no such configuration";
+    } else if (blis_config_level(bli_arch_string(static_cast<arch_t>(*user))) > cpu) {
+      choice = "cpu-features; BLIS_ARCH_TYPE=" + *before + " set aside: this CPU cannot run it";
+    } else {
+      wanted = user;
+      choice = "BLIS_ARCH_TYPE=" + *before;
+    }
+  }
+  if (wanted) setenv("BLIS_ARCH_TYPE", std::to_string(*wanted).c_str(), 1);
+  bli_init();
+  if (before) {
+    setenv("BLIS_ARCH_TYPE", before->c_str(), 1);
+  } else {
+    unsetenv("BLIS_ARCH_TYPE");
+  }
+  const int running = static_cast<int>(bli_arch_query_id());
+  return wanted && running != *wanted ? "started before remat" : choice;
+}
+
+const std::string& started() {
+  static const std::string choice = start_blis();  // thread-safe once
   return choice;
 }
 
-// At load time, while the program (or the Python module's import) has one
-// thread: setenv is not safe beside threads that read the environment.
+// At load time: before main() in a program, during the import in Python,
+// where no other thread of remat's reads the environment while it is set.
 [[maybe_unused]] const bool kStartedAtLoad = (started(), true);
 
 }  // namespace
@@ -86,7 +109,7 @@ void ensure_blis_started() { started(); }
 
 GemmInfo gemm_info() {
   GemmInfo info;
-  info.choice = started().choice;
+  info.choice = started();
   info.library = std::string("BLIS ") + bli_info_get_version_str();
   info.kernels = bli_arch_string(bli_arch_query_id());
   info.kernel_level = blis_config_level(info.kernels);
@@ -100,10 +123,10 @@ std::string gemm_summary() {
   const GemmInfo info = gemm_info();
   const std::string cpu(isa_name(info.cpu_level));
   std::string why;
-  if (info.choice != "cpu-features") {
+  if (!info.choice.starts_with("cpu-features")) {
     why = info.choice + ", on this " + cpu + " CPU";
   } else if (info.kernel_level >= info.cpu_level) {
-    why = "the CPU's " + cpu + ", by CPUID";
+    why = "the CPU's " + cpu + ", by CPUID" + info.choice.substr(std::string_view("cpu-features").size());
   } else {
     why = "narrower than this " + cpu + " CPU";
   }

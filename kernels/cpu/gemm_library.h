@@ -19,9 +19,13 @@
 // the process (Debian's libblas.so.3, whichever it is, is another file), and
 // it starts only when remat first calls it, so this choice does not depend
 // on load order. The choice happens while the kernels library loads (a
-// static initialiser: one thread), and the variable is put back as it was.
-// BLIS's threads are OpenMP's, as remat's own loops: one pool. A
-// BLIS_ARCH_TYPE the user set is kept, and GemmInfo::choice names it. The
+// static initialiser: before main(), or while Python imports the module),
+// and the variable is put back as it was. BLIS itself runs one thread per
+// call; remat's OpenMP threads, the pool of its own loops, each run a
+// block of C (gemm.cpp). A BLIS_ARCH_TYPE the user set (a configuration's
+// name or number) is kept where this CPU can run it, and GemmInfo::choice
+// names it; one it cannot run, or that names nothing, is set aside, and
+// choice says so. The
 // measured candidates (OpenBLAS, BLIS, oneDNN, and the MKL of PyTorch) are
 // in docs/gemm.md.
 #pragma once
@@ -38,9 +42,10 @@ struct GemmInfo {
   std::string kernels;  // BLIS's sub-configuration in use: "skx", "haswell", "zen2", ...
   IsaLevel kernel_level = IsaLevel::Baseline;  // of `kernels`
   IsaLevel cpu_level = IsaLevel::Baseline;     // of this CPU (cpu_features.h)
-  // How `kernels` was chosen: "cpu-features" (remat's, from CPUID),
-  // "BLIS_ARCH_TYPE=<id>" (the user's), or "started before remat" (BLIS
-  // had run before remat could choose).
+  // How `kernels` was chosen: "cpu-features" (remat's, from CPUID; followed
+  // by "; BLIS_ARCH_TYPE=... set aside: <why>" where the user's value named
+  // no configuration this CPU can run), "BLIS_ARCH_TYPE=<value>" (the
+  // user's), or "started before remat" (BLIS had run before remat chose).
   std::string choice;
   std::string runtime;  // BLIS's threading: "OpenMP"
   int threads = 1;      // the threads a GEMM runs on now (set_num_threads)

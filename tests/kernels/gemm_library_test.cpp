@@ -118,7 +118,7 @@ TEST(GemmLibrary, BetaZeroWritesWithoutReading) {
 // bits do not depend on the thread count (nor on where its buffers lie).
 template <class T>
 void expect_same_on_one_and_two_threads() {
-  const int64_t m = 256, n = 300, k = 200;
+  const int64_t m = 512, n = 640, k = 600;  // BLIS's packed path on one thread
   std::vector<T> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
   for (size_t i = 0; i < a.size(); ++i) a[i] = T(std::sin(static_cast<double>(i)));
   for (size_t i = 0; i < b.size(); ++i) b[i] = T(std::cos(static_cast<double>(i)));

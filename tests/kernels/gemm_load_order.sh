@@ -4,7 +4,8 @@
 # --version` prints the same gemm line when run plainly and when Debian's
 # OpenBLAS is preloaded and told to run its SSE kernels, as CBC's LAPACK
 # loaded it on the AVX-512 Xeon of family 6, model 207; and that line names
-# kernels as wide as the CPU.
+# kernels as wide as the CPU. Also a user's BLIS_ARCH_TYPE: kept where the
+# CPU can run it, set aside with the reason where it names no configuration.
 #   tests/kernels/gemm_load_order.sh REMAT
 set -euo pipefail
 remat=$1
@@ -26,3 +27,14 @@ preloaded=$(LD_PRELOAD="$openblas" OPENBLAS_CORETYPE=Prescott "$remat" --version
 echo "preloaded: $preloaded (OpenBLAS $openblas with OPENBLAS_CORETYPE=Prescott)"
 [[ "$plain" == "$preloaded" ]] || { echo "FAIL: the GEMM choice changed with what was loaded first"; exit 1; }
 echo "same GEMM choice"
+
+kernels() { sed -E 's/^gemm: BLIS [^,]*, ([a-z0-9_]+) kernels.*/\1/' <<<"$1"; }
+forced=$(BLIS_ARCH_TYPE=generic "$remat" --version | grep '^gemm:')
+echo "BLIS_ARCH_TYPE=generic: $forced"
+[[ $(kernels "$forced") == generic && "$forced" == *"(BLIS_ARCH_TYPE=generic"* ]] ||
+  { echo "FAIL: the user's BLIS_ARCH_TYPE was not kept or not named"; exit 1; }
+bad=$(BLIS_ARCH_TYPE=99 "$remat" --version | grep '^gemm:')
+echo "BLIS_ARCH_TYPE=99: $bad"
+[[ $(kernels "$bad") == $(kernels "$plain") && "$bad" == *"BLIS_ARCH_TYPE=99 set aside: no such configuration"* ]] ||
+  { echo "FAIL: an unknown BLIS_ARCH_TYPE was not set aside with its reason"; exit 1; }
+echo "the user's BLIS_ARCH_TYPE: kept, or set aside with the reason"

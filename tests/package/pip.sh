@@ -12,7 +12,8 @@
 #   tests/package/pip.sh SOURCE VENV CUDA(ON|OFF) CXX WORK REMAT
 set -euo pipefail
 source=$1 venv=$2 cuda=$3 cxx=$4 work=$5 remat=$6
-export REMAT_EXPECTED_GEMM=$("$remat" --version | grep '^gemm:')
+REMAT_EXPECTED_GEMM=$("$remat" --version | grep '^gemm:')
+export REMAT_EXPECTED_GEMM
 rm -rf "$work" && mkdir -p "$work"
 if command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache

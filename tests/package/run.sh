@@ -36,13 +36,15 @@ case $mode in
           -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log"
     cmake --build "$work/cmake" >"$work/build.log"
     same_gemm "installed remat --version" "$("$work/prefix/bin/remat" --version)"
-    output=$("$work/cmake/gpt_steps") && echo "$output"
+    output=$("$work/cmake/gpt_steps")
+    echo "$output"
     same_gemm "find_package program" "$output"
     # pkg-config, from the prefix's .pc file alone
     pc_dir=$(dirname "$(find "$work/prefix" -name remat.pc)")
     flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs remat)
     ${CXX:-c++} -O1 "$here/gpt_steps.cpp" -o "$work/gpt_steps_pkgconfig" $flags
-    output=$("$work/gpt_steps_pkgconfig") && echo "$output"
+    output=$("$work/gpt_steps_pkgconfig")
+    echo "$output"
     same_gemm "pkg-config program" "$output"
     ;;
   subdirectory)

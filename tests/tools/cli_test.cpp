@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -172,6 +173,16 @@ TEST(Cli, OtherFlagsOfTrainAreTrainerArgumentsCheckedBeforeTheData) {
   run = run_remat("train --task fashion-mnist --eval-strtegy epoch");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output, "unknown flag --eval-strtegy")) << run.output;
+}
+
+// The version and the GEMM in use (Note [GEMM library]), for bug reports
+// and for tests/package, which hold other programs to this line.
+TEST(Cli, VersionNamesTheGemmInUse) {
+  const Outcome run = run_remat("--version");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(run.out.starts_with("remat ")) << run.output;
+  EXPECT_TRUE(contains(run.out, "\ngemm: BLIS ")) << run.output;
+  EXPECT_TRUE(contains(run.out, "by CPUID")) << run.output;
 }
 
 TEST(Cli, ExplainPrintsOneRowPerNode) {
