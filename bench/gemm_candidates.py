@@ -25,27 +25,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gemm_compare import remat_gemm  # noqa: E402
+from gemm_compare import TORCH_GEMM, remat_gemm  # noqa: E402
 
-TORCH_GEMM = r"""
-import json, re, statistics, sys, time
-import torch
-threads, m, n, k, ta, tb, reps = map(int, sys.argv[1:8])
-torch.set_num_threads(threads)
-a = torch.rand(k, m).t() if ta else torch.rand(m, k)
-b = torch.rand(n, k).t() if tb else torch.rand(k, n)
-c = torch.empty(m, n)
-for _ in range(3):
-    torch.mm(a, b, out=c)
-times = []
-for _ in range(reps):
-    start = time.perf_counter()
-    torch.mm(a, b, out=c)
-    times.append(time.perf_counter() - start)
-blas = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
-print(json.dumps({"gflops": 2.0 * m * n * k / statistics.median(times) / 1e9, "torch": torch.__version__,
-                  "blas": blas.group(1) if blas else "unknown"}))
-"""
 
 LIBRARIES = ["openblas", "blis", "onednn"]
 

@@ -19,14 +19,15 @@ import subprocess
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZE = 1024
 
+# torch.mm of op(A) (M, K) by op(B) (K, N); argv: THREADS M N K TRANS_A TRANS_B REPS. One JSON line.
 TORCH_GEMM = r"""
 import json, re, statistics, sys, time
 import torch
-threads, size, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+threads, m, n, k, ta, tb, reps = map(int, sys.argv[1:8])
 torch.set_num_threads(threads)
-torch.manual_seed(0)
-a, b = torch.rand(size, size) * 2 - 1, torch.rand(size, size) * 2 - 1
-c = torch.empty(size, size)
+a = torch.rand(k, m).t() if ta else torch.rand(m, k)
+b = torch.rand(n, k).t() if tb else torch.rand(k, n)
+c = torch.empty(m, n)
 for _ in range(3):
     torch.mm(a, b, out=c)
 times = []
@@ -35,7 +36,7 @@ for _ in range(reps):
     torch.mm(a, b, out=c)
     times.append(time.perf_counter() - start)
 blas = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
-print(json.dumps({"gflops": 2.0 * size ** 3 / statistics.median(times) / 1e9, "torch": torch.__version__,
+print(json.dumps({"gflops": 2.0 * m * n * k / statistics.median(times) / 1e9, "torch": torch.__version__,
                   "blas": blas.group(1) if blas else "unknown", "threads": torch.get_num_threads()}))
 """
 
@@ -51,7 +52,8 @@ def remat_gemm(binary, threads):
 
 def torch_gemm(python, threads, reps):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
-    out = subprocess.run([python, "-c", TORCH_GEMM, str(threads), str(SIZE), str(reps)],
+    size = str(SIZE)
+    out = subprocess.run([python, "-c", TORCH_GEMM, str(threads), size, size, size, "0", "0", str(reps)],
                          check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.splitlines()[-1])
 
