@@ -534,10 +534,11 @@ void add_plan_options(CLI::App* command, remat::train::WorkloadOptions& options,
 }
 
 // OpenMP threads that spin while idle take the cores from whatever else
-// runs beside them: other ranks under mpirun, other programs. GEMM and
-// remat's loops share one OpenMP pool (Note [GEMM library]), and sleeping
-// waits cost W1 and W2 about 2% at 2 threads on an idle 2-core machine,
-// against 2-3x when the cores are shared. libgomp reads OMP_WAIT_POLICY
+// runs beside them: other ranks under mpirun, other programs (with
+// OpenBLAS's threads beside them, a 2-thread training run was 3x slower).
+// GEMM and remat's loops share one OpenMP pool (Note [GEMM library]), and
+// sleeping waits cost W1 and W2 about 2% at 2 threads on an idle 2-core
+// machine (docs/gemm.md). libgomp reads OMP_WAIT_POLICY
 // when it loads, before main(), so the program sets it and runs itself
 // again, once.
 void make_openmp_threads_sleep_when_idle(char** argv) {

@@ -122,13 +122,14 @@ GemmInfo gemm_info() {
 std::string gemm_summary() {
   const GemmInfo info = gemm_info();
   const std::string cpu(isa_name(info.cpu_level));
+  constexpr std::string_view kByFeatures = "cpu-features";
   std::string why;
-  if (!info.choice.starts_with("cpu-features")) {
+  if (!info.choice.starts_with(kByFeatures)) {
     why = info.choice + ", on this " + cpu + " CPU";
-  } else if (info.kernel_level >= info.cpu_level) {
-    why = "the CPU's " + cpu + ", by CPUID" + info.choice.substr(std::string_view("cpu-features").size());
   } else {
-    why = "narrower than this " + cpu + " CPU";
+    const std::string set_aside = info.choice.substr(kByFeatures.size());  // "; BLIS_ARCH_TYPE=... set aside: ..."
+    const bool wide = info.kernel_level >= info.cpu_level;
+    why = (wide ? "the CPU's " + cpu + ", by CPUID" : "narrower than this " + cpu + " CPU") + set_aside;
   }
   return info.library + ", " + info.kernels + " kernels (" + why + "), " + std::to_string(info.threads) + " thread" +
          (info.threads == 1 ? "" : "s");
