@@ -1,7 +1,11 @@
-// How the elementwise CUDA kernels of kernels/cuda/ are launched: a
-// grid-stride loop over n elements, 256 threads a block, at most 4096
-// blocks (a grid that covers an H200's 132 SMs many times over; larger
-// tensors loop), on the caller's stream. For .cu files only.
+// How kernels/cuda/ launches its kernels: launch() is the one place a kernel
+// starts (no <<<>>> anywhere else), so that the same .cu files run on a GPU
+// under nvcc and on the emulated GPU of a REMAT_CUDA_EMULATION build
+// (kernels/cuda/emulation/, docs/gpu/emulation.md); dynamic_shared() is a
+// block's dynamic shared memory on both. launch_elementwise: a grid-stride
+// loop over n elements, 256 threads a block, at most 4096 blocks (a grid
+// that covers an H200's 132 SMs many times over; larger tensors loop), on
+// the caller's stream. For .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,6 +34,42 @@ inline unsigned blocks_for(int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);           \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
+// A launch's shape: blocks, threads a block, dynamic shared memory bytes.
+struct Grid {
+  dim3 blocks;
+  dim3 threads;
+  size_t shared_bytes = 0;
+};
+
+// kernel(args...) over `grid` on `stream`, with stream's device made current
+// (every launch sets it: a caller's thread may have another current). The
+// launch's own error (a shape the GPU refuses) throws at once, naming
+// `name`; errors while it runs come with the next wait on the stream.
+template <class... Params, class... Args>
+void launch(const char* name, void (*kernel)(Params...), Grid grid, Stream stream, Args... args) {
+  REMAT_CUDA_CHECK(cudaSetDevice(stream.device));
+#if REMAT_CUDA_EMULATION
+  (void)remat_emulation::launch({name, reinterpret_cast<const void*>(kernel), grid.blocks, grid.threads, grid.shared_bytes},
+                                raw(stream), [kernel, args...] { kernel(args...); });
+#else
+  kernel<<<grid.blocks, grid.threads, grid.shared_bytes, raw(stream)>>>(args...);
+#endif
+  if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) {
+    fail(name, std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")", __FILE__, __LINE__);
+  }
+}
+
+// The running block's dynamic shared memory (Grid::shared_bytes of it), as T.
+template <class T>
+__device__ inline T* dynamic_shared() {
+#if REMAT_CUDA_EMULATION
+  return static_cast<T*>(remat_emulation::dynamic_shared());
+#else
+  extern __shared__ __align__(16) unsigned char remat_dynamic_shared[];
+  return reinterpret_cast<T*>(remat_dynamic_shared);
+#endif
+}
+
 // Runs body(i) for every i < n on `stream`; nothing for n == 0.
 template <class Body>
 __global__ void elementwise_kernel(int64_t n, Body body) {
@@ -39,9 +79,7 @@ __global__ void elementwise_kernel(int64_t n, Body body) {
 template <class Body>
 void launch_elementwise(int64_t n, Stream stream, Body body) {
   if (n == 0) return;
-  REMAT_CUDA_CHECK(cudaSetDevice(stream.device));
-  elementwise_kernel<<<blocks_for(n), kThreads, 0, raw(stream)>>>(n, body);
-  REMAT_CUDA_LAUNCHED();
+  launch("elementwise_kernel", elementwise_kernel<Body>, {blocks_for(n), kThreads}, stream, n, body);
 }
 
 // A shape and K operands' element strides over it, by value for a kernel

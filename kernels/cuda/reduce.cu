@@ -89,9 +89,7 @@ double squared_norm(const T* x, int64_t n, Stream stream) {
   // Kept scratch (launch.cuh): clipping calls this once per parameter, every step.
   auto* partials =
       static_cast<double*>(scratch_on(stream.device, Scratch::SquaredNormPartials, kBlocks * sizeof(double)));
-  REMAT_CUDA_CHECK(cudaSetDevice(stream.device));
-  squared_norm_partials<T><<<kBlocks, kThreads, 0, raw(stream)>>>(partials, x, n);
-  REMAT_CUDA_LAUNCHED();
+  launch("squared_norm_partials", squared_norm_partials<T>, {kBlocks, kThreads}, stream, partials, x, n);
   double host[kBlocks];
   copy_device_to_host(host, partials, sizeof host, stream);
   double sum = 0;

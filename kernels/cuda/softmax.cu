@@ -102,9 +102,8 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
                                                  static_cast<size_t>(rows) * sizeof(double)));
   auto* status = static_cast<int*>(scratch_on(stream.device, Scratch::CrossEntropyStatus,
                                               static_cast<size_t>(rows) * sizeof(int)));
-  cross_entropy_rows<T><<<blocks_for(rows), kThreads, 0, raw(stream)>>>(losses, status, log_probs, targets, rows,
-                                                                        classes, ignore_index);
-  REMAT_CUDA_LAUNCHED();
+  launch("cross_entropy_rows", cross_entropy_rows<T>, {blocks_for(rows), kThreads}, stream, losses, status, log_probs,
+         targets, rows, classes, ignore_index);
   std::vector<double> host_losses(static_cast<size_t>(rows));
   std::vector<int> host_status(static_cast<size_t>(rows));
   copy_device_to_host(host_losses.data(), losses, host_losses.size() * sizeof(double), stream);
