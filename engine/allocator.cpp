@@ -246,7 +246,7 @@ Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return *cpu;
 #if REMAT_HAVE_CUDA
   static std::mutex mutex;
-  static std::vector<Allocator*> gpus;  // made on first use, one per device
+  static auto& gpus = *new std::vector<Allocator*>;  // made on first use, one per device; never destroyed either
   std::lock_guard lock(mutex);
   if (gpus.empty()) gpus.assign(static_cast<size_t>(kernels::cuda::device_count()), nullptr);
   REMAT_CHECK(device.index >= 0 && static_cast<size_t>(device.index) < gpus.size(), "allocator_for: no GPU {} here "

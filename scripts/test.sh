@@ -21,7 +21,8 @@ why=()
 if [[ ! -f build/python/remat/__init__.py ]]; then
   why+=(--why "python=the module was not built: build-py/ has no nanobind (scripts/setup_py.sh needs PyPI); package.pip and package.build_order are left out with it")
 fi
-scripts/test_summary.py build "$junit" "${why[@]}" || status=1
+scripts/test_summary.py build "$junit" "${why[@]}" \
+  --note "cuda=every one runs on the emulated GPU under the sanitizers below" || status=1
 if [[ $status -ne 0 ]]; then
   echo "test: the Release suite failed; the sanitized run and the fuzzers were not started" >&2
   exit "$status"

@@ -4,7 +4,7 @@ many tests ran, passed, failed and skipped, and each label that ran nothing
 on this machine named with the reason (a skip's message, or WHY given for
 the label), so that nothing is left out without a word.
 
-    scripts/test_summary.py BUILD JUNIT_XML [--why LABEL=TEXT ...]
+    scripts/test_summary.py BUILD JUNIT_XML [--why LABEL=TEXT ...] [--note LABEL=TEXT ...] [--only LABEL ...]
 
 JUNIT_XML is ctest's --output-junit file; the labels come from
 `ctest --show-only=json-v1`."""
@@ -23,8 +23,11 @@ def main():
     parser.add_argument("build")
     parser.add_argument("junit")
     parser.add_argument("--why", action="append", default=[], help="LABEL=why it has no tests here")
+    parser.add_argument("--note", action="append", default=[], help="LABEL=text added to the label's line")
+    parser.add_argument("--only", action="append", default=[], help="summarise only these labels")
     args = parser.parse_args()
     why = dict(item.split("=", 1) for item in args.why)
+    note = dict(item.split("=", 1) for item in args.note)
 
     listing = json.loads(subprocess.run(["ctest", "--test-dir", args.build, "--show-only=json-v1"], check=True,
                                         capture_output=True, text=True).stdout)
@@ -60,7 +63,7 @@ def main():
                 reasons[label][message.get(name, "")] += 1
 
     print("tests by label:")
-    for label in LABELS + sorted(set(counts) - set(LABELS)):
+    for label in args.only or LABELS + sorted(set(counts) - set(LABELS)):
         c = counts.get(label, collections.Counter())
         total = sum(c.values())
         line = f"  {label:8} {total:4} tests: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
@@ -71,8 +74,10 @@ def main():
         elif c["skipped"]:
             reason = "; ".join(f"{text} ({count})" for text, count in reasons[label].most_common(3))
             line += f" -- {'NOT RUN here' if c['skipped'] == total else 'skipped'}: {reason}"
+        if label in note:
+            line += f" ({note[label]})"
         print(line)
-    failed = sum(c["failed"] for c in counts.values())
+    failed = sum(counts[label]["failed"] for label in (args.only or counts))
     return 1 if failed else 0
 
 

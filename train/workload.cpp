@@ -191,6 +191,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["loss_first"] = loss_first;
   j["loss_last"] = loss_last;
   j["parameters"] = parameters;
+  j["weights_digest"] = weights_digest;
   j["engine"] = "remat";
   return j;
 }
@@ -427,6 +428,17 @@ class Run {
     scheduler::save_profile(*profile, path);
   }
 
+  std::string weights_digest() const {
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (const Tensor& p : workload_.model->parameters()) {
+      const Tensor host = contiguous(to(p, Device::cpu()));
+      const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
+      const size_t count = host.nbytes();
+      for (size_t i = 0; i < count; ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+    }
+    return fmt::format("{:016x}", hash);
+  }
+
   WorkloadReport finish() {
     report_.step_ms_median = median(step_ms_);
     report_.step_ms_min = *std::min_element(step_ms_.begin(), step_ms_.end());
@@ -434,6 +446,7 @@ class Run {
     report_.forward_ms_median = median(forward_ms_);
     report_.backward_ms_median = median(backward_ms_);
     report_.rest_ms_median = median(rest_ms_);
+    report_.weights_digest = weights_digest();
     return report_;
   }
 

@@ -127,6 +127,11 @@ struct WorkloadReport {
   std::optional<int64_t> keep_all_peak_activation_bytes;
   double loss_first = 0, loss_last = 0;
   int64_t parameters = 0;
+  // FNV-1a (64-bit, hex) of every parameter's bytes after the last step, in
+  // parameter order: two runs whose gradients agree bit for bit on every
+  // step have the same digest (policies against keep-all, a device against
+  // itself).
+  std::string weights_digest;
 
   nlohmann::ordered_json to_json() const;
 };

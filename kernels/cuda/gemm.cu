@@ -14,7 +14,7 @@ namespace {
 // One handle per device, made on first use, kept for the process.
 cublasHandle_t handle_for(Stream stream) {
   static std::mutex mutex;
-  static std::vector<cublasHandle_t> handles;
+  static auto& handles = *new std::vector<cublasHandle_t>;  // kept for the process, as the handles
   std::lock_guard lock(mutex);
   if (handles.size() <= static_cast<size_t>(stream.device)) handles.resize(static_cast<size_t>(stream.device) + 1);
   cublasHandle_t& handle = handles[static_cast<size_t>(stream.device)];

@@ -84,7 +84,11 @@ void launch_elementwise(int64_t n, Stream stream, Body body) {
 
 // A shape and K operands' element strides over it, by value for a kernel
 // (at most kMaxRank axes). Element i of the shape, in row-major order, is at
-// offset offsets_of(args, i)[k] of operand k.
+// offset offsets_of(args, i)[k] of operand k. strided_args drops axes of
+// size 1 and merges neighbouring axes that every operand walks as one
+// (stride[d] == stride[d + 1] * shape[d + 1]), so that a contiguous tensor is
+// one axis and a bias broadcast two: each axis left costs a 64-bit division
+// per element.
 inline constexpr int kMaxRank = 8;
 
 template <int K>
@@ -96,15 +100,31 @@ struct StridedArgs {
 
 template <int K>
 StridedArgs<K> strided_args(const std::vector<int64_t>& shape, const std::array<const std::vector<int64_t>*, K>& strides) {
-  if (shape.size() > static_cast<size_t>(kMaxRank)) {
-    fail("strided kernel", std::to_string(shape.size()) + " axes, more than the " + std::to_string(kMaxRank) +
-                               " the CUDA kernels take", __FILE__, __LINE__);
+  std::vector<int64_t> sizes;
+  std::array<std::vector<int64_t>, K> steps;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merges = !sizes.empty();
+    for (int k = 0; k < K && merges; ++k) {
+      merges = steps[static_cast<size_t>(k)].back() == (*strides[static_cast<size_t>(k)])[d] * shape[d];
+    }
+    if (merges) {
+      sizes.back() *= shape[d];
+      for (int k = 0; k < K; ++k) steps[static_cast<size_t>(k)].back() = (*strides[static_cast<size_t>(k)])[d];
+    } else {
+      sizes.push_back(shape[d]);
+      for (int k = 0; k < K; ++k) steps[static_cast<size_t>(k)].push_back((*strides[static_cast<size_t>(k)])[d]);
+    }
+  }
+  if (sizes.size() > static_cast<size_t>(kMaxRank)) {
+    fail("strided kernel", std::to_string(sizes.size()) + " axes that cannot be merged, more than the " +
+                               std::to_string(kMaxRank) + " the CUDA kernels take", __FILE__, __LINE__);
   }
   StridedArgs<K> args;
-  args.rank = static_cast<int>(shape.size());
+  args.rank = static_cast<int>(sizes.size());
   for (int d = 0; d < args.rank; ++d) {
-    args.shape[d] = shape[static_cast<size_t>(d)];
-    for (int k = 0; k < K; ++k) args.strides[k][d] = (*strides[static_cast<size_t>(k)])[static_cast<size_t>(d)];
+    args.shape[d] = sizes[static_cast<size_t>(d)];
+    for (int k = 0; k < K; ++k) args.strides[k][d] = steps[static_cast<size_t>(k)][static_cast<size_t>(d)];
   }
   return args;
 }
@@ -117,6 +137,10 @@ struct Offsets {
 template <int K>
 __device__ inline Offsets<K> offsets_of(const StridedArgs<K>& args, int64_t i) {
   Offsets<K> out{};
+  if (args.rank == 1) {  // contiguous, or one strided axis: no division
+    for (int k = 0; k < K; ++k) out.at[k] = i * args.strides[k][0];
+    return out;
+  }
   for (int d = args.rank - 1; d >= 0; --d) {
     const int64_t index = i % args.shape[d];
     i /= args.shape[d];

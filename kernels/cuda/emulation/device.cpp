@@ -96,6 +96,7 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kAlignment = 256;
 constexpr size_t kRedZone = 256;
 constexpr size_t kReserve = size_t{1} << 40;  // address space only
+constexpr size_t kHugePage = size_t{2} << 20;
 
 // --- settings ---------------------------------------------------------------
 
@@ -227,12 +228,16 @@ void on_segv(int signal, siginfo_t* info, void* context) {
 
 Arena& arena() {
   if (g_arena.base == nullptr) {
-    void* base = mmap(nullptr, kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // 2 MiB aligned and in huge pages where the system allows: opening and
+    // closing the arena then changes one page-table entry per 2 MiB instead
+    // of 512 (W2's step spent 2.2 s in mprotect with 4 KiB pages).
+    void* base = mmap(nullptr, kReserve + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
       std::fprintf(stderr, "remat CUDA emulation: cannot reserve address space for device memory\n");
       std::abort();
     }
-    g_arena.base = static_cast<char*>(base);
+    g_arena.base = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(base), kHugePage));
+    madvise(g_arena.base, kReserve, MADV_HUGEPAGE);
     g_arena.limit = parse_bytes(std::getenv("REMAT_EMULATED_GPU_MEMORY"), size_t{16} << 30);
     struct sigaction action {};
     action.sa_sigaction = on_segv;
@@ -249,7 +254,7 @@ class DeviceAccess {
   DeviceAccess() {
     Arena& a = arena();
     if (a.open_depth++ == 0 && a.end > 0) {
-      a.open_bytes = round_up(a.end, page_size());
+      a.open_bytes = round_up(a.end, kHugePage);
       mprotect(a.base, a.open_bytes, PROT_READ | PROT_WRITE);
     }
   }
@@ -282,7 +287,7 @@ void* arena_alloc(size_t bytes) {
     if (a.end + capacity > kReserve) return nullptr;
     a.end += capacity;
     if (a.open_depth > 0) {  // grown while device work runs (never, today)
-      a.open_bytes = round_up(a.end, page_size());
+      a.open_bytes = round_up(a.end, kHugePage);
       mprotect(a.base, a.open_bytes, PROT_READ | PROT_WRITE);
     }
   }

@@ -146,7 +146,7 @@ struct ThreadPlace {
   dim3 block_dim;
   dim3 grid_dim;
 };
-extern thread_local const ThreadPlace* t_place;
+extern thread_local constinit const ThreadPlace* t_place;  // constinit: read without a TLS wrapper call
 
 void sync_threads();
 enum class WarpOp { Sync, Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All };

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Every checkpointing policy on the emulated GPU against keep-all (label cuda,
+REMAT_CUDA_EMULATION builds): a reference workload trained for a few steps
+with `remat bench --device cuda` under each policy must end with weights
+whose bytes equal keep-all's (weights_digest), and keep-all's loss on the
+emulated GPU must be the CPU's within float32 rounding of the summation
+order. Prints one row per policy.
+
+  emulated_policies.py REMAT W1|W2 [--steps N]
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+
+# (policy, budget): budgets as a share of keep-all's predicted peak; milp's
+# solver stops after a few seconds with the best plan found by then.
+POLICIES = [("none", None), ("blocks", None), ("sqrt", None), ("cost", "60%"), ("chain", "60%"),
+            ("milp", "60%"), ("auto", "60%"), ("dtr", "60%")]
+
+
+def bench(remat, workload, device, policy, budget, steps, profile=None, save_profile=None):
+    command = [remat, "bench", "--workload", workload, "--device", device, "--policy", policy,
+               "--steps", str(steps), "--warmup", "1", "--json", "--solver-time-limit", "5"]
+    if budget:
+        command += ["--budget", budget]
+    if profile:
+        command += ["--profile", profile]
+    if save_profile:
+        command += ["--save-profile", save_profile]
+    start = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(command)}\n{done.stdout}{done.stderr}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report["wall_s"] = time.monotonic() - start
+    return report
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("remat")
+    parser.add_argument("workload", choices=["W1", "W2"])
+    parser.add_argument("--steps", type=int, default=1)
+    args = parser.parse_args()
+    failures = []
+    cpu = bench(args.remat, args.workload, "cpu", "none", None, args.steps)
+    with tempfile.TemporaryDirectory() as scratch:
+        profile = f"{scratch}/profile.json"
+        keep_all = bench(args.remat, args.workload, "cuda", "none", None, args.steps, save_profile=profile)
+        relative = abs(keep_all["loss_last"] - cpu["loss_last"]) / abs(cpu["loss_last"])
+        print(f"{args.workload} cpu  none   loss {cpu['loss_last']:.7f}  digest {cpu['weights_digest']}")
+        print(f"{args.workload} cuda none   loss {keep_all['loss_last']:.7f}  digest {keep_all['weights_digest']}  "
+              f"relative to cpu {relative:.2e}  ({keep_all['wall_s']:.1f} s)")
+        if relative > 1e-5:
+            failures.append(f"keep-all's loss on the emulated GPU is {relative:.2e} from the CPU's (more than 1e-5)")
+        replaying = 0
+        for policy, budget in POLICIES[1:]:
+            # Planned from keep-all's measured profile: no profiling step of its own.
+            report = bench(args.remat, args.workload, "cuda", policy, budget, args.steps,
+                           profile=None if policy == "dtr" else profile)  # dtr plans nothing: it evicts as it runs
+            same = report["weights_digest"] == keep_all["weights_digest"]
+            print(f"{args.workload} cuda {policy:6} loss {report['loss_last']:.7f}  digest {report['weights_digest']}  "
+                  f"{'bit-identical' if same else 'DIFFERS'}  replayed {report['replayed_nodes']}  "
+                  f"peak {report['peak_activation_bytes'] / 2**20:.2f} MiB  ({report['wall_s']:.1f} s)")
+            if not same:
+                failures.append(f"policy {policy}: weights differ from keep-all's on the emulated GPU")
+            replaying += report["replayed_nodes"] > 0
+        if replaying < 3:
+            failures.append(f"only {replaying} policies replayed anything: the check would be nearly empty")
+    if failures:
+        sys.exit("FAILED:\n  " + "\n  ".join(failures))
+    print(f"{args.workload}: every policy bit-identical to keep-all on the emulated GPU")
+
+
+if __name__ == "__main__":
+    main()
