@@ -18,6 +18,7 @@
 #include "kernels/cuda/emulation/control.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda/softmax.h"
 
 namespace remat::kernels::cuda {
 namespace {
@@ -307,6 +308,38 @@ TEST_F(CudaEmulation, CublasGemmFollowsColumnMajorLeadingDimensionsAndTransposes
             CUBLAS_STATUS_INVALID_VALUE);  // lda 3 < m 4
   (void)cudaGetLastError();
   cublasDestroy(handle);
+}
+
+// Run with REMAT_EMULATED_GPUS=2 (ctest kernels.cuda.emulated_two_devices).
+TEST(CudaEmulationTwoDevices, EveryLauncherSetsItsStreamsDeviceWhateverIsCurrent) {
+  if (device_count() < 2) GTEST_SKIP() << "needs two devices: REMAT_EMULATED_GPUS=2";
+  const Stream stream = compute_stream(0);
+  // A launcher that leaves the device to whoever called last is an error
+  // on a GPU, and here, when another device is current.
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  const cudaError_t raw_launch =
+      remat_emulation::launch({"nothing", nullptr, dim3(1), dim3(1), 0}, raw(stream), [] { nothing(); });
+  EXPECT_EQ(raw_launch, cudaErrorInvalidResourceHandle);
+  EXPECT_NE(std::string(cudaGetErrorString(raw_launch)).find("stream of device 0 while device 1 is current"),
+            std::string::npos);
+  (void)cudaGetLastError();
+  // launch() sets it: cross-entropy (three launches and copies) with device 1 current.
+  const std::vector<float> logits = ramp(12);  // 3 rows of 4 classes
+  const std::vector<int64_t> targets = {1, 3, 0};
+  float* d_logits = static_cast<float*>(device_malloc(12 * 4, 0));
+  float* d_log_probs = static_cast<float*>(device_malloc(12 * 4, 0));
+  auto* d_targets = static_cast<int64_t*>(device_malloc(3 * 8, 0));
+  copy_host_to_device(d_logits, logits.data(), 12 * 4, stream);
+  copy_host_to_device(d_targets, targets.data(), 3 * 8, stream);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  double loss = 0;
+  int64_t count = 0, bad_row = -1;
+  EXPECT_TRUE(cross_entropy_forward<float>(&loss, &count, d_log_probs, &bad_row, d_logits, d_targets, 3, 4, -100, stream));
+  EXPECT_EQ(count, 3);
+  EXPECT_GT(loss, 0.0);
+  device_free(d_logits, 0);
+  device_free(d_log_probs, 0);
+  device_free(d_targets, 0);
 }
 
 }  // namespace

@@ -6,7 +6,10 @@ whose bytes equal keep-all's (weights_digest), and keep-all's loss on the
 emulated GPU must be the CPU's within float32 rounding of the summation
 order. Prints one row per policy.
 
-  emulated_policies.py REMAT W1|W2 [--steps N]
+  emulated_policies.py REMAT W1|W2 [--steps N] [--warmup N]
+
+Each policy trains from the same initial weights, so after the first step
+already the weights differ unless every gradient was the same.
 """
 import argparse
 import json
@@ -21,9 +24,9 @@ POLICIES = [("none", None), ("blocks", None), ("sqrt", None), ("cost", "60%"), (
             ("milp", "60%"), ("auto", "60%"), ("dtr", "60%")]
 
 
-def bench(remat, workload, device, policy, budget, steps, profile=None, save_profile=None):
+def bench(remat, workload, device, policy, budget, steps, warmup, profile=None, save_profile=None):
     command = [remat, "bench", "--workload", workload, "--device", device, "--policy", policy,
-               "--steps", str(steps), "--warmup", "1", "--json", "--solver-time-limit", "5"]
+               "--steps", str(steps), "--warmup", str(warmup), "--json", "--solver-time-limit", "5"]
     if budget:
         command += ["--budget", budget]
     if profile:
@@ -43,13 +46,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("remat")
     parser.add_argument("workload", choices=["W1", "W2"])
-    parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=0)
     args = parser.parse_args()
     failures = []
-    cpu = bench(args.remat, args.workload, "cpu", "none", None, args.steps)
+    cpu = bench(args.remat, args.workload, "cpu", "none", None, args.steps, args.warmup)
     with tempfile.TemporaryDirectory() as scratch:
         profile = f"{scratch}/profile.json"
-        keep_all = bench(args.remat, args.workload, "cuda", "none", None, args.steps, save_profile=profile)
+        keep_all = bench(args.remat, args.workload, "cuda", "none", None, args.steps, args.warmup,
+                         save_profile=profile)
         relative = abs(keep_all["loss_last"] - cpu["loss_last"]) / abs(cpu["loss_last"])
         print(f"{args.workload} cpu  none   loss {cpu['loss_last']:.7f}  digest {cpu['weights_digest']}")
         print(f"{args.workload} cuda none   loss {keep_all['loss_last']:.7f}  digest {keep_all['weights_digest']}  "
@@ -59,7 +64,7 @@ def main():
         replaying = 0
         for policy, budget in POLICIES[1:]:
             # Planned from keep-all's measured profile: no profiling step of its own.
-            report = bench(args.remat, args.workload, "cuda", policy, budget, args.steps,
+            report = bench(args.remat, args.workload, "cuda", policy, budget, args.steps, args.warmup,
                            profile=None if policy == "dtr" else profile)  # dtr plans nothing: it evicts as it runs
             same = report["weights_digest"] == keep_all["weights_digest"]
             print(f"{args.workload} cuda {policy:6} loss {report['loss_last']:.7f}  digest {report['weights_digest']}  "

@@ -1,7 +1,7 @@
 // What a test or a user sets on remat's emulated GPU (REMAT_CUDA_EMULATION
 // builds only). The environment sets the same at start-up:
 //   REMAT_EMULATION_ORDER=in-order|shuffled|shuffled:SEED  the order a block's threads start and resume in
-//   REMAT_EMULATED_GPUS=0|1                                devices reported (0: a machine without a GPU)
+//   REMAT_EMULATED_GPUS=1                                  devices reported, 0 to 8 (0: a machine without a GPU)
 //   REMAT_EMULATED_GPU_MEMORY=16GiB                        the device's memory
 #pragma once
 

@@ -122,12 +122,13 @@ int device_count_setting() {
   static const int count = [] {
     const char* text = std::getenv("REMAT_EMULATED_GPUS");
     if (text == nullptr) return 1;
-    if (std::string(text) == "0") return 0;
-    if (std::string(text) != "1") {
-      std::fprintf(stderr, "remat CUDA emulation: REMAT_EMULATED_GPUS=%s: the emulation has 0 or 1 device; using 1\n",
-                   text);
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || value < 0 || value > 8) {
+      std::fprintf(stderr, "remat CUDA emulation: REMAT_EMULATED_GPUS=%s is not a count from 0 to 8; using 1\n", text);
+      return 1;
     }
-    return 1;
+    return static_cast<int>(value);
   }();
   return count;
 }
@@ -177,7 +178,7 @@ struct Arena {
 std::recursive_mutex g_mutex;  // every stream, the arena, every task
 Arena g_arena;
 std::vector<std::unique_ptr<CUstream_st>> g_streams;  // kept to the end: events and waits point at them
-CUstream_st* g_legacy = nullptr;
+std::vector<CUstream_st*> g_legacy;  // per device
 uint64_t g_issue = 0;
 const CUstream_st::Queued* g_running = nullptr;  // the task running now
 CUstream_st* g_running_stream = nullptr;
@@ -318,13 +319,17 @@ bool in_arena(const void* ptr) {
 
 // --- streams --------------------------------------------------------------------
 
+// The current device's legacy stream.
 CUstream_st* legacy_stream() {
-  if (g_legacy == nullptr) {
+  const auto device = static_cast<size_t>(t_device);
+  if (g_legacy.size() <= device) g_legacy.resize(device + 1, nullptr);
+  if (g_legacy[device] == nullptr) {
     g_streams.push_back(std::make_unique<CUstream_st>());
-    g_legacy = g_streams.back().get();
-    g_legacy->legacy = true;
+    g_legacy[device] = g_streams.back().get();
+    g_legacy[device]->legacy = true;
+    g_legacy[device]->device = t_device;
   }
-  return g_legacy;
+  return g_legacy[device];
 }
 
 std::string run_to(CUstream_st* s, uint64_t position);
@@ -425,10 +430,14 @@ cudaError_t enqueue(cudaStream_t stream, Task task) {
   CUstream_st::Queued item{std::move(task), ++g_issue, {}};
   if (s->legacy) {
     for (const auto& other : g_streams) {
-      if (other.get() != s && other->blocking && !other->destroyed) item.waits.emplace_back(other.get(), other->queued);
+      if (other.get() != s && other->device == s->device && other->blocking && !other->destroyed) {
+        item.waits.emplace_back(other.get(), other->queued);
+      }
     }
   } else if (s->blocking) {
+    const int current = std::exchange(t_device, s->device);
     CUstream_st* legacy = legacy_stream();
+    t_device = current;
     item.waits.emplace_back(legacy, legacy->queued);
   }
   s->queue.push_back(std::move(item));
@@ -440,7 +449,7 @@ std::string unordered_earlier_work(cudaStream_t stream) {
   std::lock_guard lock(g_mutex);
   if (g_running == nullptr) return "";
   for (const auto& other : g_streams) {
-    if (other.get() == g_running_stream || other->queue.empty()) continue;
+    if (other.get() == g_running_stream || other->device != g_running_stream->device || other->queue.empty()) continue;
     const CUstream_st::Queued& first = other->queue.front();
     if (first.issue < g_running->issue) {
       return std::to_string(other->queue.size()) + " operation(s) queued earlier on another stream (first: " +
@@ -450,6 +459,14 @@ std::string unordered_earlier_work(cudaStream_t stream) {
   }
   (void)stream;
   return "";
+}
+
+std::string check_stream_device(cudaStream_t stream, const char* what) {
+  std::lock_guard lock(g_mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr || s->device == t_device) return "";
+  return std::string(what) + " queued on a stream of device " + std::to_string(s->device) + " while device " +
+         std::to_string(t_device) + " is current (cudaSetDevice to the stream's device first)";
 }
 
 MemoryUse memory_use() {

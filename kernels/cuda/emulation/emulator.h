@@ -34,6 +34,9 @@ cudaError_t enqueue(cudaStream_t stream, Task task);
 // Work queued on other streams of `stream`'s device before the task now
 // running was queued, and not ordered before it: "" or a description.
 std::string unordered_earlier_work(cudaStream_t stream);
+// "" when `stream` belongs to the current device, else the error a GPU
+// reports for it (cudaErrorInvalidResourceHandle).
+std::string check_stream_device(cudaStream_t stream, const char* what);
 // The stream a handle stands for (null: the legacy stream of the current
 // device), or null with an error for a destroyed one.
 cudaStream_t resolve(cudaStream_t stream);

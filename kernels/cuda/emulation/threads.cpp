@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,6 +71,7 @@ struct Warp {
   bool open = false;
   WarpOp op = WarpOp::Sync;
   unsigned mask = 0, arrived = 0;
+  unsigned exited = 0;  // lanes that have returned
   int width = kWarp;
   uint64_t values[kWarp] = {};
   int args[kWarp] = {};
@@ -89,7 +89,8 @@ struct Block {
   size_t next_start = 0;
   int exited = 0;
   std::vector<int> barrier;  // threads waiting at __syncthreads
-  std::deque<int> ready;     // released, not yet resumed
+  std::vector<int> ready;    // released, not yet resumed: ready[ready_head..]
+  size_t ready_head = 0;
   std::vector<Warp> warps;
   std::unique_ptr<unsigned char[]> shared;
   std::string error;
@@ -172,14 +173,14 @@ Block& this_block(const char* what) {
 }
 
 // From inside thread t: waits until the scheduler resumes it.
-void wait_here(Block& b, int t) {
+REMAT_EMULATOR_HOT void wait_here(Block& b, int t) {
   t_runner.went_idle = false;
-  b.threads[static_cast<size_t>(t)].fiber->suspend();
+  b.threads.data()[t].fiber->suspend();
 }
 
-void release_barrier(Block& b, int keep_running) {
+REMAT_EMULATOR_HOT void release_barrier(Block& b, int keep_running) {
   for (int w : b.barrier) {
-    b.threads[static_cast<size_t>(w)].state = State::Running;
+    b.threads.data()[w].state = State::Running;
     if (w != keep_running) b.ready.push_back(w);
   }
   b.barrier.clear();
@@ -190,8 +191,9 @@ REMAT_EMULATOR_HOT void thread_exit(Block& b, int t) {
   threads[t].state = State::Exited;
   ++b.exited;
   if (b.barrier.size() != 0 && static_cast<int>(b.barrier.size()) + b.exited == b.count) release_barrier(b, -1);
-  const Warp& w = b.warps.data()[t / kWarp];
+  Warp& w = b.warps.data()[t / kWarp];
   const unsigned bit = 1u << (t % kWarp);
+  w.exited |= bit;
   if (w.open && (w.mask & bit) && !(w.arrived & bit) && b.error.size() == 0) {
     b.error = "thread " + std::to_string(t) + " (lane " + std::to_string(t % kWarp) + " of warp " +
               std::to_string(t / kWarp) + ") returned while lanes " + hex(w.arrived) + " wait for it in " +
@@ -262,19 +264,25 @@ std::string deadlock_message(const Block& b) {
   return text;
 }
 
-std::string run_block(Block& b) {
+REMAT_EMULATOR_HOT std::string run_block(Block& b) {
   Runner& r = t_runner;
   std::vector<Fiber*> used;
   while (b.error.empty()) {
     Fiber* fiber = nullptr;
-    if (!b.ready.empty()) {
-      size_t pick = 0;
-      if (g_order == ThreadOrder::Shuffled) pick = std::uniform_int_distribution<size_t>(0, b.ready.size() - 1)(r.rng);
-      const int t = b.ready[pick];
-      b.ready.erase(b.ready.begin() + static_cast<std::ptrdiff_t>(pick));
+    if (b.ready_head < b.ready.size()) {
+      if (g_order == ThreadOrder::Shuffled) {
+        const size_t pick = std::uniform_int_distribution<size_t>(b.ready_head, b.ready.size() - 1)(r.rng);
+        std::swap(b.ready[b.ready_head], b.ready[pick]);
+      }
+      const int t = b.ready[b.ready_head++];
+      if (b.ready_head == b.ready.size()) {
+        b.ready.clear();
+        b.ready_head = 0;
+        b.ready_head = 0;
+      }
       r.current = t;
-      t_place = &b.threads[static_cast<size_t>(t)].place;
-      fiber = b.threads[static_cast<size_t>(t)].fiber;
+      t_place = &b.threads.data()[t].place;
+      fiber = b.threads.data()[t].fiber;
     } else if (b.next_start < static_cast<size_t>(b.count)) {
       fiber = take_fiber(r);
       used.push_back(fiber);
@@ -324,6 +332,8 @@ cudaError_t launch_erased(const LaunchSpec& spec, cudaStream_t stream, Invoke in
                           std::shared_ptr<const void> closure) {
   const std::string error = check_launch(spec);
   if (!error.empty()) return set_error(cudaErrorInvalidConfiguration, error);
+  const std::string wrong_device = check_stream_device(stream, (std::string("kernel '") + spec.name + "'").c_str());
+  if (!wrong_device.empty()) return set_error(cudaErrorInvalidResourceHandle, wrong_device);
   return enqueue(stream, {std::string("kernel '") + spec.name + "'",
                           [spec, invoke, closure = std::move(closure)] { return run_grid(spec, invoke, closure.get()); }});
 }
@@ -399,6 +409,7 @@ std::string run_grid(const LaunchSpec& spec, Invoke invoke, const void* closure)
         b.exited = 0;
         b.barrier.clear();
         b.ready.clear();
+        b.ready_head = 0;
         for (Warp& w : b.warps) w = Warp{};
         // Fresh shared memory holds no values: all-ones bytes are NaN in
         // float and double, so a read before a write shows.
@@ -425,10 +436,10 @@ void* dynamic_shared() {
   return b.shared.get();
 }
 
-void sync_threads() {
+REMAT_EMULATOR_HOT void sync_threads() {
   Block& b = this_block("__syncthreads()");
   const int t = t_runner.current;
-  b.threads[static_cast<size_t>(t)].state = State::AtBarrier;
+  b.threads.data()[t].state = State::AtBarrier;
   b.barrier.push_back(t);
   if (static_cast<int>(b.barrier.size()) + b.exited == b.count) {
     release_barrier(b, t);
@@ -437,7 +448,7 @@ void sync_threads() {
   wait_here(b, t);
 }
 
-uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
+REMAT_EMULATOR_HOT uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
   Block& b = this_block(op_name(op));
   const int t = t_runner.current;
   const int lane = t % kWarp, warp = t / kWarp;
@@ -458,12 +469,11 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
     fail(b, who() + ": the mask names lanes this warp does not have (the block has " + std::to_string(b.count) +
                 " threads)");
   }
-  for (int l = 0; l < kWarp; ++l) {
-    if ((mask >> l & 1u) && b.threads[static_cast<size_t>(warp * kWarp + l)].state == State::Exited) {
-      fail(b, who() + ": lane " + std::to_string(l) + " of the mask has returned (a collective over a partial warp)");
-    }
+  Warp& w = b.warps.data()[warp];
+  if (mask & w.exited) {
+    const int l = __builtin_ctz(mask & w.exited);
+    fail(b, who() + ": lane " + std::to_string(l) + " of the mask has returned (a collective over a partial warp)");
   }
-  Warp& w = b.warps[static_cast<size_t>(warp)];
   if (!w.open) {
     w.open = true;
     w.op = op;
@@ -478,7 +488,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   w.args[lane] = arg;
   w.arrived |= bit;
   if (w.arrived != w.mask) {
-    b.threads[static_cast<size_t>(t)].state = State::AtWarp;
+    b.threads.data()[t].state = State::AtWarp;
     wait_here(b, t);
     return w.results[lane];
   }
@@ -518,7 +528,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   for (int l = 0; l < kWarp; ++l) {
     if (l == lane || !(mask >> l & 1u)) continue;
     const int other = warp * kWarp + l;
-    b.threads[static_cast<size_t>(other)].state = State::Running;
+    b.threads.data()[other].state = State::Running;
     b.ready.push_back(other);
   }
   return w.results[lane];
