@@ -1,9 +1,13 @@
 // GEMM on the GPU through cuBLAS; see gemm.h. cuBLAS is column-major: a
 // row-major (M, N) matrix with row stride ld is its (N, M) transpose there,
-// so C^T = op(B)^T op(A)^T is asked for, B first.
+// so C^T = op(B)^T op(A)^T is asked for, B first. Batches go as few
+// strided-batched calls as their strides allow.
 #include "kernels/cuda/gemm.h"
 
+#include <algorithm>
+#include <limits>
 #include <mutex>
+#include <utility>
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/shapes.h"
@@ -43,6 +47,23 @@ void gemm_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int
                                  beta, c, as_int(ldc)));
 }
 
+void gemm_strided_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int64_t m, int64_t n, int64_t k,
+                       const float* alpha, const float* b, int64_t ldb, int64_t stride_b, const float* a, int64_t lda,
+                       int64_t stride_a, float* c, int64_t ldc, int64_t stride_c, int64_t count) {
+  const float beta = 0;
+  REMAT_CUBLAS_CHECK(cublasSgemmStridedBatched(h, ob, oa, as_int(n), as_int(m), as_int(k), alpha, b, as_int(ldb),
+                                               stride_b, a, as_int(lda), stride_a, &beta, c, as_int(ldc), stride_c,
+                                               as_int(count)));
+}
+void gemm_strided_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int64_t m, int64_t n, int64_t k,
+                       const double* alpha, const double* b, int64_t ldb, int64_t stride_b, const double* a,
+                       int64_t lda, int64_t stride_a, double* c, int64_t ldc, int64_t stride_c, int64_t count) {
+  const double beta = 0;
+  REMAT_CUBLAS_CHECK(cublasDgemmStridedBatched(h, ob, oa, as_int(n), as_int(m), as_int(k), alpha, b, as_int(ldb),
+                                               stride_b, a, as_int(lda), stride_a, &beta, c, as_int(ldc), stride_c,
+                                               as_int(count)));
+}
+
 }  // namespace
 
 template <class T>
@@ -70,12 +91,34 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T
     launch_elementwise(count * m * n, stream, [=] __device__(int64_t e) { c[e] = T(0); });
     return;
   }
-  // One cuBLAS call per element, each queued on the stream (a strided
-  // batched call where the batch strides allow it is the later step).
+  // One strided-batched cuBLAS call per run of matrices whose A and B
+  // offsets step by constant strides: attention's (batch, heads) products,
+  // contiguous or broadcast, are one call (they were one call per matrix,
+  // 6,912 a W3 step).
   const BatchOffsets offsets = batch_offsets(batch, a_strides, b_strides);
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t a_off = offsets.a[static_cast<size_t>(i)], b_off = offsets.b[static_cast<size_t>(i)];
-    gemm<T>(trans_a, trans_b, m, n, k, alpha, a + a_off, lda, b + b_off, ldb, T(0), c + i * m * n, n, stream);
+  cublasHandle_t handle = handle_for(stream);
+  const cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  for (int64_t first = 0; first < count;) {
+    const auto at = [&](int64_t i) { return std::pair{offsets.a[static_cast<size_t>(i)], offsets.b[static_cast<size_t>(i)]}; };
+    int64_t stride_a = 0, stride_b = 0, last = first;
+    if (first + 1 < count) {
+      stride_a = at(first + 1).first - at(first).first;
+      stride_b = at(first + 1).second - at(first).second;
+      last = first + 1;
+      while (last + 1 < count && at(last + 1).first - at(last).first == stride_a &&
+             at(last + 1).second - at(last).second == stride_b) {
+        ++last;
+      }
+    }
+    const int64_t run = last - first + 1;
+    for (int64_t done = 0; done < run;) {  // cuBLAS counts the batch in an int
+      const int64_t part = std::min<int64_t>(run - done, std::numeric_limits<int>::max());
+      const int64_t i = first + done;
+      gemm_strided_call(handle, ob, oa, m, n, k, &alpha, b + at(i).second, ldb, stride_b, a + at(i).first, lda, stride_a,
+                        c + i * m * n, n, m * n, part);
+      done += part;
+    }
+    first = last + 1;
   }
 }
 
