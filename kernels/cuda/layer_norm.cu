@@ -1,12 +1,81 @@
-// Layer norm on the GPU; see layer_norm.h. Statistics and dx: one thread a
-// row; dweight and dbias: one thread a channel, over the rows in order (no
-// atomics, so a run repeats bit for bit).
+// Layer norm on the GPU; see layer_norm.h.
+//
+// How the work is split:
+// - The forward (statistics and output) and backward's dx: a WARP PER ROW.
+//   256-thread blocks hold 8 warps, so 8 rows a block; the grid (at most 4096
+//   blocks) walks the rows with a grid-stride loop. Lane l takes channels
+//   l, l + 32, ... of its row, in that order, and the lanes combine their sums
+//   with a __shfl_xor_sync butterfly (offsets 16, 8, 4, 2, 1). The statistics
+//   are the CPU's corrected two-pass (layer_norm.h): a first mean, then the
+//   sums of d = x - mean and d^2, combined in double. (In float, the two
+//   sums of a pass share their butterfly's shuffles: warp_sum_pair.)
+// - layer_norm_apply: one thread an element.
+// - dweight and dbias, sums over rows per channel: a block of 256 threads
+//   per tile of W consecutive channels (W = 32, or 16 or 8 when there are
+//   few channels, so that the grid has more blocks), as W columns x 256 / W
+//   row slices: slice s adds rows s, s + 256 / W, ... of its channel in that
+//   order, then slice 0 adds the slices' sums from shared memory in slice
+//   order. No scratch, one pass: a warp reads 32 / W rows of W channels
+//   (whole 32-byte sectors).
+//
+// Why sums repeat bit for bit: which thread adds which elements, in which
+// order, and the shape of every combining tree depend only on the shape
+// (rows, channels), never on timing or on which block runs a row or a tile;
+// there are no atomics. The xor butterfly leaves every lane with the same
+// bits (both lanes of a pair add the same two numbers; IEEE addition is
+// commutative).
 #include "kernels/cuda/layer_norm.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
 
 #include "kernels/cuda/launch.cuh"
 
 namespace remat::kernels::cuda {
 namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = kThreads / kWarp;  // rows a block of the warp-per-row kernels
+constexpr int64_t kMaxBlocks = 4096;
+constexpr int64_t kColumnBlocksWanted = 264;  // column-sum blocks: two an SM of an H200 (132 SMs)
+
+// The sum over a warp's 32 lanes, in every lane (all 32 call it).
+template <class T>
+__device__ inline T warp_sum(T v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+// The sums over a warp's 32 lanes of a and of b, in every lane: two
+// butterflies, the same additions as two warp_sum calls. For float the pair
+// travels as one 64-bit shuffle: on a GPU the same two 32-bit shuffles, on
+// the emulated GPU (where each collective switches all 32 threads) half as
+// many collectives.
+template <class T>
+__device__ inline void warp_sum_pair(T& a, T& b) {
+  if constexpr (sizeof(T) == 4) {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      uint32_t a_bits, b_bits;
+      memcpy(&a_bits, &a, 4);
+      memcpy(&b_bits, &b, 4);
+      const unsigned long long pair = __shfl_xor_sync(kFullMask, static_cast<unsigned long long>(b_bits) << 32 | a_bits,
+                                                      offset);
+      a_bits = static_cast<uint32_t>(pair);
+      b_bits = static_cast<uint32_t>(pair >> 32);
+      T other_a, other_b;
+      memcpy(&other_a, &a_bits, 4);
+      memcpy(&other_b, &b_bits, 4);
+      a += other_a;
+      b += other_b;
+    }
+  } else {
+    a = warp_sum(a);
+    b = warp_sum(b);
+  }
+}
 
 template <class T>
 __device__ inline T normalised(T x, T m, T r, const T* weight, const T* bias, int64_t j) {
@@ -16,30 +85,135 @@ __device__ inline T normalised(T x, T m, T r, const T* weight, const T* bias, in
   return y;
 }
 
+// Warp w of block b takes rows b * kWarpsPerBlock + w, then a grid's worth
+// on: the loop's bounds are the same for the 32 lanes of a warp, so all of
+// them reach every shuffle.
+#define REMAT_WARP_ROWS(r, rows)                                                                                   \
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; r < (rows);          \
+       r += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock)
+
+template <class T>
+__global__ void forward_rows(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
+                             int64_t channels, double eps) {
+  const int64_t lane = threadIdx.x % kWarp;
+  const T inv_c = T(1) / static_cast<T>(channels);
+  REMAT_WARP_ROWS(r, rows) {
+    const T* xr = x + r * channels;
+    T total = 0;
+    for (int64_t j = lane; j < channels; j += kWarp) total += xr[j];
+    const T m0 = warp_sum(total) * inv_c;
+    T sum_d = 0, sum_d2 = 0;
+    for (int64_t j = lane; j < channels; j += kWarp) {
+      const T d = xr[j] - m0;
+      sum_d += d;
+      sum_d2 += d * d;
+    }
+    warp_sum_pair(sum_d, sum_d2);
+    const double shift = static_cast<double>(sum_d) * static_cast<double>(inv_c);
+    const double var = fmax(0.0, static_cast<double>(sum_d2) * static_cast<double>(inv_c) - shift * shift);
+    const T m = static_cast<T>(static_cast<double>(m0) + shift), rs = static_cast<T>(1.0 / sqrt(var + eps));
+    if (lane == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+    for (int64_t j = lane; j < channels; j += kWarp) out[r * channels + j] = normalised(xr[j], m, rs, weight, bias, j);
+  }
+}
+
+template <class T>
+__global__ void backward_dx_rows(T* dx, const T* dout, const T* x, const T* weight, const T* mean, const T* rstd,
+                                 int64_t rows, int64_t channels) {
+  const int64_t lane = threadIdx.x % kWarp;
+  const T inv_c = T(1) / static_cast<T>(channels);
+  REMAT_WARP_ROWS(r, rows) {
+    const T* dy = dout + r * channels;
+    const T* xr = x + r * channels;
+    const T m = mean[r], rs = rstd[r];
+    T sum_g = 0, sum_gx = 0;
+    for (int64_t j = lane; j < channels; j += kWarp) {
+      const T g = weight ? dy[j] * weight[j] : dy[j];
+      sum_g += g;
+      sum_gx += g * ((xr[j] - m) * rs);
+    }
+    warp_sum_pair(sum_g, sum_gx);
+    const T mean_g = sum_g * inv_c, mean_gx = sum_gx * inv_c;
+    for (int64_t j = lane; j < channels; j += kWarp) {
+      const T g = weight ? dy[j] * weight[j] : dy[j];
+      dx[r * channels + j] = rs * (g - mean_g - (xr[j] - m) * rs * mean_gx);
+    }
+  }
+}
+
+#undef REMAT_WARP_ROWS
+
+// dweight[j] = sum_r dout[r, j] xhat[r, j], dbias[j] = sum_r dout[r, j], for
+// tiles of `width` channels (32, 16 or 8); see the top of the file. Tile
+// loop bounds are the same for the whole block: every thread reaches every
+// barrier.
+template <class T>
+__global__ void backward_column_sums(T* dweight, T* dbias, const T* dout, const T* x, const T* mean, const T* rstd,
+                                     int64_t rows, int64_t channels, int width) {
+  __shared__ T share_w[kThreads];
+  __shared__ T share_b[kThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  const int slices = static_cast<int>(blockDim.x) / width, slice = t / width;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * width; first < channels;
+       first += static_cast<int64_t>(gridDim.x) * width) {
+    const int64_t j = first + t % width;
+    T sum_w = 0, sum_b = 0;
+    if (j < channels) {
+      for (int64_t r = slice; r < rows; r += slices) {
+        const T dy = dout[r * channels + j];
+        sum_w += dy * ((x[r * channels + j] - mean[r]) * rstd[r]);
+        sum_b += dy;
+      }
+    }
+    share_w[t] = sum_w;
+    share_b[t] = sum_b;
+    __syncthreads();
+    if (slice == 0 && j < channels) {  // the slices in order
+      for (int k = 1; k < slices; ++k) {
+        sum_w += share_w[t + k * width];
+        sum_b += share_b[t + k * width];
+      }
+      if (dweight) dweight[j] = sum_w;
+      if (dbias) dbias[j] = sum_b;
+    }
+    __syncthreads();  // the next tile writes share_w and share_b again
+  }
+}
+
+// The column sums' launch: tiles of 32 columns, or 16 or 8 (whole 32-byte
+// sectors still) when wider ones would give fewer than kColumnBlocksWanted
+// blocks; kThreads threads, or fewer (down to a warp) when there are fewer
+// rows than slices.
+struct ColumnGrid {
+  unsigned blocks;
+  unsigned threads;
+  int width;
+};
+
+ColumnGrid column_grid(int64_t rows, int64_t columns) {
+  int width = 32;
+  while (width > 8 && (columns + width - 1) / width < kColumnBlocksWanted) width /= 2;
+  int threads = kThreads;
+  while (threads > kWarp && static_cast<int64_t>(threads / width / 2) >= rows) threads /= 2;
+  return {static_cast<unsigned>(std::min((columns + width - 1) / width, kMaxBlocks)), static_cast<unsigned>(threads),
+          width};
+}
+
+unsigned warp_row_blocks(int64_t rows) {
+  return static_cast<unsigned>(std::clamp<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, kMaxBlocks));
+}
+
 }  // namespace
 
 template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
                         int64_t channels, double eps, Stream stream) {
-  launch_elementwise(rows, stream, [=] __device__(int64_t r) {
-    const T* xr = x + r * channels;
-    const T inv_c = T(1) / static_cast<T>(channels);
-    T total = 0;
-    for (int64_t j = 0; j < channels; ++j) total += xr[j];
-    const T m0 = total * inv_c;
-    T sum_d = 0, sum_d2 = 0;
-    for (int64_t j = 0; j < channels; ++j) {
-      const T d = xr[j] - m0;
-      sum_d += d;
-      sum_d2 += d * d;
-    }
-    const double shift = static_cast<double>(sum_d) * static_cast<double>(inv_c);
-    const double var = fmax(0.0, static_cast<double>(sum_d2) * static_cast<double>(inv_c) - shift * shift);
-    const T m = static_cast<T>(static_cast<double>(m0) + shift), rs = static_cast<T>(1.0 / sqrt(var + eps));
-    mean[r] = m;
-    rstd[r] = rs;
-    for (int64_t j = 0; j < channels; ++j) out[r * channels + j] = normalised(xr[j], m, rs, weight, bias, j);
-  });
+  if (rows == 0) return;
+  launch("layer_norm_forward_rows", forward_rows<T>, {warp_row_blocks(rows), kThreads}, stream, out, mean, rstd, x,
+         weight, bias, rows, channels, eps);
 }
 
 template <class T>
@@ -54,35 +228,14 @@ void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T*
 template <class T>
 void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout, const T* x, const T* weight,
                          const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers, Stream stream) {
-  if (dx) {
-    launch_elementwise(rows, stream, [=] __device__(int64_t r) {
-      const T* dy = dout + r * channels;
-      const T* xr = x + r * channels;
-      const T m = mean[r], rs = rstd[r], inv_c = T(1) / static_cast<T>(channels);
-      T sum_g = 0, sum_gx = 0;
-      for (int64_t j = 0; j < channels; ++j) {
-        const T g = weight ? dy[j] * weight[j] : dy[j];
-        sum_g += g;
-        sum_gx += g * ((xr[j] - m) * rs);
-      }
-      const T mean_g = sum_g * inv_c, mean_gx = sum_gx * inv_c;
-      for (int64_t j = 0; j < channels; ++j) {
-        const T g = weight ? dy[j] * weight[j] : dy[j];
-        dx[r * channels + j] = rs * (g - mean_g - (xr[j] - m) * rs * mean_gx);
-      }
-    });
+  if (dx && rows > 0) {
+    launch("layer_norm_backward_dx_rows", backward_dx_rows<T>, {warp_row_blocks(rows), kThreads}, stream, dx, dout, x,
+           weight, mean, rstd, rows, channels);
   }
-  if (dweight || dbias) {
-    launch_elementwise(channels, stream, [=] __device__(int64_t j) {
-      T sum_w = 0, sum_b = 0;
-      for (int64_t r = 0; r < rows; ++r) {
-        const T dy = dout[r * channels + j];
-        sum_w += dy * ((x[r * channels + j] - mean[r]) * rstd[r]);
-        sum_b += dy;
-      }
-      if (dweight) dweight[j] = sum_w;
-      if (dbias) dbias[j] = sum_b;
-    });
+  if ((dweight || dbias) && channels > 0) {
+    const ColumnGrid grid = column_grid(rows, channels);
+    launch("layer_norm_backward_column_sums", backward_column_sums<T>, {grid.blocks, grid.threads}, stream, dweight,
+           dbias, dout, x, mean, rstd, rows, channels, grid.width);
   }
 }
 

@@ -1,9 +1,32 @@
-// Reductions on the GPU; see reduce.h. sum_to and max: one thread an output
-// element, walking its inputs in order. squared_norm: kBlocks blocks each
-// sum a strided share in double and reduce it in shared memory in a fixed
-// tree; the host adds the kBlocks partials in order.
+// Reductions on the GPU; see reduce.h.
+//
+// How the work is split:
+// - sum_to over leading axes, (rows, n) -> (n) with the kept axis contiguous
+//   (a bias gradient): a block of 256 threads per tile of W consecutive
+//   outputs (W = 32, or 16 or 8 when there are few outputs, so that the grid
+//   has more blocks), as W columns x 256 / W row slices: slice s adds rows
+//   s, s + 256 / W, ... of its column in that order, then slice 0 adds the
+//   slices' sums from shared memory in slice order. No scratch, one pass; a
+//   warp reads 32 / W rows of W columns (whole 32-byte sectors). Any other
+//   sum_to: one thread an output element, walking its inputs in order.
+// - max_along over the last axis (inner == 1): a WARP PER ROW, 8 rows a
+//   256-thread block, a grid-stride loop over rows. Lane l scans elements
+//   l, l + 32, ... in order keeping its first NaN, else its first maximum;
+//   the lanes then exchange (value, index) with a __shfl_xor_sync butterfly,
+//   each keeping the winner of: a NaN over a number, the larger number, and
+//   on equal values (or two NaNs) the smaller index. That order is total, so
+//   every lane ends with the same pair: the CPU's (first NaN, else first
+//   maximum). inner > 1: one thread an output element, as the CPU walks it.
+// - squared_norm: kBlocks blocks each sum a strided share in double and
+//   reduce it in shared memory in a fixed tree; the host adds the kBlocks
+//   partials in order.
+//
+// Why sums repeat bit for bit: which thread adds which elements, in which
+// order, and the shape of every combining tree depend only on the shapes,
+// never on timing or on which block runs a tile; there are no atomics.
 #include "kernels/cuda/reduce.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cuda/launch.cuh"
@@ -12,6 +35,101 @@ namespace remat::kernels::cuda {
 namespace {
 
 constexpr int kBlocks = 256;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = kThreads / kWarp;  // rows a block of max_along's warp-per-row kernel
+constexpr int64_t kMaxBlocks = 4096;
+constexpr int64_t kColumnBlocksWanted = 264;  // column-sum blocks: two an SM of an H200 (132 SMs)
+
+// out[j] = sum_r in[r * row_stride + j] over rows, for j < n, in tiles of
+// `width` columns (32, 16 or 8); see the top of the file. Tile loop bounds
+// are the same for the whole block: every thread reaches every barrier.
+template <class T>
+__global__ void column_sums(T* out, const T* in, int64_t rows, int64_t n, int64_t row_stride, int width) {
+  __shared__ T share[kThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  const int slices = static_cast<int>(blockDim.x) / width, slice = t / width;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * width; first < n;
+       first += static_cast<int64_t>(gridDim.x) * width) {
+    const int64_t j = first + t % width;
+    T acc = T(0);
+    if (j < n) {
+      for (int64_t r = slice; r < rows; r += slices) acc += in[r * row_stride + j];
+    }
+    share[t] = acc;
+    __syncthreads();
+    if (slice == 0 && j < n) {  // the slices in order
+      for (int k = 1; k < slices; ++k) acc += share[t + k * width];
+      out[j] = acc;
+    }
+    __syncthreads();  // the next tile writes share again
+  }
+}
+
+// The column sums' launch: tiles of 32 columns, or 16 or 8 (whole 32-byte
+// sectors still) when wider ones would give fewer than kColumnBlocksWanted
+// blocks; kThreads threads, or fewer (down to a warp) when there are fewer
+// rows than slices.
+struct ColumnGrid {
+  unsigned blocks;
+  unsigned threads;
+  int width;
+};
+
+ColumnGrid column_grid(int64_t rows, int64_t columns) {
+  int width = 32;
+  while (width > 8 && (columns + width - 1) / width < kColumnBlocksWanted) width /= 2;
+  int threads = kThreads;
+  while (threads > kWarp && static_cast<int64_t>(threads / width / 2) >= rows) threads /= 2;
+  return {static_cast<unsigned>(std::min((columns + width - 1) / width, kMaxBlocks)), static_cast<unsigned>(threads),
+          width};
+}
+
+// Whether (v, i) beats (best, best_index) for max_along: a NaN over a
+// number, the larger number, on equal values or two NaNs the smaller index;
+// an index of -1 is no element, beaten by any.
+template <class T>
+__device__ inline bool beats(T v, int64_t i, T best, int64_t best_index) {
+  if (i < 0) return false;
+  if (best_index < 0) return true;
+  const bool v_nan = isnan(v), best_nan = isnan(best);
+  if (v_nan != best_nan) return v_nan;
+  if (!v_nan && v != best) return v > best;
+  return i < best_index;
+}
+
+// max_along for inner == 1: warp w of block b takes rows b * kWarpsPerBlock
+// + w, then a grid's worth on (bounds the same for the warp's 32 lanes).
+template <class T>
+__global__ void max_rows(T* values, int64_t* indices, const T* x, int64_t rows, int64_t n) {
+  const int64_t lane = threadIdx.x % kWarp;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
+    const T* row = x + r * n;
+    T best = T(0);
+    int64_t best_index = -1;
+    for (int64_t i = lane; i < n; i += kWarp) {
+      const T v = row[i];
+      if (beats(v, i, best, best_index)) {
+        best = v;
+        best_index = i;
+        if (isnan(v)) break;  // nothing later in this lane beats its first NaN
+      }
+    }
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      const T v = __shfl_xor_sync(kFullMask, best, offset);
+      const int64_t i = __shfl_xor_sync(kFullMask, best_index, offset);
+      if (beats(v, i, best, best_index)) {
+        best = v;
+        best_index = i;
+      }
+    }
+    if (lane == 0) {
+      if (values) values[r] = best;
+      if (indices) indices[r] = best_index;
+    }
+  }
+}
 
 template <class T>
 __global__ void squared_norm_partials(double* partials, const T* x, int64_t n) {
@@ -47,6 +165,15 @@ void sum_to(T* out, int64_t out_numel, const T* in, const std::vector<int64_t>& 
   const StridedArgs<1> kept = strided_args<1>(order_shape, {&kept_in});
   const StridedArgs<1> reduced = strided_args<1>(reduced_shape, {&reduced_in});
   const int64_t reduced_count = numel_of(reduced_shape);
+  if (out_numel == 0) return;
+  // (rows, n) -> (n), the kept axes one contiguous run: columns of a matrix.
+  if (kept.rank == 1 && kept.strides[0][0] == 1 && reduced.rank == 1) {
+    const int64_t n = kept.shape[0], rows = reduced.shape[0];
+    const ColumnGrid grid = column_grid(rows, n);
+    launch("sum_to_column_sums", column_sums<T>, {grid.blocks, grid.threads}, stream, out, in, rows, n,
+           reduced.strides[0][0], grid.width);
+    return;
+  }
   launch_elementwise(out_numel, stream, [=] __device__(int64_t o) {
     const int64_t base = offsets_of(kept, o).at[0];
     T acc = T(0);
@@ -57,6 +184,12 @@ void sum_to(T* out, int64_t out_numel, const T* in, const std::vector<int64_t>& 
 
 template <class T>
 void max_along(T* values, int64_t* indices, const T* x, int64_t outer, int64_t n, int64_t inner, Stream stream) {
+  if (inner == 1) {
+    if (outer == 0) return;
+    const auto blocks = static_cast<unsigned>(std::min((outer + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks));
+    launch("max_along_rows", max_rows<T>, {blocks, kThreads}, stream, values, indices, x, outer, n);
+    return;
+  }
   launch_elementwise(outer * inner, stream, [=] __device__(int64_t k) {
     const int64_t o = k / inner, j = k % inner;
     const T* row = x + o * n * inner + j;

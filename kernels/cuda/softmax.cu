@@ -1,9 +1,35 @@
-// Softmax, log_softmax and cross-entropy on the GPU; see softmax.h. One
-// thread a row (outer x inner of them), walking its n elements in order:
-// simple, deterministic, and fast enough for attention's rows; a warp per
-// row is the later step.
+// Softmax, log_softmax and cross-entropy on the GPU; see softmax.h.
+//
+// How the work is split, for rows along the middle axis of (outer, n, inner):
+// - inner == 1 (the last axis: attention's rows, the LM head), n < 1024: a
+//   WARP PER ROW. 256-thread blocks hold 8 warps, so 8 rows a block; the grid
+//   (at most 4096 blocks) walks the rows with a grid-stride loop. Lane l
+//   takes elements l, l + 32, l + 64, ... of its row, in that order, and the
+//   32 lanes then combine their maxima and sums with a __shfl_xor_sync
+//   butterfly (offsets 16, 8, 4, 2, 1).
+// - inner == 1, n >= 1024 (the LM head's vocabulary): a BLOCK PER ROW, 256
+//   threads: thread t takes elements t, t + 256, ... in order, each warp
+//   combines its lanes with the butterfly, the 8 warp results go to shared
+//   memory, and thread 0 adds them in warp order.
+// - inner > 1: one thread a row, walking its n elements in order (rare;
+//   neighbouring threads take rows that are neighbours in memory, so a
+//   warp's reads are coalesced all the same).
+// Each row is read in passes (max, then the sum of exp(x - max), then the
+// output), every thread over the same elements each time.
+//
+// Why sums repeat bit for bit: which thread adds which elements, in which
+// order, and the shape of every combining tree depend only on (n, the path),
+// never on timing or on the number of blocks (a row belongs to one warp or
+// one block, whichever block that is); there are no atomics. The xor
+// butterfly leaves every lane with the same bits (at each step both lanes of
+// a pair combine the same two numbers, and IEEE addition is commutative, as
+// is max_of below). Cross-entropy's loss is one number per row, added on the
+// host in row order, as the CPU does.
 #include "kernels/cuda/softmax.h"
 
+#include <math.h>
+
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cuda/launch.cuh"
@@ -11,13 +37,207 @@
 namespace remat::kernels::cuda {
 namespace {
 
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = kThreads / kWarp;  // a warp-per-row block's rows
+constexpr int64_t kBlockRowFrom = 1024;           // n from which a block takes a row
+constexpr int64_t kMaxBlocks = 4096;
+
 __device__ inline float exp_of(float v) { return expf(v); }
 __device__ inline double exp_of(double v) { return exp(v); }
+__device__ inline float log_of(float v) { return logf(v); }
+__device__ inline double log_of(double v) { return log(v); }
+
+// The larger of a and b, +0 over -0: the same whichever is a (so both
+// lanes of a butterfly pair agree). A NaN b is skipped and a NaN a kept:
+// lanes may then disagree, but a NaN anywhere in a row makes all of its
+// outputs NaN anyway (exp(NaN - m) is NaN, and so is the row's sum).
+template <class T>
+__device__ inline T max_of(T a, T b) {
+  return b > a || (b == a && signbit(a)) ? b : a;
+}
 
 template <class T>
-__device__ inline T row_max(const T* x, int64_t n, int64_t s) {
+__device__ inline T lowest() {
+  return static_cast<T>(-INFINITY);
+}
+
+// The sum over a warp's 32 lanes, in every lane (all 32 call it).
+template <class T>
+__device__ inline T warp_sum(T v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+// The maximum over a warp's 32 lanes, in every lane (all 32 call it).
+template <class T>
+__device__ inline T warp_max(T v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = max_of(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// The threads that share a row: a warp, or a block of kThreads. rank() is
+// the thread's place in the team (its first element), size() the stride.
+struct WarpTeam {
+  __device__ int64_t rank() const { return threadIdx.x % kWarp; }
+  __host__ __device__ static constexpr int64_t size() { return kWarp; }
+  template <class T>
+  __device__ T sum(T v) const {
+    return warp_sum(v);
+  }
+  template <class T>
+  __device__ T max(T v) const {
+    return warp_max(v);
+  }
+};
+
+// share: kWarpsPerBlock + 1 elements of the block's shared memory. Two
+// barriers a reduction: one before thread 0 reads the warps' results, one
+// before every thread reads the total; the next reduction writes its warp
+// results only after the second, and its total only after its own first, so
+// no barrier is needed between reductions.
+template <class T>
+struct BlockTeam {
+  T* share;
+  __device__ int64_t rank() const { return threadIdx.x; }
+  __host__ __device__ static constexpr int64_t size() { return kThreads; }
+  template <class Op>
+  __device__ T combine(T v, Op op) const {
+    if (threadIdx.x % kWarp == 0) share[threadIdx.x / kWarp] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      T total = share[0];
+      for (int w = 1; w < kWarpsPerBlock; ++w) total = op(total, share[w]);
+      share[kWarpsPerBlock] = total;
+    }
+    __syncthreads();
+    return share[kWarpsPerBlock];
+  }
+  __device__ T sum(T v) const {
+    return combine(warp_sum(v), [](T a, T b) { return a + b; });
+  }
+  __device__ T max(T v) const {
+    return combine(warp_max(v), [](T a, T b) { return max_of(a, b); });
+  }
+};
+
+// One row op each, for a team: row r is elements [r n, (r + 1) n).
+template <class T>
+struct SoftmaxForwardRow {
+  using Value = T;
+  T* out;
+  const T* x;
+  int64_t n;
+  template <class Team>
+  __device__ void operator()(const Team& team, int64_t r) const {
+    const T* xr = x + r * n;
+    T* orow = out + r * n;
+    T m = lowest<T>();
+    for (int64_t i = team.rank(); i < n; i += team.size()) m = max_of(m, xr[i]);
+    m = team.max(m);
+    T total = 0;
+    for (int64_t i = team.rank(); i < n; i += team.size()) total += exp_of(xr[i] - m);
+    const T inv = T(1) / team.sum(total);
+    // exp(x - m) * inv: the bits of storing exp(x - m) and then scaling it.
+    for (int64_t i = team.rank(); i < n; i += team.size()) orow[i] = exp_of(xr[i] - m) * inv;
+  }
+};
+
+template <class T>
+struct LogSoftmaxForwardRow {
+  using Value = T;
+  T* out;
+  const T* x;
+  int64_t n;
+  template <class Team>
+  __device__ void operator()(const Team& team, int64_t r) const {
+    const T* xr = x + r * n;
+    T* orow = out + r * n;
+    T m = lowest<T>();
+    for (int64_t i = team.rank(); i < n; i += team.size()) m = max_of(m, xr[i]);
+    m = team.max(m);
+    T total = 0;
+    for (int64_t i = team.rank(); i < n; i += team.size()) total += exp_of(xr[i] - m);
+    const T log_total = log_of(team.sum(total));  // (x - m) - log(total), as on the CPU
+    for (int64_t i = team.rank(); i < n; i += team.size()) orow[i] = (xr[i] - m) - log_total;
+  }
+};
+
+template <class T>
+struct SoftmaxBackwardRow {
+  using Value = T;
+  T* dx;
+  const T* dout;
+  const T* out;
+  int64_t n;
+  template <class Team>
+  __device__ void operator()(const Team& team, int64_t r) const {
+    const T* g = dout + r * n;
+    const T* y = out + r * n;
+    T dot = 0;
+    for (int64_t i = team.rank(); i < n; i += team.size()) dot += g[i] * y[i];
+    dot = team.sum(dot);
+    // Each thread writes only the elements it read: dx may be dout.
+    for (int64_t i = team.rank(); i < n; i += team.size()) dx[r * n + i] = y[i] * (g[i] - dot);
+  }
+};
+
+template <class T>
+struct LogSoftmaxBackwardRow {
+  using Value = T;
+  T* dx;
+  const T* dout;
+  const T* out;
+  int64_t n;
+  template <class Team>
+  __device__ void operator()(const Team& team, int64_t r) const {
+    const T* g = dout + r * n;
+    const T* y = out + r * n;
+    T total = 0;
+    for (int64_t i = team.rank(); i < n; i += team.size()) total += g[i];
+    total = team.sum(total);
+    for (int64_t i = team.rank(); i < n; i += team.size()) dx[r * n + i] = g[i] - exp_of(y[i]) * total;
+  }
+};
+
+// Warp w of block b takes rows b * kWarpsPerBlock + w, then a grid's worth on.
+// The loop's bounds are the same for the 32 lanes of a warp: all of them
+// reach every shuffle.
+template <class Row>
+__global__ void rows_by_warps(Row row, int64_t rows) {
+  const WarpTeam team;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; r < rows; r += step) {
+    row(team, r);
+  }
+}
+
+// Block b takes rows b, b + gridDim.x, ...: bounds the same for the block.
+template <class Row>
+__global__ void rows_by_blocks(Row row, int64_t rows) {
+  using T = typename Row::Value;
+  __shared__ T share[kWarpsPerBlock + 1];
+  const BlockTeam<T> team{share};
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) row(team, r);
+}
+
+// `row` over rows rows of n elements: a warp a row, or a block for long rows.
+template <class Row>
+void launch_rows(const char* warp_name, const char* block_name, Row row, int64_t rows, int64_t n, Stream stream) {
+  if (rows == 0) return;
+  if (n >= kBlockRowFrom) {
+    const auto blocks = static_cast<unsigned>(std::min(rows, kMaxBlocks));
+    launch(block_name, rows_by_blocks<Row>, {blocks, kThreads}, stream, row, rows);
+  } else {
+    const auto blocks = static_cast<unsigned>(std::min((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks));
+    launch(warp_name, rows_by_warps<Row>, {blocks, kThreads}, stream, row, rows);
+  }
+}
+
+template <class T>
+__device__ inline T strided_row_max(const T* x, int64_t n, int64_t s) {
   T m = x[0];
-  for (int64_t i = 1; i < n; ++i) m = x[i * s] > m ? x[i * s] : m;
+  for (int64_t i = 1; i < n; ++i) m = max_of(m, x[i * s]);
   return m;
 }
 
@@ -44,9 +264,13 @@ __global__ void cross_entropy_rows(double* losses, int* status, const T* log_pro
 }  // namespace
 
 template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, Stream stream) {
+  if (inner == 1) {
+    return launch_rows("softmax_forward_warp_rows", "softmax_forward_block_rows", SoftmaxForwardRow<T>{out, x, n},
+                       outer, n, stream);
+  }
   launch_elementwise(outer * inner, stream, [=] __device__(int64_t row) {
     const int64_t base = row / inner * n * inner + row % inner;
-    const T m = row_max(x + base, n, inner);
+    const T m = strided_row_max(x + base, n, inner);
     T total = 0;
     for (int64_t i = 0; i < n; ++i) {
       out[base + i * inner] = exp_of(x[base + i * inner] - m);
@@ -59,6 +283,10 @@ template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64
 
 template <class T>
 void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner, Stream stream) {
+  if (inner == 1) {
+    return launch_rows("softmax_backward_warp_rows", "softmax_backward_block_rows",
+                       SoftmaxBackwardRow<T>{dx, dout, out, n}, outer, n, stream);
+  }
   launch_elementwise(outer * inner, stream, [=] __device__(int64_t row) {
     const int64_t base = row / inner * n * inner + row % inner;
     T dot = 0;
@@ -68,18 +296,26 @@ void softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t
 }
 
 template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, Stream stream) {
+  if (inner == 1) {
+    return launch_rows("log_softmax_forward_warp_rows", "log_softmax_forward_block_rows",
+                       LogSoftmaxForwardRow<T>{out, x, n}, outer, n, stream);
+  }
   launch_elementwise(outer * inner, stream, [=] __device__(int64_t row) {
     const int64_t base = row / inner * n * inner + row % inner;
-    const T m = row_max(x + base, n, inner);
+    const T m = strided_row_max(x + base, n, inner);
     T total = 0;
     for (int64_t i = 0; i < n; ++i) total += exp_of(x[base + i * inner] - m);
-    const T log_total = log(total);  // (x - m) - log(total), as on the CPU
+    const T log_total = log_of(total);  // (x - m) - log(total), as on the CPU
     for (int64_t i = 0; i < n; ++i) out[base + i * inner] = (x[base + i * inner] - m) - log_total;
   });
 }
 
 template <class T>
 void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int64_t n, int64_t inner, Stream stream) {
+  if (inner == 1) {
+    return launch_rows("log_softmax_backward_warp_rows", "log_softmax_backward_block_rows",
+                       LogSoftmaxBackwardRow<T>{dx, dout, out, n}, outer, n, stream);
+  }
   launch_elementwise(outer * inner, stream, [=] __device__(int64_t row) {
     const int64_t base = row / inner * n * inner + row % inner;
     T total = 0;
