@@ -28,14 +28,14 @@ programs=(test_kernels test_engine test_ops test_scheduler test_nn test_optim te
           probe_vector_init example_trainer example_accelerator example_local_sgd example_tour)
 cmake --build build-sanitize -j "$(nproc)" --target "${programs[@]}"
 
-# Every test of label unit runs (about 130 CPU-seconds under the
-# sanitizers). Label slow is left out: its training runs and W2 workloads
+# Every test of labels unit and cuda runs (label cuda: the CUDA code on the
+# emulated GPU, as the Release build has nvcc's code and no GPU), in one
+# CTest run so that the long emulated trainings share the cores with the
+# short tests. Label slow is left out: its training runs and W2 workloads
 # take minutes at Release speed, several times that here, and the code they
 # run is the code the unit tests run. Labels mpi and torch need other
 # programs (several MPI ranks, PyTorch) and run in the Release build only.
-ctest --test-dir build-sanitize -L unit -j "$(nproc)" --output-on-failure
-# The CUDA code on the emulated GPU (the Release build has nvcc's and no GPU).
-junit=$PWD/build-sanitize/ctest-cuda-junit.xml
-ctest --test-dir build-sanitize -L cuda -j "$(nproc)" --output-on-failure --output-junit "$junit"
-echo "the emulated GPU, under ASan + UBSan:"
-scripts/test_summary.py build-sanitize "$junit" --only cuda
+junit=$PWD/build-sanitize/ctest-junit.xml
+ctest --test-dir build-sanitize -L 'unit|cuda' -j "$(nproc)" --output-on-failure --output-junit "$junit"
+echo "under ASan + UBSan, the CUDA code on the emulated GPU:"
+scripts/test_summary.py build-sanitize "$junit" --only unit --only cuda

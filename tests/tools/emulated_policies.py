@@ -19,9 +19,11 @@ import tempfile
 import time
 
 # (policy, budget): budgets as a share of keep-all's predicted peak; milp's
-# solver stops after a few seconds with the best plan found by then.
+# solver stops after a few seconds with the best plan found by then. dtr's
+# looser budget still evicts (W2: 61 replays at 60%), at a quarter of the
+# time under the sanitizers.
 POLICIES = [("none", None), ("blocks", None), ("sqrt", None), ("cost", "60%"), ("chain", "60%"),
-            ("milp", "60%"), ("auto", "60%"), ("dtr", "60%")]
+            ("milp", "60%"), ("auto", "60%"), ("dtr", "75%")]
 
 
 def bench(remat, workload, device, policy, budget, steps, warmup, profile=None, save_profile=None):
@@ -53,8 +55,10 @@ def main():
     cpu = bench(args.remat, args.workload, "cpu", "none", None, args.steps, args.warmup)
     with tempfile.TemporaryDirectory() as scratch:
         profile = f"{scratch}/profile.json"
-        keep_all = bench(args.remat, args.workload, "cuda", "none", None, args.steps, args.warmup,
-                         save_profile=profile)
+        # The plans come from a profile of the graph measured on the CPU (two
+        # steps; the same graph, and the emulated GPU's times mean nothing).
+        bench(args.remat, args.workload, "cpu", "none", None, 1, 1, save_profile=profile)
+        keep_all = bench(args.remat, args.workload, "cuda", "none", None, args.steps, args.warmup)
         relative = abs(keep_all["loss_last"] - cpu["loss_last"]) / abs(cpu["loss_last"])
         print(f"{args.workload} cpu  none   loss {cpu['loss_last']:.7f}  digest {cpu['weights_digest']}")
         print(f"{args.workload} cuda none   loss {keep_all['loss_last']:.7f}  digest {keep_all['weights_digest']}  "
@@ -63,7 +67,7 @@ def main():
             failures.append(f"keep-all's loss on the emulated GPU is {relative:.2e} from the CPU's (more than 1e-5)")
         replaying = 0
         for policy, budget in POLICIES[1:]:
-            # Planned from keep-all's measured profile: no profiling step of its own.
+            # Planned from the saved profile: no profiling step of its own.
             report = bench(args.remat, args.workload, "cuda", policy, budget, args.steps, args.warmup,
                            profile=None if policy == "dtr" else profile)  # dtr plans nothing: it evicts as it runs
             same = report["weights_digest"] == keep_all["weights_digest"]
