@@ -10,18 +10,19 @@
 namespace remat::comm {
 namespace {
 
-// Runs `collective` on each bucket of `tensors`: on the tensor itself when a
-// bucket is one tensor, else on a flat buffer that the bucket's tensors are
-// copied into before and out of after. On a GPU the copies are queued on
-// the compute stream and NCCL's collectives on their own: the bucket is
-// made ready (synchronize) before its collective reads it.
+// Runs `collective` (a Communicator's tensor form) on each bucket of
+// `tensors`: on the tensor itself when a bucket is one tensor, else on a
+// flat buffer that the bucket's tensors are copied into before and out of
+// after. On a GPU the copies are queued on the compute stream and NCCL's
+// collectives on their own: the tensor forms wait for the compute stream
+// before the collective reads the bucket, and return once it has finished,
+// before the copies out are queued.
 void for_each_bucket(const std::vector<Tensor>& tensors, int64_t bucket_bytes,
                      const std::function<void(const Tensor&)>& collective) {
   for (const std::vector<size_t>& bucket : plan_buckets(tensors, bucket_bytes)) {
     const Tensor& first = tensors[bucket.front()];
     const Device device = first.device();
     if (bucket.size() == 1) {
-      synchronize(device);
       collective(first);
       continue;
     }
@@ -38,7 +39,6 @@ void for_each_bucket(const std::vector<Tensor>& tensors, int64_t bucket_bytes,
       copy_bytes(base + offset, device, tensors[i].raw_data(), device, tensors[i].nbytes());
       offset += tensors[i].nbytes();
     }
-    synchronize(device);
     collective(flat);
     offset = 0;
     for (size_t i : bucket) {

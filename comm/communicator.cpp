@@ -5,8 +5,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <string>
 
 #include "comm/mpi.h"
+#include "engine/factory.h"
 
 namespace remat::comm {
 namespace {
@@ -92,10 +95,26 @@ std::string Communicator::tensor_problem(const Tensor& tensor, const char* what)
   return "";
 }
 
+// A GPU tensor's last writer is an op queued on its device's compute
+// stream, which may not have run yet; NCCL reads the buffer on its own
+// stream, which waits for nothing on another, so the compute stream is
+// waited for first (synchronize: nothing to wait for on the CPU). The
+// collective itself returns once it has finished, so later ops read its
+// result. An error of that work is this rank's problem with its arguments.
+std::string Communicator::wait_for_writers(const Tensor& tensor, const char* what) const {
+  try {
+    synchronize(tensor.device());
+  } catch (const std::exception& error) {
+    return fmt::format("{}: the work that wrote the tensor ({}) failed: {}", what, tensor.str(), error.what());
+  }
+  return "";
+}
+
 // A tensor this rank cannot send still takes part in the agreement (as an
 // invalid call), so that its peers fail at once instead of waiting for it.
 void Communicator::allreduce(const Tensor& tensor, ReduceOp op) {
-  const std::string problem = tensor_problem(tensor, "allreduce");
+  std::string problem = tensor_problem(tensor, "allreduce");
+  if (problem.empty()) problem = wait_for_writers(tensor, "allreduce");
   if (!problem.empty()) {
     Stopwatch watch(stats_.seconds);
     agree({Collective::Allreduce, 0, DType::Float32, static_cast<int64_t>(op)}, problem);
@@ -104,7 +123,8 @@ void Communicator::allreduce(const Tensor& tensor, ReduceOp op) {
 }
 
 void Communicator::broadcast(const Tensor& tensor, int root) {
-  const std::string problem = tensor_problem(tensor, "broadcast");
+  std::string problem = tensor_problem(tensor, "broadcast");
+  if (problem.empty()) problem = wait_for_writers(tensor, "broadcast");
   if (!problem.empty()) {
     Stopwatch watch(stats_.seconds);
     agree({Collective::Broadcast, 0, DType::Float32, root}, problem);

@@ -75,7 +75,9 @@ class Communicator {
   void barrier();
 
   // The same on a whole tensor, which must be contiguous and on a device
-  // this backend reaches (CPU for MPI, CUDA for NCCL).
+  // this backend reaches (CPU for MPI, CUDA for NCCL). A GPU tensor's
+  // pending writes (ops queued on its device's compute stream) are waited
+  // for first; the raw-pointer forms above leave that to the caller.
   void allreduce(const Tensor& tensor, ReduceOp op);
   void broadcast(const Tensor& tensor, int root = 0);
 
@@ -108,6 +110,9 @@ class Communicator {
 
  private:
   std::string tensor_problem(const Tensor& tensor, const char* what) const;
+  // Waits for the work queued to write `tensor` (a GPU's compute stream);
+  // what went wrong there, or "".
+  std::string wait_for_writers(const Tensor& tensor, const char* what) const;
 
   CommStats stats_;
 };

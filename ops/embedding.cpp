@@ -48,6 +48,10 @@ class EmbeddingNode final : public Node {
   void save(const Tensors& in, const Tensor&) override { save_value(dense(in[1])); }
 
   // out[i] = weight[ids[i]]:  dweight[v] = sum_{i : ids[i] == v} dout[i]
+  // The kernels check the ids again: the saved ids share forward's bytes,
+  // which may have been written since without a version bump (bytes a
+  // tensor borrows, such as a NumPy array), and a bad id would write
+  // outside dweight.
   Tensors backward(const Tensor& dout_any) override {
     const Tensor dout = dense(dout_any);
     const Tensor ids = saved(0);
@@ -55,8 +59,12 @@ class EmbeddingNode final : public Node {
     Tensor dweight(weight_shape, dout.dtype(), dout.device());
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       run_kernel(dweight, name(), [&](auto stream) {
-        embedding_backward<T>(dweight.data<T>(), dout.data<T>(), ids.data<int64_t>(), ids.numel(), weight_shape[1],
-                              weight_shape[0], stream);
+        const int64_t bad = embedding_backward<T>(dweight.data<T>(), dout.data<T>(), ids.data<int64_t>(), ids.numel(),
+                                                  weight_shape[1], weight_shape[0], stream);
+        REMAT_CHECK(bad < 0, "embedding backward: id {} at position {} of ids {} is outside [0, V) with V = {} "
+                    "(weight {}); the ids were changed after forward read them",
+                    ids.to_vector<int64_t>()[static_cast<size_t>(bad)], str(unravel(bad, ids.shape())),
+                    str(ids.shape()), weight_shape[0], str(weight_shape));
       });
     });
     return {dweight, Tensor()};

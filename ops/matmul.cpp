@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "engine/autograd.h"
@@ -34,14 +35,33 @@ GemmOperand gemm_operand(const Tensor& m) {
   return {false, std::max<int64_t>(cols, 1), dense};
 }
 
+// BLAS takes its sizes and leading dimensions as 32-bit ints (cuBLAS's
+// int): a larger one would reach GEMM truncated. Checked on every device,
+// so that a shape fails alike everywhere. `operands` names the caller's
+// shapes.
+void check_gemm_sizes(int64_t n, int64_t k, int64_t m, const std::string& operands) {
+  REMAT_CHECK(n <= INT32_MAX && k <= INT32_MAX && m <= INT32_MAX, "matmul: {}: matrices ({}, {}) @ ({}, {}) exceed "
+              "BLAS's 32-bit sizes (at most {} a side)", operands, n, k, k, m, INT32_MAX);
+}
+
+// A view's leading dimension is its row (or, transposed, column) stride as
+// stored, which can pass 2^31 while its own sizes are small.
+void check_leading_dimension(const GemmOperand& g, const char* side, const std::string& operands) {
+  REMAT_CHECK(g.ld <= INT32_MAX, "matmul: {}: the {} operand's leading dimension {} (its stride as stored) exceeds "
+              "BLAS's 32-bit sizes (at most {}); make it contiguous first", operands, side, g.ld, INT32_MAX);
+}
+
+std::string operands_of(const Tensor& a, const Tensor& b) { return str(a.shape()) + " @ " + str(b.shape()); }
+
 // c (dense, n * m elements) = alpha * a (n, k) @ b (k, m) + beta * c
 template <class T>
 void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, T alpha, T beta) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
-  REMAT_CHECK(n <= INT32_MAX && m <= INT32_MAX && k <= INT32_MAX, "matmul: ({}, {}) @ ({}, {}) exceeds BLAS's 32-bit "
-              "sizes", n, k, k, m);
+  check_gemm_sizes(n, k, m, operands_of(a, b));
   const GemmOperand ga = gemm_operand(a), gb = gemm_operand(b);
+  check_leading_dimension(ga, "left", operands_of(a, b));
+  check_leading_dimension(gb, "right", operands_of(a, b));
   run_kernel(c, "matmul", [&](auto stream) {
     gemm<T>(ga.trans, gb.trans, n, m, k, alpha, ga.dense.template data<T>(), ga.ld, gb.dense.template data<T>(), gb.ld,
             beta, c.data<T>(), std::max<int64_t>(m, 1), stream);
@@ -87,6 +107,7 @@ class MatmulNode final : public Node {
     // first, and an operand GEMM cannot read is made contiguous once.
     const int64_t k = a.shape().back();
     if (numel(out_shape) == 0) return out;
+    check_gemm_sizes(n, k, m, operands_of(a, b));
     Shape a_full = batch, b_full = batch;
     a_full.insert(a_full.end(), a.shape().end() - 2, a.shape().end());
     b_full.insert(b_full.end(), b.shape().end() - 2, b.shape().end());
@@ -99,6 +120,8 @@ class MatmulNode final : public Node {
     GemmOperand ga = gemm_operand(first_matrix(ea)), gb = gemm_operand(first_matrix(eb));
     if (ga.dense.storage() != ea.storage()) ga = gemm_operand(first_matrix(ea = contiguous_copy(ea)));
     if (gb.dense.storage() != eb.storage()) gb = gemm_operand(first_matrix(eb = contiguous_copy(eb)));
+    check_leading_dimension(ga, "left", operands_of(a, b));
+    check_leading_dimension(gb, "right", operands_of(a, b));
     const Strides a_strides(ea.strides().begin(), ea.strides().begin() + static_cast<int64_t>(nb));
     const Strides b_strides(eb.strides().begin(), eb.strides().begin() + static_cast<int64_t>(nb));
     dispatch_floating(a.dtype(), name(), [&]<class T>() {

@@ -16,8 +16,11 @@ int64_t embedding_forward(T* out, const T* weight, const int64_t* ids, int64_t n
 
 // dweight (V, C) = 0, then dweight[ids[i]] += dout[i] for i in [0, n), in
 // order of i, so repeated ids accumulate and the sum is deterministic.
-// The ids are the ones forward accepted.
+// Returns the position of the first id outside [0, V), or -1 when every id
+// is valid (dweight is then complete; else it is not written): the ids are
+// checked again, since they may have changed since forward checked them.
 template <class T>
-void embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab, Host = {});
+int64_t embedding_backward(T* dweight, const T* dout, const int64_t* ids, int64_t n, int64_t channels, int64_t vocab,
+                           Host = {});
 
 }  // namespace remat::kernels::cpu

@@ -70,10 +70,12 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc, Stream stream) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {  // the empty sum: C = beta C, as on the CPU
+  if (k == 0) {  // the empty sum: C = beta C, as on the CPU (scale_matrix)
+    // With beta == 0, C is written, never read, as cuBLAS promises: it may
+    // be recycled pool memory holding NaN, and 0 * NaN is NaN.
     launch_elementwise(m * n, stream, [=] __device__(int64_t e) {
       const int64_t i = e / n, j = e % n;
-      c[i * ldc + j] = beta * c[i * ldc + j];
+      c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     });
     return;
   }

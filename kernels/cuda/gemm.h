@@ -1,6 +1,7 @@
 // The CUDA twins of kernels/cpu/gemm.h, through cuBLAS: row-major
 // C (M, N) = alpha op(A) op(B) + beta C with the CPU's arguments, TF32 off
-// (cuBLAS's default math: float32 products in float32).
+// (cuBLAS's default math: float32 products in float32). As on the CPU, K = 0
+// gives C = beta C, and with beta = 0 C is written, never read.
 #pragma once
 
 #include <cstdint>

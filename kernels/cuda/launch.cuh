@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/check.cuh"
@@ -149,10 +151,23 @@ __device__ inline Offsets<K> offsets_of(const StridedArgs<K>& args, int64_t i) {
   return out;
 }
 
-// Device scratch of at least `bytes` on `device` in `slot`, kept for the
-// process and grown as needed (runtime.cu): a launcher's temporaries without
-// a cudaMalloc and a cudaFree per call, each a device-wide synchronisation.
-// Work queued on one stream reads it in order, so the next call may reuse it.
+// Device scratch: a launcher's temporaries without a cudaMalloc and a
+// cudaFree per call (each a device-wide synchronisation). One buffer per
+// (device, slot), kept for the process and grown as needed (runtime.cu),
+// handed out as a lease:
+//
+//   const ScratchLease losses = scratch_on(stream, Scratch::CrossEntropyLosses, rows * sizeof(double));
+//   launch(..., stream, losses.as<double>(), ...);   // queue (or run) the work that uses it
+//   // the lease ends at scope exit
+//
+// - The buffer is the lease holder's alone: another host thread asking for
+//   the same slot waits until the lease ends. Hold it until the work that
+//   uses the buffer is queued.
+// - Work queued on one stream runs in order, so the next holder's work on
+//   the same stream runs after the last holder's. A holder on another
+//   stream first waits for the last holder's stream.
+// - A launcher that holds two leases takes them in the order of Scratch,
+//   so that two launchers cannot each hold one the other waits for.
 enum class Scratch {
   CrossEntropyLosses,
   CrossEntropyStatus,
@@ -161,7 +176,22 @@ enum class Scratch {
   SquaredNormPartials,
   kCount
 };
-void* scratch_on(int device, Scratch slot, size_t bytes);
+
+class ScratchLease {
+ public:
+  ScratchLease(std::unique_lock<std::mutex> lock, void* ptr) : lock_(std::move(lock)), ptr_(ptr) {}
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;  // the slot's: held for the lease's life
+  void* ptr_;
+};
+
+// At least `bytes` of `slot` on `stream`'s device, for work on `stream`.
+ScratchLease scratch_on(Stream stream, Scratch slot, size_t bytes);
 
 inline int64_t numel_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;

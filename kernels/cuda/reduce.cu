@@ -220,8 +220,8 @@ template <class T>
 double squared_norm(const T* x, int64_t n, Stream stream) {
   if (n == 0) return 0;
   // Kept scratch (launch.cuh): clipping calls this once per parameter, every step.
-  auto* partials =
-      static_cast<double*>(scratch_on(stream.device, Scratch::SquaredNormPartials, kBlocks * sizeof(double)));
+  const ScratchLease lease = scratch_on(stream, Scratch::SquaredNormPartials, kBlocks * sizeof(double));
+  double* partials = lease.as<double>();
   launch("squared_norm_partials", squared_norm_partials<T>, {kBlocks, kThreads}, stream, partials, x, n);
   double host[kBlocks];
   copy_device_to_host(host, partials, sizeof host, stream);

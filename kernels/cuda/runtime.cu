@@ -1,8 +1,11 @@
 // The CUDA runtime calls behind runtime.h.
 #include "kernels/cuda/runtime.h"
 
+#include <array>
 #include <cstdio>
+#include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/check.cuh"
@@ -90,26 +93,47 @@ void synchronize(Stream stream) {
   REMAT_CUDA_CHECK(cudaStreamSynchronize(raw(stream)));
 }
 
-void* scratch_on(int device, Scratch slot, size_t bytes) {
-  struct Buffer {
-    void* ptr = nullptr;
-    size_t bytes = 0;
-  };
+namespace {
+
+// One scratch buffer: its lock is held by the lease (launch.cuh).
+struct ScratchSlot {
+  std::mutex mutex;
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  cudaStream_t last_stream = nullptr;  // of the last lease: its work may still be queued
+};
+
+ScratchSlot& scratch_slot(int device, Scratch slot) {
+  using Slots = std::array<ScratchSlot, static_cast<size_t>(Scratch::kCount)>;
   static std::mutex mutex;
-  static std::vector<std::vector<Buffer>> buffers;  // [device][slot]
+  // Never destroyed, as the buffers: kept for the process, and slots handed
+  // out stay where they are as devices are added.
+  static auto& devices = *new std::vector<std::unique_ptr<Slots>>;
   std::lock_guard lock(mutex);
-  if (buffers.size() <= static_cast<size_t>(device)) buffers.resize(static_cast<size_t>(device) + 1);
-  std::vector<Buffer>& slots = buffers[static_cast<size_t>(device)];
-  slots.resize(static_cast<size_t>(Scratch::kCount));
-  Buffer& b = slots[static_cast<size_t>(slot)];
-  if (b.bytes < bytes) {
-    if (b.ptr) device_free(b.ptr, device);  // cudaFree waits for the work that read it
-    b = {};
-    b.ptr = device_malloc(std::max<size_t>(bytes, 1), device);
-    if (!b.ptr) fail("scratch_on", "out of memory for " + std::to_string(bytes) + " bytes of scratch", __FILE__, __LINE__);
-    b.bytes = bytes;
+  if (devices.size() <= static_cast<size_t>(device)) devices.resize(static_cast<size_t>(device) + 1);
+  std::unique_ptr<Slots>& slots = devices[static_cast<size_t>(device)];
+  if (!slots) slots = std::make_unique<Slots>();
+  return (*slots)[static_cast<size_t>(slot)];
+}
+
+}  // namespace
+
+ScratchLease scratch_on(Stream stream, Scratch slot, size_t bytes) {
+  ScratchSlot& s = scratch_slot(stream.device, slot);
+  std::unique_lock lock(s.mutex);
+  if (s.ptr && s.last_stream != raw(stream)) synchronize({s.last_stream, stream.device});
+  if (s.bytes < bytes) {
+    // Forgotten before the free: a cudaFree that throws (it also reports
+    // errors of earlier work) must not leave a pointer to be freed again.
+    void* old = std::exchange(s.ptr, nullptr);
+    s.bytes = 0;
+    if (old) device_free(old, stream.device);  // cudaFree waits for the work that read it
+    s.ptr = device_malloc(std::max<size_t>(bytes, 1), stream.device);
+    if (!s.ptr) fail("scratch_on", "out of memory for " + std::to_string(bytes) + " bytes of scratch", __FILE__, __LINE__);
+    s.bytes = bytes;
   }
-  return b.ptr;
+  s.last_stream = raw(stream);
+  return {std::move(lock), s.ptr};
 }
 
 Stream compute_stream(int device) {

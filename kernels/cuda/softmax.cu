@@ -334,10 +334,11 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
   *count = 0;
   if (rows == 0) return true;
   // Per-row losses and states, summed on the host in row order (as the CPU).
-  auto* losses = static_cast<double*>(scratch_on(stream.device, Scratch::CrossEntropyLosses,
-                                                 static_cast<size_t>(rows) * sizeof(double)));
-  auto* status = static_cast<int*>(scratch_on(stream.device, Scratch::CrossEntropyStatus,
-                                              static_cast<size_t>(rows) * sizeof(int)));
+  const ScratchLease losses_lease =
+      scratch_on(stream, Scratch::CrossEntropyLosses, static_cast<size_t>(rows) * sizeof(double));
+  const ScratchLease status_lease = scratch_on(stream, Scratch::CrossEntropyStatus, static_cast<size_t>(rows) * sizeof(int));
+  double* losses = losses_lease.as<double>();
+  int* status = status_lease.as<int>();
   launch("cross_entropy_rows", cross_entropy_rows<T>, {blocks_for(rows), kThreads}, stream, losses, status, log_probs,
          targets, rows, classes, ignore_index);
   std::vector<double> host_losses(static_cast<size_t>(rows));

@@ -28,6 +28,8 @@ TEST(NcclTest, NotBuilt) { GTEST_SKIP() << "NCCL backend not built (no CUDA tool
 #include "comm/nccl.h"
 #include "engine/factory.h"
 #include "engine/tensor.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/runtime.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "optim/sgd.h"
@@ -267,6 +269,53 @@ TEST_F(NcclTest, AnAcceleratorTrainsOnTheGpuThroughNcclAsOnTheCpu) {
   ASSERT_EQ(gpu.size(), cpu.size());
   for (size_t i = 0; i < gpu.size(); ++i) EXPECT_EQ(first_mismatch(gpu[i], cpu[i], 1e-5), -1) << "parameter " << i;
 }
+
+// A tensor an op has just written: the op is queued on the compute stream
+// and may not have run when the collective starts on NCCL's own stream. The
+// tensor overloads wait for the compute stream first, so the collective
+// reduces the op's values (the emulated NCCL reports a collective that
+// would race queued work of another stream).
+TEST_F(NcclTest, CollectivesOnATensorAnOpJustWroteSeeItsValues) {
+  const Device device = Device::cuda(nccl_->device());
+  const int n = nccl_->world_size();
+  constexpr int64_t kCount = 5000;  // several blocks of the elementwise kernel
+  std::vector<float> values(kCount);
+  for (int64_t i = 0; i < kCount; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i % 13);
+  const Tensor x = to(from_vector(values, {kCount}), device);
+
+  const Tensor doubled = mul(x, 2.0);  // queued, not waited for
+  nccl_->allreduce(doubled, ReduceOp::Sum);
+  std::vector<float> expected(values.size());
+  for (size_t i = 0; i < values.size(); ++i) expected[i] = 2.0f * values[i] * static_cast<float>(n);
+  EXPECT_EQ(first_mismatch(doubled.to_vector<float>(), expected, 0), -1);
+
+  const Tensor scaled = mul(x, 3.0 + nccl_->rank());  // root 0 sends 3x
+  nccl_->broadcast(scaled, 0);
+  for (size_t i = 0; i < values.size(); ++i) expected[i] = 3.0f * values[i];
+  EXPECT_EQ(first_mismatch(scaled.to_vector<float>(), expected, 0), -1);
+}
+
+#if REMAT_CUDA_EMULATION
+// The work that wrote the tensor failed (a GEMM told to read far past its
+// operand, which the emulated GPU reports when it runs): an error naming
+// it, thrown after the ranks agreed that this one's call is invalid, so the
+// communicator stays usable.
+TEST_F(NcclTest, AFailedWriterIsAnErrorAndLeavesTheCommunicatorUsable) {
+  const Device device = Device::cuda(nccl_->device());
+  const Tensor operand = zeros({16}, DType::Float32, device), out = zeros({16}, DType::Float32, device);
+  kernels::cuda::gemm<float>(false, false, 4, 4, 4, 1.0f, operand.data<float>(), int64_t{1} << 24,
+                             operand.data<float>(), 4, 0.0f, out.data<float>(), 4,
+                             kernels::cuda::compute_stream(nccl_->device()));
+  try {
+    nccl_->allreduce(out, ReduceOp::Sum);
+    ADD_FAILURE() << "no error";
+  } catch (const CommError& error) {
+    EXPECT_NE(std::string(error.what()).find("the work that wrote the tensor"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("cublasSgemm"), std::string::npos) << error.what();
+  }
+  nccl_->allreduce(out, ReduceOp::Sum);
+}
+#endif
 
 TEST_F(NcclTest, RejectsCpuTensor) {
   const Tensor cpu({4}, DType::Float32);

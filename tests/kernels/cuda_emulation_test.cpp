@@ -67,11 +67,6 @@ __global__ void crossed_waits(float* out) {
   }
 }
 
-// Reads one element past the end of x.
-__global__ void read_past_end(float* out, const float* x, int n) {
-  if (threadIdx.x == 0) out[0] = x[n];
-}
-
 __global__ void uses_dynamic_shared(float* out) {
   float* share = dynamic_shared<float>();
   share[threadIdx.x] = static_cast<float>(threadIdx.x);
@@ -213,12 +208,19 @@ TEST_F(CudaEmulation, HostCodeThatReadsDeviceMemoryStopsWithAMessage) {
   EXPECT_DEATH({ volatile float v = buffer.ptr[1]; (void)v; }, "host code touched device memory");
 }
 
-#if defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__)
+#define REMAT_TEST_ASAN 1
+#elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define REMAT_TEST_ASAN 1
 #endif
 #endif
 #if REMAT_TEST_ASAN
+// Reads one element past the end of x.
+__global__ void read_past_end(float* out, const float* x, int n) {
+  if (threadIdx.x == 0) out[0] = x[n];
+}
+
 TEST_F(CudaEmulation, AKernelReadingPastItsBufferIsCaughtByAddressSanitizer) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const Buffer in(std::vector<float>(10, 1.0f)), out(1);

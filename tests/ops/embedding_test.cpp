@@ -95,6 +95,26 @@ TEST(Embedding, IdOutOfRangeNamesIdPositionAndVocab) {
   EXPECT_THROW(embedding(table(), from_vector(std::vector<int64_t>{4}, {1})), Error);
 }
 
+// Backward reads the ids again, and they may have changed since forward
+// checked them without an op seeing it (bytes a tensor borrows, such as a
+// NumPy array that Python writes, carry no version): an id outside the table
+// is an error naming it, never a write outside the gradient.
+TEST(Embedding, BackwardNamesAnIdThatLeftTheTableAfterForward) {
+  for (const int64_t bad : {int64_t{4}, int64_t{-1}, int64_t{1} << 40}) {
+    SCOPED_TRACE("id " + std::to_string(bad));
+    Tensor weight = table();
+    weight.requires_grad_();
+    const Tensor ids = from_vector(std::vector<int64_t>{2, 0, 2, 3, 2, 0}, {2, 3});
+    const Tensor out = embedding(weight, ids);
+    ids.data<int64_t>()[4] = bad;  // written behind the engine's back: no version bump
+    const std::string message = error_of([&] { sum(out).backward(); });
+    EXPECT_TRUE(contains(message, "embedding backward")) << message;
+    EXPECT_TRUE(contains(message, "id " + std::to_string(bad))) << message;
+    EXPECT_TRUE(contains(message, "position (1, 1)")) << message;
+    EXPECT_TRUE(contains(message, "V = 4")) << message;
+  }
+}
+
 TEST(Embedding, BadDtypeOrShape) {
   const std::string float_ids = error_of([] { embedding(table(), from_vector(std::vector<double>{0, 1}, {2})); });
   EXPECT_TRUE(contains(float_ids, "int64")) << float_ids;

@@ -122,6 +122,36 @@ TEST(Matmul, EmptyInnerAxisGivesZeros) {
   EXPECT_EQ(batched.to_vector<float>(), std::vector<float>(24, 0.0f));
 }
 
+// BLAS takes sizes and leading dimensions as 32-bit ints, on both paths of
+// matmul (one GEMM over rows, and one per batch element). Meta tensors have
+// the shapes and strides without the bytes.
+TEST(Matmul, SizesAndLeadingDimensionsPastInt32AreClearErrors) {
+  const int64_t big = int64_t{1} << 31;  // INT32_MAX + 1
+  const Device meta = Device::meta();
+  // Batched, k too large.
+  const std::string batched_k = testing::error_of(
+      [&] { (void)matmul(zeros({2, 1, big}, DType::Float32, meta), zeros({2, big, 1}, DType::Float32, meta)); });
+  EXPECT_TRUE(testing::contains(batched_k, "(2, 1, 2147483648)")) << batched_k;
+  EXPECT_TRUE(testing::contains(batched_k, "(2, 2147483648, 1)")) << batched_k;
+  EXPECT_TRUE(testing::contains(batched_k, "32-bit")) << batched_k;
+  // Batched, rows of A a view of wider rows: its leading dimension too large.
+  const Tensor wide = slice(zeros({2, 3, big + 8}, DType::Float32, meta), 2, 0, 4);  // (2, 3, 4)
+  const std::string batched_ld =
+      testing::error_of([&] { (void)matmul(wide, zeros({4, 5}, DType::Float32, meta)); });
+  EXPECT_TRUE(testing::contains(batched_ld, "leading dimension 2147483656")) << batched_ld;
+  EXPECT_TRUE(testing::contains(batched_ld, "(2, 3, 4)")) << batched_ld;
+  // One GEMM over rows, B a view of wider rows.
+  const Tensor wide_b = slice(zeros({4, big + 8}, DType::Float32, meta), 1, 0, 5);  // (4, 5)
+  const std::string rows_ld =
+      testing::error_of([&] { (void)matmul(zeros({3, 4}, DType::Float32, meta), wide_b); });
+  EXPECT_TRUE(testing::contains(rows_ld, "leading dimension 2147483656")) << rows_ld;
+  EXPECT_TRUE(testing::contains(rows_ld, "(4, 5)")) << rows_ld;
+  // One GEMM over rows, more rows than an int holds.
+  const std::string rows_m = testing::error_of(
+      [&] { (void)matmul(zeros({big, 2}, DType::Float32, meta), zeros({2, 3}, DType::Float32, meta)); });
+  EXPECT_TRUE(testing::contains(rows_m, "(2147483648, 2)")) << rows_m;
+}
+
 TEST(Linear, NoInputFeaturesGivesTheBias) {
   const Tensor b = from_vector(std::vector<float>{1, 2}, {2});
   EXPECT_EQ(linear(zeros({3, 0}), zeros({2, 0}), b).to_vector<float>(), (std::vector<float>{1, 2, 1, 2, 1, 2}));
