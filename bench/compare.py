@@ -32,7 +32,7 @@ def run_json(command):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", default="W1,W2", help="comma-separated workloads of WORKLOADS.md")
+    parser.add_argument("--workloads", default="W1,W2", help="comma-separated workloads of docs/workloads.md")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)

@@ -1,5 +1,5 @@
 // Micro benchmarks of the CPU kernels, for comparing with the hardware's
-// limits and with PyTorch on the same BLAS (see WORKLOADS.md):
+// limits and with PyTorch on the same BLAS (see docs/workloads.md):
 //   BM_Gemm  1024^3 float32 through kernels::cpu::gemm, in GFLOP/s;
 //   BM_Add   ops add of two 4M-element float32 tensors, in GB/s moved;
 //   BM_Relu  ops relu of one 4M-element float32 tensor, in GB/s moved;

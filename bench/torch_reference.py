@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference for the workloads of WORKLOADS.md (W1 and W2).
+"""PyTorch reference for the workloads of docs/workloads.md (W1 and W2).
 
 Runs one workload in PyTorch on the CPU and prints one JSON line with the
 fields `remat bench` prints, so both engines can be compared side by side on
@@ -30,7 +30,7 @@ Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
   2. 1 step under torch.autograd.graph.saved_tensors_hooks:
      `saved_bytes_after_forward` is the bytes of the unique storages packed
      for backward during the forward pass (deduplicated by storage
-     data_ptr), parameters excluded -- the figure of WORKLOADS.md.
+     data_ptr), parameters excluded -- the figure of docs/workloads.md.
   3. 3 steps with a background thread sampling the resident set size
      (/proc/self/statm) every 0.5 ms: `peak_activation_bytes` is the largest
      rise of RSS above its level just before a step, over those steps.
@@ -237,7 +237,7 @@ class Runner:
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step(self):
-        # Gradients stay allocated (zeroed), as WORKLOADS.md counts them: they
+        # Gradients stay allocated (zeroed), as docs/workloads.md counts them: they
         # exist before the step. PyTorch 2.x's default (set_to_none) frees and
         # reallocates them inside the step, which moves the RSS rise.
         self.optimizer.zero_grad(set_to_none=False)

@@ -1,5 +1,5 @@
 // Communicator: what a worker needs from the others to train together, one
-// interface over three backends (DESIGN.md, "Distribution"):
+// interface over three backends (docs/design.md, "Distribution"):
 //
 //   SingleProcess   world size 1, no peers; every collective is the identity.
 //   MPI             CPU buffers, processes started by mpirun (comm/mpi.h).

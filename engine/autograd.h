@@ -266,7 +266,7 @@ struct NodeRecord : NodeFacts {
 };
 
 // What an op is, declared by the op as data beside its forward and backward
-// (STYLE.md, "Mechanism, measurement, policy"); apply_op copies it into the
+// (CONTRIBUTING.md, "How the code reads"); apply_op copies it into the
 // NodeRecord, from where the profile and the planners read it.
 struct OpTraits {
   // Compute-bound (a GEMM: its arithmetic sets its time, and its output is

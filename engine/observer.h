@@ -1,5 +1,5 @@
 // The events the engine emits as it records and runs a graph, and the scope
-// that chooses who hears them (DESIGN.md: measurement beside the mechanism).
+// that chooses who hears them (docs/design.md: measurement beside the mechanism).
 //
 // Note [Graph events]
 // The engine records a graph and runs it; it measures nothing. Whoever

@@ -1,4 +1,4 @@
-// Per-element math written once for every device (../shared/DESIGN.md,
+// Per-element math written once for every device (docs/design.md,
 // "Devices"): `__host__ __device__` under nvcc, plain inline functions for
 // the host compiler. The CPU kernels (kernels/cpu/) and the CUDA kernels
 // (kernels/cuda/) both call these, so the two devices draw the same dropout

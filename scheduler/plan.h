@@ -6,7 +6,7 @@
 //   Plan plan = make_plan(graph, {.policy = "cost", .budget = 64 << 20});
 //   plan.predicted.peak_bytes;                           // <= 64 MiB
 //
-// Policies (../shared/DESIGN.md, "The scheduler"; one file each in
+// Policies (docs/design.md, "The scheduler"; one file each in
 // policies/, registered in policies/registry.cpp):
 //   none     keep everything.
 //   blocks   replay everything inside a block (BlockScope), keep what is

@@ -646,7 +646,7 @@ int main(int argc, char** argv) {
   train->add_flag("--json", json, "print JSON lines");
 
   remat::train::WorkloadOptions bench_options;
-  CLI::App* bench = app.add_subcommand("bench", "run a reference workload of WORKLOADS.md and measure it");
+  CLI::App* bench = app.add_subcommand("bench", "run a reference workload (docs/workloads.md) and measure it");
   std::string bench_budget;
   add_plan_options(bench, bench_options, bench_budget);
   ModelFlags bench_model;

@@ -1,5 +1,5 @@
 // Accelerator: the training loop's view of distribution and gradient
-// accumulation, after Hugging Face Accelerate (DESIGN.md, "The user's API").
+// accumulation, after Hugging Face Accelerate (docs/design.md, "The user's API").
 //
 //   Accelerator accelerator({.gradient_accumulation_steps = 2});
 //   accelerator.prepare(model);                        // parameters from rank 0

@@ -1,5 +1,5 @@
 // The memory/time trade-off of the recompute policies on one workload of
-// ../shared/WORKLOADS.md (or a model of the user's): run_workload under
+// docs/workloads.md (or a model of the user's): run_workload under
 // keep-all first (its measured peak is the reference P), then each policy
 // without a budget (those that take one only where that means something:
 // cost and auto), then each policy that takes a budget at each budget

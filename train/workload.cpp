@@ -1,4 +1,4 @@
-// run_workload: W1 of ../shared/WORKLOADS.md; see workload.h.
+// run_workload: W1 of docs/workloads.md; see workload.h.
 #include "train/workload.h"
 
 #include <algorithm>
@@ -30,7 +30,7 @@ namespace remat::train {
 namespace {
 
 // A workload: its model, the loss of its fixed batch (one forward), and its
-// optimizer (SGD for W1 and W2, AdamW for W3, as WORKLOADS.md has them).
+// optimizer (SGD for W1 and W2, AdamW for W3, as docs/workloads.md has them).
 struct Workload {
   std::shared_ptr<nn::Module> model;
   std::function<Tensor()> loss;

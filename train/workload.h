@@ -1,8 +1,8 @@
-// The reference workloads of ../shared/WORKLOADS.md, run and measured.
+// The reference workloads of docs/workloads.md, run and measured.
 //
 // run_workload() builds the workload's model and batch with fixed seeds,
 // runs warm-up then timed steps (zero_grad + forward + backward + SGD step),
-// and reports the fields WORKLOADS.md lists. Memory figures come from the
+// and reports the fields docs/workloads.md lists. Memory figures come from the
 // allocator's counters; times from a steady clock around each whole step.
 // Called by `remat bench`.
 #pragma once
@@ -21,7 +21,7 @@
 
 namespace remat::train {
 
-// A model of the user's, instead of a preset of WORKLOADS.md: a GPT by its
+// A model of the user's, instead of a preset of docs/workloads.md: a GPT by its
 // sizes, an MLP by its widths, or a Hugging Face GPT-2 folder
 // (nn/gpt2_pretrained.h), each on a fixed random batch with SGD (lr 0.01).
 // W2 is gpt 6 x 256, 4 heads, context 128, vocabulary 256, untied, at batch

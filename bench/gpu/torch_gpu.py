@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch on the GPU for W2 and W3 of WORKLOADS.md, beside `remat bench --device cuda`.
+"""PyTorch on the GPU for W2 and W3 of docs/workloads.md, beside `remat bench --device cuda`.
 
 One JSON line per run with remat's field names: step_ms_median (CUDA
 synchronised around each step), peak_activation_bytes (the rise of

@@ -1,5 +1,5 @@
 // The planning policies, one file each in this folder, registered by name in
-// registry.cpp (../shared/DESIGN.md, "The scheduler"). make_plan
+// registry.cpp (docs/design.md, "The scheduler"). make_plan
 // (scheduler/plan.cpp) checks the request, asks the policy, then explains
 // and simulates its tags; a policy only chooses them.
 //

@@ -5,9 +5,11 @@ output blocks of docs/tour.md (each fenced block right after a line
 `<!-- output of examples/tour.cpp -->`: both print the same lines), in
 order, line for line; and the DOT it writes with the committed one. A
 difference fails, showing both sides, so the doc cannot drift from the
-code, nor one program from the other.
+code, nor one program from the other. With --excerpt FILE (README.md), each
+fenced block after a line `<!-- excerpt of examples/tour.cpp -->` in FILE
+must be a run of consecutive lines of the same output.
 
-    check_tour.py TOUR_BINARY docs/tour.md docs/tour/abc_cost.dot WORKDIR
+    check_tour.py TOUR_BINARY docs/tour.md docs/tour/abc_cost.dot WORKDIR [--excerpt README.md]
     check_tour.py --python PYTHON examples/tour.py docs/tour.md docs/tour/abc_cost.dot WORKDIR
 """
 import argparse
@@ -18,6 +20,7 @@ import subprocess
 import sys
 
 MARK = "<!-- output of examples/tour.cpp -->"
+EXCERPT_MARK = "<!-- excerpt of examples/tour.cpp -->"
 
 
 def doc_blocks(text):
@@ -34,6 +37,8 @@ def main():
     parser.add_argument("doc")
     parser.add_argument("dot")
     parser.add_argument("work", help="a folder for the DOT the program writes")
+    parser.add_argument("--excerpt", action="append", default=[],
+                        help="a file whose excerpt blocks must be runs of the output's lines")
     args = parser.parse_args()
     program, doc, dot, work = args.program, args.doc, args.dot, args.work
     os.makedirs(work, exist_ok=True)
@@ -55,6 +60,19 @@ def main():
             failed = True
             print(f"{name} differs from what {program} printed (- doc, + program):")
             sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), got.splitlines(True)))
+    output = run.stdout.splitlines()
+    for name in args.excerpt:
+        with open(name) as f:
+            excerpts = re.findall(re.escape(EXCERPT_MARK) + r"\n```[a-z]*\n(.*?)```", f.read(), flags=re.S)
+        if not excerpts:
+            failed = True
+            print(f"{name}: no block after '{EXCERPT_MARK}'")
+        for excerpt in excerpts:
+            want = excerpt.splitlines()
+            if not any(output[i:i + len(want)] == want for i in range(len(output) - len(want) + 1)):
+                failed = True
+                print(f"{name}: this excerpt is not a run of lines that {program} printed:")
+                sys.stdout.writelines(line + "\n" for line in want)
     if failed:
         sys.exit(1)
     print(f"{program}: the tour's {len(expected.splitlines())} lines of output and its DOT match {doc}")

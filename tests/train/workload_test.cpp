@@ -38,7 +38,7 @@ TEST(WorkloadSlow, W1MemoryFiguresAreExact) {
 TEST(WorkloadSlow, W2StaysWithinPyTorchsMemory) {
   const WorkloadReport report = run_workload({.workload = "W2", .steps = 1, .warmup = 1});
   EXPECT_EQ(report.parameters, 4902912);
-  // PyTorch 1.13's figures for W2 keep-all in WORKLOADS.md: 222.3 MiB saved
+  // PyTorch 1.13's figures for W2 keep-all in docs/workloads.md: 222.3 MiB saved
   // for backward, 227.2 MiB step peak.
   constexpr double kMiB = 1024.0 * 1024.0;
   EXPECT_LE(report.saved_bytes_after_forward / kMiB, 222.3);
