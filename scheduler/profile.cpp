@@ -67,13 +67,9 @@ void steady_repeated_times(GraphProfile& profile) {
   }
 }
 
-// Rows for `records` (sorted by sequence_nr, the root last), keeping only
-// those the root depends on.
-// `step_start`: the mark_sequence() taken as the step began, or kNone when
-// the step is taken to begin at its first node.
-GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) {
-  std::sort(records.begin(), records.end(),
-            [](const NodeRecord* a, const NodeRecord* b) { return a->sequence_nr < b->sequence_nr; });
+// Of `records` (sorted by sequence_nr, the root last), those the root
+// depends on, in the same order.
+std::vector<const NodeRecord*> reached_from_root(const std::vector<const NodeRecord*>& records) {
   std::unordered_map<uint64_t, size_t> index_of;
   for (size_t i = 0; i < records.size(); ++i) index_of[records[i]->sequence_nr] = i;
   std::vector<bool> reached(records.size(), false);
@@ -89,7 +85,17 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) 
   for (size_t i = 0; i < records.size(); ++i) {
     if (reached[i]) kept.push_back(records[i]);
   }
+  return kept;
+}
 
+// Rows for `records` (sorted here by sequence_nr, the root last), keeping
+// only those the root depends on.
+// `step_start`: the mark_sequence() taken as the step began, or kNone when
+// the step is taken to begin at its first node.
+GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) {
+  std::sort(records.begin(), records.end(),
+            [](const NodeRecord* a, const NodeRecord* b) { return a->sequence_nr < b->sequence_nr; });
+  const std::vector<const NodeRecord*> kept = reached_from_root(records);
   GraphProfile profile;
   std::unordered_map<uint64_t, int64_t> position_of;
   std::unordered_map<const void*, int64_t> leaf_index;

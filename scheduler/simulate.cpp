@@ -264,14 +264,17 @@ class Simulator {
     return replay_writes_over_input(over, i, from_graph, held_alone_and_dense, same) ? s : kNoStorage;
   }
 
+  // Where the gradient of node v's input i goes: its producer, a leaf's
+  // accumulator (numbered after the nodes), or nowhere (-1).
+  int64_t target(int64_t v, size_t i) const {
+    const NodeProfile& node = graph_.nodes[v];
+    if (node.inputs[i] >= 0) return node.inputs[i];
+    return node.leaves[i] >= 0 ? n_ + node.leaves[i] : -1;
+  }
+
   void backward() {
     // Nodes 0..n-1, then one gradient accumulator per leaf.
     const int64_t total = n_ + graph_.leaves;
-    auto target = [&](int64_t v, size_t i) -> int64_t {
-      const NodeProfile& node = graph_.nodes[v];
-      if (node.inputs[i] >= 0) return node.inputs[i];
-      return node.leaves[i] >= 0 ? n_ + node.leaves[i] : -1;
-    };
     std::vector<int> dependencies(total, 0);
     for (int64_t v = 0; v < n_; ++v) {
       for (size_t i = 0; i < graph_.nodes[v].inputs.size(); ++i) {
@@ -292,57 +295,71 @@ class Simulator {
         buffer[v] = kNoStorage;
         continue;
       }
-      const NodeProfile& node = graph_.nodes[v];
       const int64_t peak_before = peak_;
       peak_ = live_;  // to find this node's own peak; restored below
-      std::vector<int> grads(node.inputs.size(), kNoStorage);
-      const bool has_grad = buffer[v] != kNoStorage;
-      if (has_grad) {
-        for (int slot : node.saved) {
-          const int64_t source = slot == kSavedOutput ? v : slot >= 0 ? node.inputs[slot] : -1;
-          if (dropped(source)) rebuild(source);
-        }
-        const int64_t before = live_;
-        note_peak(before + node.backward_peak_bytes);
-        if (node.released_early >= 0) {  // the rest runs without that value, if it was the last reference
-          released_early_[v] = node.released_early;
-          let_go_saved(v, node.released_early);
-          note_peak(before + node.backward_late_peak_bytes - (before - live_));
-        }
-        for (size_t i = 0; i < grads.size(); ++i) {
-          const int64_t bytes = i < node.grad_bytes.size() ? node.grad_bytes[i] : kNoGradient;
-          if (bytes == kGradientAliasesOutput) {
-            grads[i] = buffer[v];
-            ref(grads[i]);
-          } else if (bytes >= 0) {
-            grads[i] = new_storage(bytes);
-          }
-        }
-        unref(buffer[v]);
-        buffer[v] = kNoStorage;
-      }
+      const std::vector<int> grads = run_backward(v, buffer[v]);
       release_saved(v);
-      for (size_t i = 0; i < grads.size(); ++i) {
-        const int64_t t = target(v, i);
-        if (t < 0) {  // a gradient for an input that needs none (a view of the incoming one, say)
-          unref(grads[i]);
-          continue;
-        }
-        if (grads[i] != kNoStorage) {
-          if (buffer[t] == kNoStorage) {
-            buffer[t] = grads[i];
-          } else {  // a new sum of the input's shape, then both parts go
-            const int64_t bytes = numel(node.input_shapes[i]) * dtype_size(node.input_dtypes[i]);
-            const int sum = new_storage(bytes);
-            unref(buffer[t]);
-            unref(grads[i]);
-            buffer[t] = sum;
-          }
-        }
-        if (--dependencies[t] == 0) ready.push(t);
-      }
+      pass_gradients(v, grads, buffer, dependencies, ready);
       result_.backward_peak_at[v] = peak_;
       peak_ = std::max(peak_, peak_before);
+    }
+  }
+
+  // Node v's backward, given its incoming gradient (kNoStorage: none, and
+  // then it does nothing): its saved values rebuilt, its peaks noted, the
+  // gradients of its inputs made; the incoming one is let go of.
+  std::vector<int> run_backward(int64_t v, int& incoming) {
+    const NodeProfile& node = graph_.nodes[v];
+    std::vector<int> grads(node.inputs.size(), kNoStorage);
+    if (incoming == kNoStorage) return grads;
+    for (int slot : node.saved) {
+      const int64_t source = slot == kSavedOutput ? v : slot >= 0 ? node.inputs[slot] : -1;
+      if (dropped(source)) rebuild(source);
+    }
+    const int64_t before = live_;
+    note_peak(before + node.backward_peak_bytes);
+    if (node.released_early >= 0) {  // the rest runs without that value, if it was the last reference
+      released_early_[v] = node.released_early;
+      let_go_saved(v, node.released_early);
+      note_peak(before + node.backward_late_peak_bytes - (before - live_));
+    }
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const int64_t bytes = i < node.grad_bytes.size() ? node.grad_bytes[i] : kNoGradient;
+      if (bytes == kGradientAliasesOutput) {
+        grads[i] = incoming;
+        ref(grads[i]);
+      } else if (bytes >= 0) {
+        grads[i] = new_storage(bytes);
+      }
+    }
+    unref(incoming);
+    incoming = kNoStorage;
+    return grads;
+  }
+
+  // Node v's input gradients handed on: each to its target's buffer (added
+  // to what is there into a new sum), a target ready once all its consumers ran.
+  void pass_gradients(int64_t v, const std::vector<int>& grads, std::vector<int>& buffer,
+                      std::vector<int>& dependencies, std::priority_queue<int64_t>& ready) {
+    const NodeProfile& node = graph_.nodes[v];
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const int64_t t = target(v, i);
+      if (t < 0) {  // a gradient for an input that needs none (a view of the incoming one, say)
+        unref(grads[i]);
+        continue;
+      }
+      if (grads[i] != kNoStorage) {
+        if (buffer[t] == kNoStorage) {
+          buffer[t] = grads[i];
+        } else {  // a new sum of the input's shape, then both parts go
+          const int64_t bytes = numel(node.input_shapes[i]) * dtype_size(node.input_dtypes[i]);
+          const int sum = new_storage(bytes);
+          unref(buffer[t]);
+          unref(grads[i]);
+          buffer[t] = sum;
+        }
+      }
+      if (--dependencies[t] == 0) ready.push(t);
     }
   }
 
