@@ -2,7 +2,7 @@
 // no training or measuring logic lives here.
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
-//   remat bench --workload W1|W2|W3 [--device cuda] --policy none|blocks|sqrt|cost|chain|milp|auto|dtr [--budget 64MiB|50%] [--against none] [--save-profile F | --profile F] [--json]
+//   remat bench --workload W1|W2|W3 [--device cuda] [--tf32] --policy none|blocks|sqrt|cost|chain|milp|auto|dtr [--budget 64MiB|50%] [--against none] [--save-profile F | --profile F] [--json]
 //   remat explain --workload W1|W2|W3 [--device cuda] --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
 //   remat tradeoff --workload W1|W2|W3 | --model ... [--policies blocks,cost,chain,milp,auto,dtr] [--budgets 25%,50%,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //   (bench, explain, tradeoff: --model gpt [sizes] | --model mlp --dims 784,1024,10 | --hf DIR instead of --workload)
@@ -32,6 +32,9 @@
 #include "engine/factory.h"
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/parallel.h"
+#if REMAT_HAVE_CUDA
+#include "kernels/cuda/gemm.h"
+#endif
 #include "scheduler/dot.h"
 #include "scheduler/profile_json.h"
 #include "train/fashion_mnist_task.h"
@@ -44,6 +47,11 @@
 #include "train/workload.h"
 
 namespace {
+
+// remat train and remat bench: --tf32.
+constexpr const char* kTf32Help = "TF32 tensor-core math for float32 matrix products on the GPU (cuBLAS's "
+                                  "CUBLAS_TF32_TENSOR_OP_MATH, about 1e-3 relative error; off by default, as in "
+                                  "PyTorch); no effect on the CPU";
 
 using remat::train::EpochResult;
 using remat::train::KjvEval;
@@ -570,6 +578,8 @@ int main(int argc, char** argv) {
                                        "Hugging Face's names (train/training_arguments.h), e.g. --eval-strategy epoch "
                                        "--gradient-checkpointing --output-dir results");
   train->allow_extras();
+  bool train_tf32 = false;
+  train->add_flag("--tf32", train_tf32, kTf32Help);
   train->add_option("--task", task, "fashion-mnist or kjv-gpt (or give --model or --hf)")
       ->check(CLI::IsMember({"fashion-mnist", "kjv-gpt"}));
   // A model of the user's: --model mlp is fashion-mnist's MLP of those widths,
@@ -657,6 +667,8 @@ int main(int argc, char** argv) {
   std::string bench_seed;
   bench->add_option("--seed", bench_seed, "seed of weights and batch (0)");
   bench->add_flag("--json", json, "print one JSON line");
+  bool bench_tf32 = false;
+  bench->add_flag("--tf32", bench_tf32, kTf32Help);
   bench->add_option("--trace", bench_options.trace_path, "write the last step's memory timeline (Chrome trace JSON)");
   bench->add_option("--profile", bench_options.profile_path, "plan every step from this saved profile (JSON; the "
                     "same plan on every run and machine)");
@@ -736,6 +748,7 @@ int main(int argc, char** argv) {
     // What CLI11 does not know goes to the Trainer, by Hugging Face's names
     // (--eval-strategy epoch, --gradient-checkpointing, --output-dir DIR).
     for (const std::string& flag : train->remaining()) trainer_flags.push_back(flag);
+    if (train_tf32) trainer_flags.push_back("--tf32");  // TrainingArguments' tf32
     if (*train && task == "fashion-mnist") {
       apply(common, mnist);
       mnist.trainer_flags = trainer_flags;
@@ -769,6 +782,11 @@ int main(int argc, char** argv) {
       explain_options.budget = remat::train::parse_bytes(explain_budget, "explain --budget");
     }
     if (*tradeoff) finish_model_spec(tradeoff, tradeoff_options.model, tradeoff_model);
+    if (*bench && bench_tf32) {
+#if REMAT_HAVE_CUDA
+      remat::kernels::cuda::set_allow_tf32(true);
+#endif
+    }
     if (*bench) run_bench(bench_options, against, json);
     if (*explain) run_explain(explain_options, format);
     if (!fractions.empty()) tradeoff_options.budget_fractions = parse_fractions(fractions);

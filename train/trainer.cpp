@@ -14,6 +14,9 @@
 #include "engine/allocator.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#if REMAT_HAVE_CUDA
+#include "kernels/cuda/gemm.h"
+#endif
 #include "nn/safetensors.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
@@ -130,6 +133,9 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset&
   REMAT_CHECK(args_.eval_strategy == "no" || eval_dataset_ != nullptr, "Trainer: eval_strategy {} needs an "
               "eval_dataset", args_.eval_strategy);
   const Device device = check_device(args_.device, "Trainer");
+#if REMAT_HAVE_CUDA
+  if (args_.tf32) kernels::cuda::set_allow_tf32(*args_.tf32);  // for the process, as torch's allow_tf32
+#endif
   accelerator_ = std::make_unique<Accelerator>(
       AcceleratorOptions{.gradient_accumulation_steps = args_.gradient_accumulation_steps, .device = device});
   if (args_.gradient_checkpointing && !model_.is_gradient_checkpointing()) {

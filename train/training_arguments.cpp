@@ -248,6 +248,7 @@ const std::vector<Field>& fields() {
       field("resume_from_checkpoint", &Args::resume_from_checkpoint),
       field("max_time", &Args::max_time),
       field("device", &Args::device),
+      field("tf32", &Args::tf32),
   };
   return table;
 }

@@ -80,6 +80,11 @@ struct TrainingArguments {
   std::string resume_from_checkpoint;
   std::optional<double> max_time;  // seconds; unset: no limit
   std::string device = "cpu";
+  // TF32 tensor-core math for float32 matrix products on the GPU (cuBLAS's
+  // CUBLAS_TF32_TENSOR_OP_MATH; kernels/cuda/gemm.h). Unset: the process's
+  // setting is left as it is (off unless set), as Hugging Face's None; no
+  // effect on the CPU.
+  std::optional<bool> tf32;
 };
 
 // gradient_accumulation_steps, local_sgd_steps and DiLoCo's options (unset:

@@ -5,6 +5,7 @@
 #include "kernels/cuda/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <mutex>
 #include <utility>
@@ -15,7 +16,10 @@
 namespace remat::kernels::cuda {
 namespace {
 
-// One handle per device, made on first use, kept for the process.
+std::atomic<bool> g_allow_tf32{false};
+
+// One handle per device, made on first use, kept for the process; its math
+// mode set at every use, so that set_allow_tf32 reaches handles made before.
 cublasHandle_t handle_for(Stream stream) {
   static std::mutex mutex;
   static auto& handles = *new std::vector<cublasHandle_t>;  // kept for the process, as the handles
@@ -25,10 +29,11 @@ cublasHandle_t handle_for(Stream stream) {
   if (!handle) {
     REMAT_CUDA_CHECK(cudaSetDevice(stream.device));
     REMAT_CUBLAS_CHECK(cublasCreate(&handle));
-    REMAT_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // no TF32
   }
   REMAT_CUDA_CHECK(cudaSetDevice(stream.device));  // a handle is used with its own device current
   REMAT_CUBLAS_CHECK(cublasSetStream(handle, raw(stream)));
+  // A host-side setting of the handle (no device work): cheap at every call.
+  REMAT_CUBLAS_CHECK(cublasSetMathMode(handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   return handle;
 }
 
@@ -65,6 +70,9 @@ void gemm_strided_call(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t
 }
 
 }  // namespace
+
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
+bool allow_tf32() { return g_allow_tf32.load(); }
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,

@@ -9,7 +9,9 @@
 //   are the CPU's corrected two-pass (layer_norm.h): a first mean, then the
 //   sums of d = x - mean and d^2, combined in double. (In float, the two
 //   sums of a pass share their butterfly's shuffles: warp_sum_pair.)
-// - layer_norm_apply: one thread an element.
+// - layer_norm_apply: rows by blockIdx.y (then gridDim.y on), channels by
+//   the block's threads along x, so that a thread reads its row's mean and
+//   rstd once a row and indexes by (row, channel) with no division.
 // - dweight and dbias, sums over rows per channel: a block of 256 threads
 //   per tile of W consecutive channels (W = 32, or 16 or 8 when there are
 //   few channels, so that the grid has more blocks), as W columns x 256 / W
@@ -83,6 +85,20 @@ __device__ inline T normalised(T x, T m, T r, const T* weight, const T* bias, in
   if (weight) y = y * weight[j];
   if (bias) y = y + bias[j];
   return y;
+}
+
+// out (rows, channels) = normalised(x): see layer_norm_apply's note at the top.
+template <class T>
+__global__ void apply_rows(T* out, const T* mean, const T* rstd, const T* x, const T* weight, const T* bias,
+                           int64_t rows, int64_t channels) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const T m = mean[r], rs = rstd[r];
+    const T* x_row = x + r * channels;  // (channels)
+    T* out_row = out + r * channels;    // (channels)
+    for (int64_t j = first; j < channels; j += step) out_row[j] = normalised(x_row[j], m, rs, weight, bias, j);
+  }
 }
 
 // Warp w of block b takes rows b * kWarpsPerBlock + w, then a grid's worth
@@ -219,10 +235,15 @@ void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, c
 template <class T>
 void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
                       int64_t channels, Stream stream) {
-  launch_elementwise(rows * channels, stream, [=] __device__(int64_t e) {
-    const int64_t r = e / channels, j = e % channels;
-    out[e] = normalised(x[e], mean[r], rstd[r], weight, bias, j);
-  });
+  if (rows == 0 || channels == 0) return;
+  // A row's channels rounded up to a warp (at most kThreads) a block; blocks
+  // along x to cover a row, along y up to about 8192 blocks in all.
+  const int64_t threads = std::clamp<int64_t>((channels + kWarp - 1) / kWarp * kWarp, kWarp, kThreads);
+  const int64_t x_blocks = std::clamp<int64_t>((channels + threads - 1) / threads, 1, kMaxBlocks);
+  const int64_t y_blocks = std::clamp<int64_t>(std::min<int64_t>(rows, 8192 / x_blocks), 1, 65535);
+  launch("layer_norm_apply_rows", apply_rows<T>,
+         {dim3(static_cast<unsigned>(x_blocks), static_cast<unsigned>(y_blocks)), dim3(static_cast<unsigned>(threads))},
+         stream, out, mean, rstd, x, weight, bias, rows, channels);
 }
 
 template <class T>

@@ -1,8 +1,29 @@
 // The CUDA runtime calls behind runtime.h.
+//
+// Note [Host-to-device copies]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A copy from pageable host memory (a std::vector, a batch the data loader
+// just filled) must not drain the compute stream: cudaMemcpyAsync from
+// pageable memory may wait for the stream to reach the copy, and waiting
+// for the stream ourselves (as this file did, so that the caller could free
+// its buffer on return) stalls the host until every queued kernel has run.
+// Instead, copies of at most kStagedCopyMax bytes go through a pinned
+// staging buffer:
+//   1. the host copies the bytes into a pinned buffer nothing on the GPU
+//      still reads (its event has completed: cudaEventQuery, no wait);
+//   2. cudaMemcpyAsync from the pinned buffer is queued on the stream, a
+//      true asynchronous copy, and an event recorded after it;
+//   3. the buffer is not handed out again until that event completes, so
+//      its bytes are read by the copy before they are overwritten.
+// The caller's buffer is free on return (step 1 read it). Buffers are kept
+// for the process, per device, at most kStagingBytes in all; past that the
+// host waits for the oldest copies (the pool is full of copies not yet run).
+// Larger copies (a model's weights, once) copy and wait, as before.
 #include "kernels/cuda/runtime.h"
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -70,11 +91,105 @@ void device_free(void* ptr, int device) {
   REMAT_CUDA_CHECK(cudaFree(ptr));
 }
 
+namespace {
+
+constexpr size_t kStagedCopyMax = size_t{64} << 20;  // larger copies wait (Note [Host-to-device copies])
+constexpr size_t kStagingBytes = size_t{256} << 20;  // pinned staging memory held at most
+constexpr size_t kStagingMin = size_t{64} << 10;     // the smallest buffer made
+
+struct StagingBuffer {
+  void* host = nullptr;  // pinned
+  size_t bytes = 0;
+  int device = 0;
+  cudaEvent_t read = nullptr;  // recorded after the last copy from `host`
+  bool in_flight = false;      // `read` recorded and maybe not yet complete
+};
+
+struct Staging {
+  std::mutex mutex;
+  std::vector<StagingBuffer> buffers;
+  size_t total = 0;
+};
+
+Staging& staging() {
+  static auto& pool = *new Staging;  // kept for the process, as its buffers
+  return pool;
+}
+
+// Whether the GPU has finished reading `b` (never waits).
+bool idle(StagingBuffer& b) {
+  if (!b.in_flight) return true;
+  const cudaError_t status = cudaEventQuery(b.read);
+  if (status == cudaErrorNotReady) {
+    // Not an error: make sure a later launch's cudaGetLastError does not see it.
+    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+    return false;
+  }
+  REMAT_CUDA_CHECK(status);  // an error of earlier work
+  b.in_flight = false;
+  return true;
+}
+
+// A staging buffer of at least `bytes` on `device` that no copy still reads
+// (the pool's lock held).
+StagingBuffer& staging_buffer(Staging& pool, size_t bytes, int device) {
+  StagingBuffer* best = nullptr;
+  for (StagingBuffer& b : pool.buffers) {
+    if (b.device == device && b.bytes >= bytes && (!best || b.bytes < best->bytes) && idle(b)) best = &b;
+  }
+  if (best) return *best;
+  size_t size = kStagingMin;
+  while (size < bytes) size *= 2;
+  if (pool.total + size > kStagingBytes) {
+    // Full of copies not yet run: wait for them all, then make room.
+    for (StagingBuffer& b : pool.buffers) {
+      if (b.in_flight) REMAT_CUDA_CHECK(cudaEventSynchronize(b.read));
+      b.in_flight = false;
+      if (b.device == device && b.bytes >= bytes && (!best || b.bytes < best->bytes)) best = &b;
+    }
+    if (best) return *best;
+    for (StagingBuffer& b : pool.buffers) {
+      use(b.device);
+      REMAT_CUDA_CHECK(cudaEventDestroy(b.read));
+      REMAT_CUDA_CHECK(cudaFreeHost(b.host));
+    }
+    pool.buffers.clear();
+    pool.total = 0;
+    use(device);
+  }
+  StagingBuffer b{.bytes = size, .device = device};
+  REMAT_CUDA_CHECK(cudaMallocHost(&b.host, size));
+  if (const cudaError_t error = cudaEventCreateWithFlags(&b.read, cudaEventDisableTiming); error != cudaSuccess) {
+    cudaFreeHost(b.host);
+    REMAT_CUDA_CHECK(error);
+  }
+  pool.total += size;
+  pool.buffers.push_back(b);
+  return pool.buffers.back();
+}
+
+}  // namespace
+
 void copy_host_to_device(void* dst, const void* src, size_t bytes, Stream stream) {
   use(stream.device);
-  REMAT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, raw(stream)));
-  // The source is pageable host memory the caller may free on return.
-  REMAT_CUDA_CHECK(cudaStreamSynchronize(raw(stream)));
+  if (bytes > kStagedCopyMax) {
+    REMAT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, raw(stream)));
+    // The source is pageable host memory the caller may free on return.
+    REMAT_CUDA_CHECK(cudaStreamSynchronize(raw(stream)));
+    return;
+  }
+  // Note [Host-to-device copies]
+  Staging& pool = staging();
+  std::lock_guard lock(pool.mutex);
+  StagingBuffer& b = staging_buffer(pool, bytes, stream.device);
+  std::memcpy(b.host, src, bytes);
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(dst, b.host, bytes, cudaMemcpyHostToDevice, raw(stream)));
+  // Until the event completes, the copy may still read b.host.
+  if (const cudaError_t error = cudaEventRecord(b.read, raw(stream)); error != cudaSuccess) {
+    (void)cudaStreamSynchronize(raw(stream));  // no event to wait on: the copy has read b.host after this
+    REMAT_CUDA_CHECK(error);
+  }
+  b.in_flight = true;
 }
 
 void copy_device_to_host(void* dst, const void* src, size_t bytes, Stream stream) {

@@ -32,7 +32,11 @@ void* device_malloc(size_t bytes, int device);
 void device_free(void* ptr, int device);
 
 // Copies of `bytes`, queued on `stream`. Those to the host wait for it (the
-// host reads the bytes next); the others return at once.
+// host reads the bytes next); the others return at once. A copy to the
+// device has read `src` when it returns (the caller may reuse it) and, up to
+// 64 MiB, does not wait for the stream: the bytes go through a pinned
+// staging buffer held until the copy has run (Note [Host-to-device copies]
+// in runtime.cu).
 void copy_host_to_device(void* dst, const void* src, size_t bytes, Stream stream);
 void copy_device_to_host(void* dst, const void* src, size_t bytes, Stream stream);
 void copy_device_to_device(void* dst, const void* src, size_t bytes, Stream stream);

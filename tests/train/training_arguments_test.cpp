@@ -30,6 +30,21 @@ TEST(TrainingArguments, DefaultsAreHuggingFaces) {
   EXPECT_NO_THROW(check(a));
 }
 
+// tf32, as Hugging Face's: unset (the process's setting, off), or a bool
+// from a bare flag, a value or JSON.
+TEST(TrainingArguments, Tf32IsUnsetUnlessGiven) {
+  TrainingArguments a;
+  EXPECT_FALSE(a.tf32.has_value());
+  EXPECT_TRUE(to_json(a)["tf32"].is_null());
+  apply_flags(a, {"--tf32"});
+  EXPECT_EQ(a.tf32, std::optional<bool>(true));
+  apply_flags(a, {"--tf32", "false"});
+  EXPECT_EQ(a.tf32, std::optional<bool>(false));
+  apply_json(a, nlohmann::json::parse(R"({"tf32": true})"), "test");
+  EXPECT_EQ(a.tf32, std::optional<bool>(true));
+  EXPECT_TRUE(is_bool_training_argument("tf32"));
+}
+
 TEST(TrainingArguments, FlagsTakeEveryFormAndTheOlderEvaluationStrategy) {
   TrainingArguments a;
   apply_flags(a, {"--per-device-train-batch-size", "64", "--learning_rate=3e-4", "--gradient_checkpointing",

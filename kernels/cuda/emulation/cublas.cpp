@@ -6,13 +6,19 @@
 // column-major strides (row stride 1, column stride ld), so remat's
 // row-major-to-column-major mapping in kernels/cuda/gemm.cu is what is
 // tested. With beta = 0, C is written and never read, and with k = 0 or
-// alpha = 0, C = beta C, as cuBLAS promises.
+// alpha = 0, C = beta C, as cuBLAS promises. Under CUBLAS_TF32_TENSOR_OP_MATH
+// a float GEMM reads A and B rounded to TF32 (10 mantissa bits, to nearest,
+// ties away from zero, as cvt.rna.tf32.f32) and sums in float32, as the
+// tensor cores do (not in their order: within float32 rounding of a GPU).
 #include <cublas_v2.h>
 
 #include <blis.h>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/gemm_blis.h"
 #include "kernels/cuda/emulation/emulator.h"
@@ -29,6 +35,23 @@ namespace {
 size_t span_bytes(int64_t rows, int64_t cols, int64_t ld, size_t element) {
   if (rows == 0 || cols == 0) return 0;
   return static_cast<size_t>((cols - 1) * ld + rows) * element;
+}
+
+// x rounded to TF32: 10 of float32's 23 mantissa bits kept, to nearest,
+// ties away from zero; infinities and NaN unchanged.
+float tf32_of(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) != 0x7f800000u) bits = (bits + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+// The `count` elements from p, rounded to TF32.
+std::vector<float> tf32_copy(const float* p, int64_t count) {
+  std::vector<float> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = tf32_of(p[i]);
+  return out;
 }
 
 template <class T>
@@ -80,6 +103,7 @@ cublasStatus_t gemm_strided(const char* name, cublasHandle_t handle, cublasOpera
   if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
   const T alpha_value = *alpha, beta_value = *beta;  // host pointer mode: read at the call
   const bool reads_ab = k > 0 && alpha_value != T(0);
+  const bool tf32 = std::is_same_v<T, float> && handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
   Task task;
   task.what = std::string(name) + " (m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k) +
               (batch > 1 ? ", batch " + std::to_string(batch) : "") + ")";
@@ -94,6 +118,14 @@ cublasStatus_t gemm_strided(const char* name, cublasHandle_t handle, cublasOpera
       if (e.empty() && reads_ab) e = check_device_range(bi, span_bytes(b_rows, b_cols, ldb, sizeof(T)), "B");
       if (e.empty()) e = check_device_range(ci, span_bytes(m, n, ldc, sizeof(T)), "C");
       if (!e.empty()) return "matrix " + std::to_string(i) + ": " + e;
+      if constexpr (std::is_same_v<T, float>) {
+        if (tf32 && reads_ab) {
+          const std::vector<float> a32 = tf32_copy(ai, static_cast<int64_t>(span_bytes(a_rows, a_cols, lda, 1)));
+          const std::vector<float> b32 = tf32_copy(bi, static_cast<int64_t>(span_bytes(b_rows, b_cols, ldb, 1)));
+          gemm_on_host(transa, transb, m, n, k, alpha_value, a32.data(), lda, b32.data(), ldb, beta_value, ci, ldc);
+          continue;
+        }
+      }
       gemm_on_host(transa, transb, m, n, k, alpha_value, ai, lda, bi, ldb, beta_value, ci, ldc);
     }
     return std::string();
@@ -134,7 +166,7 @@ cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream) {
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  handle->math = mode;  // TF32 is not emulated: products stay float32
+  handle->math = mode;  // TF32: float GEMMs read A and B rounded (gemm_strided)
   return CUBLAS_STATUS_SUCCESS;
 }
 

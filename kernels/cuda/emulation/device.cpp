@@ -21,7 +21,15 @@
 // blocking stream and they for it; cudaStreamNonBlocking streams wait for
 // nothing they were not told to. So work is never run earlier than a real
 // GPU could run it, and host code that reads results without waiting for
-// them reads nothing (the arena is closed).
+// them reads nothing (the arena is closed). cudaEventQuery runs nothing: it
+// says whether the work before the event has run (cudaErrorNotReady, not
+// kept as the last error, until the host waited for it).
+//
+// A copy from pageable host memory to the device takes the host's bytes at
+// the call (the caller may reuse them on return, as CUDA stages them); one
+// from pinned memory (cudaMallocHost) reads them when the copy runs, as a
+// GPU's DMA does, so that host code reusing a pinned buffer before the copy
+// ran shows as wrong bytes. cudaFreeHost waits for the device first.
 //
 // An error found while device work runs (a deadlock, a bad warp collective,
 // a kernel reading outside device memory found by a cuBLAS range check) is
@@ -636,14 +644,38 @@ cudaError_t cudaFree(void* ptr) {
   return pending;
 }
 
+namespace {
+std::map<const char*, size_t>& pinned() {  // start -> bytes of each cudaMallocHost allocation (under g_mutex)
+  static auto& allocations = *new std::map<const char*, size_t>;
+  return allocations;
+}
+
+bool in_pinned(const void* ptr, size_t bytes) {
+  const auto* p = static_cast<const char*>(ptr);
+  auto it = pinned().upper_bound(p);
+  if (it == pinned().begin()) return false;
+  --it;
+  return p + bytes <= it->first + it->second;
+}
+}  // namespace
+
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  std::lock_guard lock(g_mutex);
   *ptr = std::aligned_alloc(256, round_up(std::max<size_t>(bytes, 1), 256));
-  return *ptr != nullptr ? cudaSuccess : set_error(cudaErrorMemoryAllocation, "cudaMallocHost");
+  if (*ptr == nullptr) return set_error(cudaErrorMemoryAllocation, "cudaMallocHost");
+  pinned()[static_cast<const char*>(*ptr)] = std::max<size_t>(bytes, 1);
+  return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  std::lock_guard lock(g_mutex);
+  const cudaError_t pending = cudaDeviceSynchronize();  // a queued copy may still read it
+  if (pinned().erase(static_cast<const char*>(ptr)) == 0) {
+    return set_error(cudaErrorInvalidValue, "cudaFreeHost(" + pointer_text(ptr) + "): not a cudaMallocHost allocation");
+  }
   std::free(ptr);
-  return cudaSuccess;
+  return pending;
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
@@ -663,7 +695,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (!error.empty()) return set_error(cudaErrorInvalidValue, "cudaMemcpy of " + std::to_string(bytes) + " bytes: " + error);
   Task task;
   task.what = "cudaMemcpy of " + std::to_string(bytes) + " bytes";
-  if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost) {
+  if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost) && !in_pinned(src, bytes)) {
     // The host's bytes as they are now: the caller may reuse them on return.
     auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
     task.run = [dst, copy] {
@@ -774,7 +806,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return finish(run_to(event->stream, event->position));
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventSynchronize(event); }
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  std::lock_guard lock(g_mutex);
+  if (event == nullptr) return set_error(cudaErrorInvalidResourceHandle, "cudaEventQuery(null)");
+  if (event->stream == nullptr || event->stream->done >= event->position) return cudaSuccess;
+  return cudaErrorNotReady;  // runs nothing; not an error kept for cudaGetLastError
+}
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   std::lock_guard lock(g_mutex);
