@@ -7,8 +7,18 @@
 //   has more blocks), as W columns x 256 / W row slices: slice s adds rows
 //   s, s + 256 / W, ... of its column in that order, then slice 0 adds the
 //   slices' sums from shared memory in slice order. No scratch, one pass; a
-//   warp reads 32 / W rows of W columns (whole 32-byte sectors). Any other
-//   sum_to: one thread an output element, walking its inputs in order.
+//   warp reads 32 / W rows of W columns (whole 32-byte sectors).
+// - sum_to of everything to one value (a loss's sum): a full sum in two
+//   passes. Pass one cuts the input into fixed chunks (at least 8 elements a
+//   thread, at most kMaxPartials chunks: a function of the size alone),
+//   block b adding chunk b (thread t its elements t, t + 256, ... in order,
+//   then a fixed shuffle tree and the warps' sums in warp order,
+//   block_sum in reduce.cuh) into partials[b]; pass two, one block, adds
+//   the partials the same way, in block order by thread.
+// - Any other sum_to with at least 32 inputs an output (trailing axes): a
+//   WARP PER OUTPUT, lane l adding inputs l, l + 32, ... in order, then a
+//   __shfl_down_sync tree. Fewer: one thread an output, walking its inputs
+//   in order.
 // - max_along over the last axis (inner == 1): a WARP PER ROW, 8 rows a
 //   256-thread block, a grid-stride loop over rows. Lane l scans elements
 //   l, l + 32, ... in order keeping its first NaN, else its first maximum;
@@ -17,9 +27,10 @@
 //   on equal values (or two NaNs) the smaller index. That order is total, so
 //   every lane ends with the same pair: the CPU's (first NaN, else first
 //   maximum). inner > 1: one thread an output element, as the CPU walks it.
-// - squared_norm: kBlocks blocks each sum a strided share in double and
-//   reduce it in shared memory in a fixed tree; the host adds the kBlocks
-//   partials in order.
+// - squared_norm: kNormBlocks blocks each sum a strided share in double and
+//   reduce it in shared memory in a fixed tree (block_squared_norm,
+//   reduce.cuh, shared with optim.cu's clip_grads); the host adds the
+//   kNormBlocks partials in order.
 //
 // Why sums repeat bit for bit: which thread adds which elements, in which
 // order, and the shape of every combining tree depend only on the shapes,
@@ -30,11 +41,13 @@
 #include <vector>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/reduce.cuh"
 
 namespace remat::kernels::cuda {
 namespace {
 
-constexpr int kBlocks = 256;
+constexpr int64_t kSumChunkMin = 8 * kThreads;  // a full sum's block takes at least 8 elements a thread
+constexpr int64_t kMaxPartials = 1024;          // and there are at most this many blocks
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = kThreads / kWarp;  // rows a block of max_along's warp-per-row kernel
@@ -133,16 +146,50 @@ __global__ void max_rows(T* values, int64_t* indices, const T* x, int64_t rows, 
 
 template <class T>
 __global__ void squared_norm_partials(double* partials, const T* x, int64_t n) {
-  __shared__ double share[kThreads];
-  double acc = 0;
-  REMAT_GRID_STRIDE(i, n) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  share[threadIdx.x] = acc;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) share[threadIdx.x] += share[threadIdx.x + half];
-    __syncthreads();
+  const double sum = block_squared_norm<T>(x, n, static_cast<int>(blockIdx.x));
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// A full sum's first pass: block b adds the elements [b chunk, (b + 1) chunk)
+// of `walk` (the reduced axes, in row-major order), thread t those at t,
+// t + blockDim.x, ... of the chunk in order, then block_sum's fixed tree.
+template <class T>
+__global__ void sum_partials(T* partials, const T* in, StridedArgs<1> walk, int64_t n, int64_t chunk) {
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
+  const int64_t end = begin + chunk < n ? begin + chunk : n;
+  T acc = T(0);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += in[offsets_of(walk, i).at[0]];
+  const T sum = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// The second pass, one block: thread t adds partials t, t + blockDim.x, ...
+// in block order, then the same fixed tree; out (1).
+template <class T>
+__global__ void sum_of_partials(T* out, const T* partials, int64_t count) {
+  T acc = T(0);
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+  const T sum = block_sum(acc);
+  if (threadIdx.x == 0) out[0] = sum;
+}
+
+// sum_to with kept axes and at least a warp's worth of reduced elements an
+// output (other than column sums): a warp per output, warp w of block b
+// taking outputs b * kWarpsPerBlock + w, then a grid's worth on (bounds the
+// same for the warp's 32 lanes). Lane l adds reduced elements l, l + 32, ...
+// in order, then a __shfl_down_sync tree; lane 0 writes.
+template <class T>
+__global__ void sum_warp_per_output(T* out, const T* in, StridedArgs<1> kept, StridedArgs<1> reduced, int64_t outputs,
+                                    int64_t count) {
+  const int64_t lane = threadIdx.x % kWarp;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; o < outputs;
+       o += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
+    const int64_t base = offsets_of(kept, o).at[0];
+    T acc = T(0);
+    for (int64_t r = lane; r < count; r += kWarp) acc += in[base + offsets_of(reduced, r).at[0]];
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) acc += __shfl_down_sync(kFullMask, acc, offset);
+    if (lane == 0) out[o] = acc;
   }
-  if (threadIdx.x == 0) partials[blockIdx.x] = share[0];
 }
 
 }  // namespace
@@ -172,6 +219,26 @@ void sum_to(T* out, int64_t out_numel, const T* in, const std::vector<int64_t>& 
     const ColumnGrid grid = column_grid(rows, n);
     launch("sum_to_column_sums", column_sums<T>, {grid.blocks, grid.threads}, stream, out, in, rows, n,
            reduced.strides[0][0], grid.width);
+    return;
+  }
+  // Everything to one value: fixed chunks, then their partials (see the top).
+  if (out_numel == 1 && reduced_count > 0) {
+    int64_t chunk = (reduced_count + kMaxPartials - 1) / kMaxPartials;
+    chunk = std::max(kSumChunkMin, (chunk + kThreads - 1) / kThreads * kThreads);
+    const int64_t blocks = (reduced_count + chunk - 1) / chunk;
+    const ScratchLease lease = scratch_on(stream, Scratch::SumPartials, static_cast<size_t>(blocks) * sizeof(T));
+    T* partials = lease.as<T>();
+    launch("sum_to_partials", sum_partials<T>, {static_cast<unsigned>(blocks), kThreads}, stream, partials, in, reduced,
+           reduced_count, chunk);
+    launch("sum_to_sum_of_partials", sum_of_partials<T>, {1, kThreads}, stream, out,
+           static_cast<const T*>(partials), blocks);
+    return;
+  }
+  if (reduced_count >= kWarp) {
+    const auto blocks =
+        static_cast<unsigned>(std::min((out_numel + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks));
+    launch("sum_to_warp_per_output", sum_warp_per_output<T>, {blocks, kThreads}, stream, out, in, kept, reduced,
+           out_numel, reduced_count);
     return;
   }
   launch_elementwise(out_numel, stream, [=] __device__(int64_t o) {
@@ -220,10 +287,10 @@ template <class T>
 double squared_norm(const T* x, int64_t n, Stream stream) {
   if (n == 0) return 0;
   // Kept scratch (launch.cuh): clipping calls this once per parameter, every step.
-  const ScratchLease lease = scratch_on(stream, Scratch::SquaredNormPartials, kBlocks * sizeof(double));
+  const ScratchLease lease = scratch_on(stream, Scratch::SquaredNormPartials, kNormBlocks * sizeof(double));
   double* partials = lease.as<double>();
-  launch("squared_norm_partials", squared_norm_partials<T>, {kBlocks, kThreads}, stream, partials, x, n);
-  double host[kBlocks];
+  launch("squared_norm_partials", squared_norm_partials<T>, {kNormBlocks, kThreads}, stream, partials, x, n);
+  double host[kNormBlocks];
   copy_device_to_host(host, partials, sizeof host, stream);
   double sum = 0;
   for (double partial : host) sum += partial;
