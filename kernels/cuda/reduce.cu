@@ -26,7 +26,10 @@
 //   each keeping the winner of: a NaN over a number, the larger number, and
 //   on equal values (or two NaNs) the smaller index. That order is total, so
 //   every lane ends with the same pair: the CPU's (first NaN, else first
-//   maximum). inner > 1: one thread an output element, as the CPU walks it.
+//   maximum). inner > 1: a block per tile of W consecutive outputs of one
+//   outer index, split as the column sums above (W columns x 256 / W
+//   slices, each slice scanning its share of n in order), the slices'
+//   winners taken in slice order by the same total order.
 // - squared_norm: kNormBlocks blocks each sum a strided share in double and
 //   reduce it in shared memory in a fixed tree (block_squared_norm,
 //   reduce.cuh, shared with optim.cu's clip_grads); the host adds the
@@ -144,6 +147,52 @@ __global__ void max_rows(T* values, int64_t* indices, const T* x, int64_t rows, 
   }
 }
 
+// max_along for inner > 1, (outer, n, inner) -> (outer, inner): a block per
+// tile of `width` consecutive j of one o, as `width` columns x blockDim.x /
+// width slices (column_sums' split): slice s scans i = s, s + slices, ... in
+// order (first NaN, else first maximum, as a lane of max_rows), then slice 0
+// takes the slices' winners by `beats` in slice order. `beats` is a total
+// order, so the winner is the CPU's whatever the split.
+template <class T>
+__global__ void max_columns(T* values, int64_t* indices, const T* x, int64_t outer, int64_t n, int64_t inner,
+                            int width) {
+  __shared__ T best_share[kThreads];
+  __shared__ int64_t index_share[kThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  const int slices = static_cast<int>(blockDim.x) / width, slice = t / width;
+  const int64_t tiles_per_row = (inner + width - 1) / width, tiles = outer * tiles_per_row;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t o = tile / tiles_per_row, j = tile % tiles_per_row * width + t % width;
+    T best = T(0);
+    int64_t best_index = -1;
+    if (j < inner) {
+      const T* column = x + o * n * inner + j;
+      for (int64_t i = slice; i < n; i += slices) {
+        const T v = column[i * inner];
+        if (beats(v, i, best, best_index)) {
+          best = v;
+          best_index = i;
+          if (isnan(v)) break;  // nothing later in this slice beats its first NaN
+        }
+      }
+    }
+    best_share[t] = best;
+    index_share[t] = best_index;
+    __syncthreads();
+    if (slice == 0 && j < inner) {
+      for (int k = 1; k < slices; ++k) {
+        if (beats(best_share[t + k * width], index_share[t + k * width], best, best_index)) {
+          best = best_share[t + k * width];
+          best_index = index_share[t + k * width];
+        }
+      }
+      if (values) values[o * inner + j] = best;
+      if (indices) indices[o * inner + j] = best_index;
+    }
+    __syncthreads();  // the next tile writes the shares again
+  }
+}
+
 template <class T>
 __global__ void squared_norm_partials(double* partials, const T* x, int64_t n) {
   const double sum = block_squared_norm<T>(x, n, static_cast<int>(blockIdx.x));
@@ -257,21 +306,16 @@ void max_along(T* values, int64_t* indices, const T* x, int64_t outer, int64_t n
     launch("max_along_rows", max_rows<T>, {blocks, kThreads}, stream, values, indices, x, outer, n);
     return;
   }
-  launch_elementwise(outer * inner, stream, [=] __device__(int64_t k) {
-    const int64_t o = k / inner, j = k % inner;
-    const T* row = x + o * n * inner + j;
-    T best = row[0];
-    int64_t best_index = 0;
-    for (int64_t i = 1; i < n && !isnan(best); ++i) {
-      const T v = row[i * inner];
-      if (v > best || isnan(v)) {
-        best = v;
-        best_index = i;
-      }
-    }
-    if (values) values[k] = best;
-    if (indices) indices[k] = best_index;
-  });
+  if (outer == 0 || inner == 0 || n == 0) return;
+  // Tiles of 32 j (16 or 8 for a narrower inner); fewer threads, down to a
+  // warp, where n has fewer elements than the slices.
+  int width = 32;
+  while (width > 8 && width / 2 >= inner) width /= 2;
+  int threads = kThreads;
+  while (threads > kWarp && static_cast<int64_t>(threads / width / 2) >= n) threads /= 2;
+  const int64_t tiles = outer * ((inner + width - 1) / width);
+  launch("max_along_columns", max_columns<T>, {static_cast<unsigned>(std::min(tiles, kMaxBlocks)),
+         static_cast<unsigned>(threads)}, stream, values, indices, x, outer, n, inner, width);
 }
 
 template <class T>

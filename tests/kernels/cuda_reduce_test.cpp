@@ -5,7 +5,8 @@
 // axes (a warp an output) with 31, 32, 1000 inputs an output. float32 within
 // 1e-5 of the sum of the terms' magnitudes, float64 within 1e-12; a second
 // run, and a run with the emulated GPU's threads in a shuffled order, give
-// the same bits. squared_norm: the same bits every run.
+// the same bits. max_along over inner axes: the CPU's values and indices,
+// ties and NaNs included. squared_norm: the same bits every run.
 #include <gtest/gtest.h>
 
 #if REMAT_HAVE_CUDA
@@ -16,6 +17,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/reduce.h"
@@ -165,6 +167,52 @@ TEST(CudaReduce, TrailingAxesMatchTheCpuAndRepeat) {
   for (const Case& c : cases) {
     parity<float>(c, ++seed);
     parity<double>(c, ++seed);
+  }
+}
+
+// max_along with inner > 1 (a block per tile of outputs): the CPU's values
+// (bits: a NaN's, a zero's sign) and indices, with ties and NaNs anywhere,
+// the same bits every run and in a shuffled thread order.
+template <class T>
+void max_along_parity(int64_t outer, int64_t n, int64_t inner, uint64_t seed) {
+  const std::string what = "(" + std::to_string(outer) + ", " + std::to_string(n) + ", " + std::to_string(inner) + ")";
+  const auto size = static_cast<size_t>(outer * n * inner), out = static_cast<size_t>(outer * inner);
+  const T choices[] = {T(-1), T(-0.0), T(0), T(1), T(2)};
+  std::mt19937_64 rng(seed);
+  std::vector<T> x(size);
+  for (T& v : x) v = choices[rng() % 5];
+  for (size_t k = 0; k < out / 3; ++k) x[rng() % size] = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> cpu_values(out);
+  std::vector<int64_t> cpu_indices(out);
+  cpu_k::max_along<T>(cpu_values.data(), cpu_indices.data(), x.data(), outer, n, inner);
+  const DeviceBuffer<T> d_x(x);
+  const DeviceBuffer<T> d_values{std::vector<T>(out)};
+  const DeviceBuffer<int64_t> d_indices{std::vector<int64_t>(out)};
+  auto run = [&] {
+    cuda_k::max_along<T>(d_values.ptr, d_indices.ptr, d_x.ptr, outer, n, inner, stream());
+    return std::make_pair(d_values.read(), d_indices.read());
+  };
+  const auto first = run();
+  EXPECT_TRUE(same_bits(first.first, cpu_values)) << "values " << what;
+  EXPECT_EQ(first.second, cpu_indices) << "indices " << what;
+  const auto again = run();
+  EXPECT_TRUE(same_bits(again.first, first.first) && again.second == first.second) << what;
+#if REMAT_CUDA_EMULATION
+  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, seed);
+  const auto shuffled = run();
+  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder);
+  EXPECT_TRUE(same_bits(shuffled.first, first.first) && shuffled.second == first.second) << "shuffled " << what;
+#endif
+}
+
+TEST(CudaReduce, MaxAlongInnerAxesMatchesTheCpu) {
+  REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
+  const int64_t shapes[][3] = {{7, 33, 5},  {2, 20000, 3}, {1, 5000, 40}, {3, 2, 1000},
+                               {1, 1, 17},  {5, 300, 16},  {4, 1, 2},     {1, 100000, 2}};
+  uint64_t seed = 40;
+  for (const auto& s : shapes) {
+    max_along_parity<float>(s[0], s[1], s[2], ++seed);
+    max_along_parity<double>(s[0], s[1], s[2], ++seed);
   }
 }
 
