@@ -1,9 +1,11 @@
 // AdamW; see adamw.h. The bias corrections are computed here in double, once
-// per parameter and step; the kernel does the per-element work.
+// per parameter and step; the kernel does the per-element work, for every
+// parameter of a device and dtype at once (adamw_multi_step).
 #include "optim/adamw.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -25,9 +27,14 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
 }
 
 void AdamW::step() {
+  // Every gradient first (each is checked), then the state and the groups:
+  // one multi-tensor kernel per device and dtype (on CUDA one launch for
+  // all the group's parameters; on the CPU one loop a parameter, as before).
+  std::vector<Tensor> grads(params().size());
+  for (size_t i = 0; i < params().size(); ++i) grads[i] = dense_grad_of(params()[i], "AdamW");
+  std::vector<std::vector<size_t>> groups;  // parameter indices, by (device, dtype) in order of first appearance
   for (size_t i = 0; i < params().size(); ++i) {
-    const Tensor grad = dense_grad_of(params()[i], "AdamW");
-    if (!grad.defined()) continue;
+    if (!grads[i].defined()) continue;
     const Tensor& p = params()[i];
     State& state = state_[i];
     if (!state.exp_avg.defined()) {
@@ -40,22 +47,38 @@ void AdamW::step() {
       state.exp_avg_sq = to(state.exp_avg_sq, p.device());
     }
     state.step += 1;
-    const double t = static_cast<double>(state.step);
-    kernels::AdamwHyper hyper;
-    hyper.lr = lr();
-    hyper.beta1 = options_.beta1;
-    hyper.beta2 = options_.beta2;
-    hyper.eps = options_.eps;
-    hyper.weight_decay = options_.weight_decay;
-    hyper.step_size = lr() / (1.0 - std::pow(options_.beta1, t));
-    hyper.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, t));
-    dispatch_floating(p.dtype(), "AdamW", [&]<class T>() {
-      run_kernel(p, "AdamW", [&](auto stream) {
-        adamw_step<T>(p.data<T>(), state.exp_avg.data<T>(), state.exp_avg_sq.data<T>(), grad.data<T>(), p.numel(),
-                      hyper, stream);
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const std::vector<size_t>& g) {
+      const Tensor& q = params()[g.front()];
+      return q.device() == p.device() && q.dtype() == p.dtype();
+    });
+    if (group == groups.end()) group = groups.insert(groups.end(), std::vector<size_t>{});
+    group->push_back(i);
+  }
+  for (const std::vector<size_t>& group : groups) {
+    const Tensor& first = params()[group.front()];
+    dispatch_floating(first.dtype(), "AdamW", [&]<class T>() {
+      run_kernel(first, "AdamW", [&](auto stream) {
+        std::vector<kernels::AdamwTensor<T>> rows;
+        rows.reserve(group.size());
+        for (size_t i : group) {
+          const Tensor& p = params()[i];
+          const State& state = state_[i];
+          const double t = static_cast<double>(state.step);
+          kernels::AdamwHyper hyper;
+          hyper.lr = lr();
+          hyper.beta1 = options_.beta1;
+          hyper.beta2 = options_.beta2;
+          hyper.eps = options_.eps;
+          hyper.weight_decay = options_.weight_decay;
+          hyper.step_size = lr() / (1.0 - std::pow(options_.beta1, t));
+          hyper.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, t));
+          rows.push_back({p.data<T>(), state.exp_avg.data<T>(), state.exp_avg_sq.data<T>(), grads[i].data<T>(),
+                          p.numel(), kernels::AdamwConstants<T>(hyper)});
+        }
+        adamw_multi_step<T>(rows, stream);
       });
     });
-    p.storage()->bump_version();
+    for (size_t i : group) params()[i].storage()->bump_version();
   }
 }
 

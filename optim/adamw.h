@@ -7,7 +7,8 @@
 //
 // m and v start at zero and live under MemoryCategory::OptimizerState; t
 // counts the steps that parameter took (one with no grad does not count).
-// The update loop is kernels/cpu/optim.h (adamw_step).
+// The update loop is kernels/cpu/optim.h (adamw_multi_step: one launch for
+// every parameter of a device and dtype on CUDA).
 #pragma once
 
 #include <cstdint>

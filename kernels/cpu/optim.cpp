@@ -7,7 +7,11 @@
 // one element is kernels/math.h's, shared with the CUDA kernels.
 #include "kernels/cpu/optim.h"
 
+#include <cmath>
+
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cpu/unary.h"
 #include "kernels/math.h"
 
 namespace remat::kernels::cpu {
@@ -56,9 +60,37 @@ void adamw_step(T* param, T* exp_avg, T* exp_avg_sq, const T* grad, int64_t n, c
   elementwise(n, [=](int64_t i) { adamw_update<T>(param[i], exp_avg[i], exp_avg_sq[i], grad[i], constants); });
 }
 
+template <class T>
+void adamw_multi_step(const std::vector<AdamwTensor<T>>& tensors, Host) {
+  for (const AdamwTensor<T>& t : tensors) {
+    const AdamwConstants<T> constants = t.constants;
+    T* param = t.param;
+    T* exp_avg = t.exp_avg;
+    T* exp_avg_sq = t.exp_avg_sq;
+    const T* grad = t.grad;
+    elementwise(t.n, [=](int64_t i) { adamw_update<T>(param[i], exp_avg[i], exp_avg_sq[i], grad[i], constants); });
+  }
+}
+
+template <class T>
+double clip_grads(const std::vector<GradTensor<T>>& grads, double max_norm, Host) {
+  double squares = 0;
+  for (const GradTensor<T>& g : grads) squares += squared_norm<T>(g.data, g.n);
+  const double norm = std::sqrt(squares);
+  const double coef = max_norm / (norm + 1e-6);
+  // PyTorch multiplies by min(coef, 1) unconditionally; multiplying by 1 is a
+  // no-op, and a NaN norm still reaches the gradients, as there.
+  if (coef < 1.0 || std::isnan(coef)) {
+    for (const GradTensor<T>& g : grads) scale<T>(g.data, g.data, static_cast<T>(coef), g.n);
+  }
+  return norm;
+}
+
 #define REMAT_INSTANTIATE_OPTIM(T)                                                  \
   template void sgd_step<T>(T*, T*, const T*, int64_t, const SgdHyper&, bool, Host);      \
-  template void adamw_step<T>(T*, T*, T*, const T*, int64_t, const AdamwHyper&, Host);
+  template void adamw_step<T>(T*, T*, T*, const T*, int64_t, const AdamwHyper&, Host);    \
+  template void adamw_multi_step<T>(const std::vector<AdamwTensor<T>>&, Host);            \
+  template double clip_grads<T>(const std::vector<GradTensor<T>>&, double, Host);
 REMAT_INSTANTIATE_OPTIM(float)
 REMAT_INSTANTIATE_OPTIM(double)
 #undef REMAT_INSTANTIATE_OPTIM

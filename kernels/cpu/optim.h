@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/args.h"
 #include "kernels/cpu/host.h"
+#include "kernels/multi_tensor.h"
 
 namespace remat::kernels::cpu {
 
@@ -33,5 +35,21 @@ void sgd_step(T* param, T* momentum_buf, const T* grad, int64_t n, const SgdHype
 //   param -= step_size * m / (sqrt(v) / bias_correction2_sqrt + eps)
 template <class T>
 void adamw_step(T* param, T* exp_avg, T* exp_avg_sq, const T* grad, int64_t n, const AdamwHyper& hyper, Host = {});
+
+// adamw_step on every tensor of the table, each with its own constants: on
+// the CPU one tensor after the other (the same bits as adamw_step); its
+// CUDA twin updates them all in one launch.
+template <class T>
+void adamw_multi_step(const std::vector<AdamwTensor<T>>& tensors, Host = {});
+
+// torch.nn.utils.clip_grad_norm_ over the gradients of the table, all of
+// one device and dtype; returns the total norm before clipping:
+//   squares = 0;  for each grad in order: squares += squared_norm(grad)
+//   norm = sqrt(squares);  coef = max_norm / (norm + 1e-6)
+//   if coef < 1 or coef is NaN: every grad *= T(coef)
+// (a NaN norm reaches the gradients, as in PyTorch). The CUDA twin keeps
+// the squares, the norm and coef on the GPU and copies the norm back once.
+template <class T>
+double clip_grads(const std::vector<GradTensor<T>>& grads, double max_norm, Host = {});
 
 }  // namespace remat::kernels::cpu

@@ -174,6 +174,8 @@ enum class Scratch {
   EmbeddingStarts,
   EmbeddingPositions,
   SquaredNormPartials,
+  SumPartials,       // reduce.cu: a full sum's per-block partials
+  MultiTensorTable,  // optim.cu: the tensors of a multi-tensor AdamW step or clip, and the clip's sums
   kCount
 };
 

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "engine/allocator.h"
+#include "kernels/cpu/optim.h"
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "tests/optim/toy_problem.h"
@@ -146,6 +148,41 @@ TEST(AdamW, Float32FollowsTheSameFormula) {
   const std::vector<double> want = q.to_vector<double>();
   EXPECT_NEAR(got[0], want[0], 1e-6);
   EXPECT_NEAR(got[1], want[1], 1e-6);
+}
+
+// adamw_multi_step on the CPU is adamw_step a tensor, bit for bit (each
+// tensor with its own constants), below and above the threaded size.
+TEST(AdamW, MultiStepIsAdamwStepATensor) {
+  const std::vector<int64_t> sizes{1, 31, 70000, 5};
+  std::vector<std::vector<float>> p, m, v, g;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const auto n = static_cast<size_t>(sizes[k]);
+    p.emplace_back(n), m.emplace_back(n), v.emplace_back(n), g.emplace_back(n);
+    for (size_t i = 0; i < n; ++i) {
+      p[k][i] = std::sin(static_cast<float>(i + k));
+      m[k][i] = 0.01f * std::cos(static_cast<float>(i));
+      v[k][i] = 1e-4f * static_cast<float>(i % 7);
+      g[k][i] = std::cos(static_cast<float>(3 * i + k));
+    }
+  }
+  auto single_p = p, single_m = m, single_v = v;
+  std::vector<kernels::AdamwTensor<float>> rows;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const double t = static_cast<double>(k + 1);
+    const kernels::AdamwHyper hyper{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                                    .step_size = 1e-3 / (1 - std::pow(0.9, t)),
+                                    .bias_correction2_sqrt = std::sqrt(1 - std::pow(0.95, t))};
+    kernels::cpu::adamw_step<float>(single_p[k].data(), single_m[k].data(), single_v[k].data(), g[k].data(), sizes[k],
+                                    hyper);
+    rows.push_back({p[k].data(), m[k].data(), v[k].data(), g[k].data(), sizes[k], kernels::AdamwConstants<float>(hyper)});
+  }
+  kernels::cpu::adamw_multi_step<float>(rows);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const size_t bytes = p[k].size() * sizeof(float);
+    EXPECT_EQ(std::memcmp(p[k].data(), single_p[k].data(), bytes), 0) << "tensor " << k;
+    EXPECT_EQ(std::memcmp(m[k].data(), single_m[k].data(), bytes), 0) << "tensor " << k;
+    EXPECT_EQ(std::memcmp(v[k].data(), single_v[k].data(), bytes), 0) << "tensor " << k;
+  }
 }
 
 TEST(AdamW, StateBytesAreExact) {
