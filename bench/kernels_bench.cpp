@@ -8,7 +8,8 @@
 //            4 heads, 128 tokens, head size 64), q and k read as views into a
 //            (16, 128, 768) qkv as the model reads them: the scores GEMMs
 //            (scaled by 1/8 as GEMM's alpha), the causal mask and softmax,
-//            which a replay of the probabilities runs in that order.
+//            which a replay of the probabilities runs in that order, and
+//            causal_softmax, the two in one op, which GPT runs.
 // Threads: REMAT_THREADS (default 1), for OpenMP loops and GEMM alike.
 //   REMAT_THREADS=2 build/bench/bench_kernels --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -22,6 +23,7 @@
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "ops/attention.h"
 #include "ops/binary.h"
 #include "ops/mask.h"
 #include "ops/matmul.h"
@@ -136,6 +138,11 @@ void BM_AttentionSoftmax(benchmark::State& state) {
   attention_benchmark(state, [&] { return softmax(scores, -1); }, 2 * kScoreBytes);
 }
 
+void BM_AttentionCausalSoftmax(benchmark::State& state) {
+  const Tensor scores = uniform({kB, kH, kT, kT}, -1.0, 1.0);
+  attention_benchmark(state, [&] { return causal_softmax(scores); }, 2 * kScoreBytes);
+}
+
 BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -143,6 +150,7 @@ BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionScores)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionMask)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionSoftmax)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionCausalSoftmax)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace remat

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <utility>
 
 #include "engine/allocator.h"
@@ -44,15 +43,6 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& ini
   resid_dropout_ = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout, dropout));
 }
 
-const Tensor& CausalSelfAttention::mask_for(int64_t t, Device device) {
-  // Made again for another device: a rehearsal's (MetaScope) is meta.
-  if (!mask_.defined() || mask_.size(0) != t || mask_.device() != device) {
-    CategoryGuard constant(MemoryCategory::Data);
-    mask_ = causal_mask(t, device);
-  }
-  return mask_;
-}
-
 // Each handle here goes once its last reader has run (x once c_attn has read
 // it, qkv's heads and the probabilities once the P V product is made), so a
 // value the plan drops is freed at once rather than when forward returns.
@@ -69,9 +59,10 @@ Tensor CausalSelfAttention::forward(Tensor&& x) {
     // Named, so that they are recorded in this order whatever order a
     // compiler evaluates function arguments in: plans apply by position.
     const Tensor q = heads(0), k = heads(1), v = heads(2);
+    // Scores scaled by 1/sqrt(D) in the GEMM itself (its alpha), then the
+    // mask and softmax as one op: row i weighs positions 0..i only.
     Tensor att = matmul(q, transpose(k, -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
-    att = masked_fill(att, mask_for(T, att.device()), -std::numeric_limits<double>::infinity());
-    att = attn_dropout_->forward(softmax(att, -1));
+    att = attn_dropout_->forward(causal_softmax(att));
     y = matmul(att, v);
   }
   y = reshape(transpose(y, 1, 2), {B, T, C});  // (B, H, T, D) -> (B, T, C)

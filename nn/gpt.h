@@ -10,7 +10,8 @@
 //   transformer.ln_f.weight/bias             lm_head.weight (V, C): only when untied
 //
 // Pre-LayerNorm blocks, learned positions, GELU (tanh), causal attention
-// written as matmul + causal mask + softmax. Each block's forward runs in a
+// written as matmul (scaled in the GEMM) + causal_softmax (mask and softmax
+// in one op, ops/attention.h). Each block's forward runs in a
 // BlockScope named like its parameters ("transformer.h.3"), which is how the
 // scheduler learns the block boundaries.
 #pragma once
@@ -59,13 +60,9 @@ class CausalSelfAttention : public Module {
   Tensor forward(Tensor&& x);
 
  private:
-  // int64 (T, T) causal mask, made once per T and kept (category Data).
-  const Tensor& mask_for(int64_t t, Device device);
-
   int64_t n_head_;
   std::shared_ptr<Conv1D> c_attn_, c_proj_;
   std::shared_ptr<Dropout> attn_dropout_, resid_dropout_;
-  Tensor mask_;
 };
 
 // The feed-forward part of a block: c_fc (C -> 4C), GELU, c_proj (4C -> C).
