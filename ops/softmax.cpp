@@ -82,6 +82,20 @@ class SoftmaxNode final : public Node {
   int64_t axis_;
 };
 
+// Note [Cross-entropy without log_probs]
+// Forward keeps per row two numbers, the maximum m and log(sum exp(x - m)),
+// instead of the (N, C) log-probabilities (1.65 GB at W3's 8192 x 50304, in
+// float32, allocated while the logits were alive): backward reads the
+// logits themselves and recomputes softmax from them in the same pass that
+// writes dlogits. m and the log-sum are saved apart, not their sum, so that
+// each log-probability is (x - m) - log_sum, log_softmax's own two
+// subtractions: on the CPU the gradients and the loss have the bits of the
+// two-buffer op this replaces (tests/ops/softmax_test.cpp holds them to it).
+// Backward writes dlogits over the logits when nothing else holds their
+// storage (no caller's handle, no other saved value, no retained graph):
+// it lets go of its saved logits first (release_saved_now), so that the
+// liveness simulator sees the logits freed and an (N, C) gradient made,
+// which is what writing over them amounts to.
 class CrossEntropyNode final : public Node {
  public:
   explicit CrossEntropyNode(int64_t ignore_index) : ignore_index_(ignore_index) {}
@@ -97,13 +111,13 @@ class CrossEntropyNode final : public Node {
                 "(expected ({}))", str(targets.shape()), str(logits.shape()), logits.shape()[0]);
     const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
     REMAT_CHECK(classes > 0, "cross_entropy: logits {} have no classes", logits.str());
-    log_probs_ = Tensor({rows, classes}, logits.dtype(), logits.device());
+    stats_ = Tensor({rows, 2}, logits.dtype(), logits.device());  // (N, 2): m, log(sum exp(x - m))
     Tensor out({}, logits.dtype(), logits.device());
     dispatch_floating(logits.dtype(), name(), [&]<class T>() {
       run_kernel(out, name(), [&](auto stream) {
         double total = 0;
         int64_t bad_row = -1;
-        const bool ok = cross_entropy_forward<T>(&total, &count_, log_probs_.data<T>(), &bad_row, logits.data<T>(),
+        const bool ok = cross_entropy_forward<T>(&total, &count_, stats_.data<T>(), &bad_row, logits.data<T>(),
                                                  targets.data<int64_t>(), rows, classes, ignore_index_, stream);
         REMAT_CHECK(ok, "cross_entropy: target {} at row {} is outside [0, {}) and is not ignore_index {}",
                     targets.to_vector<int64_t>()[static_cast<size_t>(bad_row)], bad_row, classes, ignore_index_);
@@ -115,23 +129,29 @@ class CrossEntropyNode final : public Node {
     return out;
   }
 
-  // Backward reads the log-probabilities and the targets, not the logits
-  // (as PyTorch's log_softmax + nll_loss): the logits can be freed.
+  // The logits (input 0, or its dense copy), the row statistics and the
+  // targets: Note [Cross-entropy without log_probs].
   void save(const Tensors& in, const Tensor&) override {
-    save_value(log_probs_);
+    save_value(dense(in[0]));
+    save_value(stats_);
     save_value(dense(in[1]));
-    log_probs_ = Tensor();
+    stats_ = Tensor();
   }
 
-  // loss = -mean_r logp[r, t_r]:  dx[r, c] = (exp(logp[r, c]) - [c == t_r]) / count
+  // loss = -mean_r logp[r, t_r]:  dx[r, c] = (softmax(x)[r, c] - [c == t_r]) / count
   Tensors backward(const Tensor& dout) override {
-    const Tensor log_probs = saved(0), targets = saved(1);
-    Tensor dlogits(log_probs.shape(), log_probs.dtype(), log_probs.device());
-    dispatch_floating(log_probs.dtype(), name(), [&]<class T>() {
+    const Tensor stats = saved(1), targets = saved(2);
+    Tensor logits = saved(0);
+    release_saved_now(0);  // a no-op when the graph is retained: the saved value then keeps the storage
+    // Over the logits when this holds their storage alone; a thread of the
+    // kernels writes only elements it has read.
+    const bool overwrite = owns_storage_alone(logits);
+    Tensor dlogits = overwrite ? logits : Tensor(logits.shape(), logits.dtype(), logits.device());
+    dispatch_floating(logits.dtype(), name(), [&]<class T>() {
       run_kernel(dlogits, name(), [&](auto stream) {
         const T scale = count_ > 0 ? dout.item<T>() / static_cast<T>(count_) : T(0);
-        cross_entropy_backward<T>(dlogits.data<T>(), log_probs.data<T>(), targets.data<int64_t>(), log_probs.shape()[0],
-                                  log_probs.shape()[1], ignore_index_, scale, stream);
+        cross_entropy_backward<T>(dlogits.data<T>(), logits.data<T>(), stats.data<T>(), targets.data<int64_t>(),
+                                  logits.shape()[0], logits.shape()[1], ignore_index_, scale, stream);
       });
     });
     return {dlogits, Tensor()};
@@ -142,8 +162,8 @@ class CrossEntropyNode final : public Node {
  private:
   int64_t ignore_index_;
   int64_t count_ = 0;  // rows not ignored in the last forward
-  void discard_side_results() override { log_probs_ = Tensor(); }
-  Tensor log_probs_;   // from forward to save(); not kept otherwise
+  void discard_side_results() override { stats_ = Tensor(); }
+  Tensor stats_;       // from forward to save(); not kept otherwise
 };
 
 }  // namespace

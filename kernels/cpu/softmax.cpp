@@ -60,6 +60,23 @@ template <class T, class Stride> T row_max(const T* x, int64_t n, Stride s) {
   for (; i < n; ++i) m = std::max(m, x[i * s]);
   return m;
 }
+
+// A row's maximum m and log(sum exp(x - m)): the statistics of
+// log_softmax_forward, and of cross-entropy's forward and backward, which
+// recompute log-probabilities (x - m) - log_sum from them. One function,
+// kept out of line, so that every caller runs the same instructions: the
+// vectorised sum's order of additions is the compiler's choice, and
+// cross-entropy's gradients must have log_softmax's bits.
+template <class T> struct RowStats {
+  T max, log_sum;
+};
+template <class T, class Stride> [[gnu::noinline]] RowStats<T> row_stats(const T* x, int64_t n, Stride s) {
+  const T m = row_max(x, n, s);
+  T total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t i = 0; i < n; ++i) total += fast_exp(x[i * s] - m);
+  return {m, std::log(total)};
+}
 }  // namespace
 
 template <class T> void softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, Host) {
@@ -94,13 +111,9 @@ template <class T> void softmax_backward(T* dx, const T* dout, const T* out, int
 template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, Host) {
   for_each_softmax_row(outer, n, inner, [&](int64_t base, auto s) {
     const T* xr = x + base;
-    const T m = row_max(xr, n, s);
-    T total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t i = 0; i < n; ++i) total += fast_exp(xr[i * s] - m);
     // (x - m) - log(total), not x - (m + log(total)): m + log(total) rounds
     // away the small term when m is large (float32 logits near 1000).
-    const T log_total = std::log(total);
+    const auto [m, log_total] = row_stats(xr, n, s);
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) out[base + i * s] = (xr[i * s] - m) - log_total;
   });
@@ -118,10 +131,17 @@ void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int
   });
 }
 
+// The statistics of every row (as log_softmax_forward, by the same
+// row_stats), then the loss in row order; no (rows, classes) buffer.
 template <class T>
-bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64_t* bad_row, const T* logits,
+bool cross_entropy_forward(double* loss_sum, int64_t* count, T* stats, int64_t* bad_row, const T* logits,
                            const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index, Host) {
-  log_softmax_forward(log_probs, logits, rows, classes, 1);
+  for_each_softmax_row(rows, classes, 1, [&](int64_t base, auto s) {
+    const auto [m, log_sum] = row_stats(logits + base, classes, s);
+    const int64_t r = base / classes;
+    stats[2 * r] = m;
+    stats[2 * r + 1] = log_sum;
+  });
   double total = 0;
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -131,7 +151,9 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
       *bad_row = r;
       return false;
     }
-    total -= static_cast<double>(log_probs[r * classes + t]);
+    // log_softmax_forward's element: (x - m) - log_sum, rounded to T.
+    const T log_prob = (logits[r * classes + t] - stats[2 * r]) - stats[2 * r + 1];
+    total -= static_cast<double>(log_prob);
     ++counted;
   }
   *loss_sum = total;
@@ -139,18 +161,23 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
   return true;
 }
 
+// dlogits[r, c] = scale * exp((x - m) - log_sum), then scale less at the
+// target: the bits of scale * exp(log_probs) when log_probs was stored
+// (the two-buffer kernel this replaces), since each element's
+// log-probability is recomputed by the same two subtractions.
 template <class T>
-void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targets, int64_t rows, int64_t classes,
-                            int64_t ignore_index, T scale, Host) {
+void cross_entropy_backward(T* dlogits, const T* logits, const T* stats, const int64_t* targets, int64_t rows,
+                            int64_t classes, int64_t ignore_index, T scale, Host) {
 #pragma omp parallel for schedule(static) if (rows * classes >= 65536)
   for (int64_t r = 0; r < rows; ++r) {
     T* d = dlogits + r * classes;
-    const T* row = log_probs + r * classes;
+    const T* x = logits + r * classes;
     if (targets[r] == ignore_index) {
       std::fill(d, d + classes, T(0));
       continue;
     }
-    for (int64_t c = 0; c < classes; ++c) d[c] = scale * fast_exp(row[c]);
+    const T m = stats[2 * r], log_sum = stats[2 * r + 1];
+    for (int64_t c = 0; c < classes; ++c) d[c] = scale * fast_exp((x[c] - m) - log_sum);
     d[targets[r]] -= scale;
   }
 }
@@ -162,7 +189,8 @@ void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targe
   template void log_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, Host);                        \
   template bool cross_entropy_forward<T>(double*, int64_t*, T*, int64_t*, const T*, const int64_t*, int64_t,      \
                                          int64_t, int64_t, Host);                                                        \
-  template void cross_entropy_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T, Host);
+  template void cross_entropy_backward<T>(T*, const T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T,      \
+                                         Host);
 REMAT_INSTANTIATE_SOFTMAX(float)
 REMAT_INSTANTIATE_SOFTMAX(double)
 #undef REMAT_INSTANTIATE_SOFTMAX

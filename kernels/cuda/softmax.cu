@@ -25,6 +25,16 @@
 // a pair combine the same two numbers, and IEEE addition is commutative, as
 // is max_of below). Cross-entropy's loss is one number per row, added on the
 // host in row order, as the CPU does.
+//
+// Cross-entropy writes no (rows, classes) buffer. Its forward is
+// log_softmax's two reading passes (max, then the sum of exp(x - m)) on the
+// same split, ending in each row's statistics, m and log(sum), kept apart as
+// the CPU keeps them, and the row's loss term, written by the team's first
+// thread. Its backward needs no reduction: the same split (a warp a row, a
+// block from 1024) only assigns elements to threads, so a row's index comes
+// from the team instead of a 64-bit division per element, and each element
+// is read once and written once (in place over the logits when the op
+// allows it: a thread writes only what it has just read).
 #include "kernels/cuda/softmax.h"
 
 #include <math.h>
@@ -200,6 +210,76 @@ struct LogSoftmaxBackwardRow {
   }
 };
 
+// Cross-entropy's forward for row r: the statistics of LogSoftmaxForwardRow
+// (the same passes and reductions, so the same bits) into stats, and from
+// the team's first thread the row's loss term and state: 1 counted, 0
+// ignored, -1 a target outside [0, n).
+template <class T>
+struct CrossEntropyForwardRow {
+  using Value = T;
+  T* stats;                // (rows, 2): m, log_sum
+  double* losses;          // (rows)
+  int* status;             // (rows)
+  const T* logits;         // (rows, n)
+  const int64_t* targets;  // (rows)
+  int64_t n;
+  int64_t ignore_index;
+  template <class Team>
+  __device__ void operator()(const Team& team, int64_t r) const {
+    const T* xr = logits + r * n;
+    T m = lowest<T>();
+    for (int64_t i = team.rank(); i < n; i += team.size()) m = max_of(m, xr[i]);
+    m = team.max(m);
+    T total = 0;
+    for (int64_t i = team.rank(); i < n; i += team.size()) total += exp_of(xr[i] - m);
+    const T log_sum = log_of(team.sum(total));
+    if (team.rank() != 0) return;
+    stats[2 * r] = m;
+    stats[2 * r + 1] = log_sum;
+    const int64_t t = targets[r];
+    if (t == ignore_index) {
+      losses[r] = 0;
+      status[r] = 0;
+    } else if (t < 0 || t >= n) {
+      losses[r] = 0;
+      status[r] = -1;
+    } else {
+      losses[r] = -static_cast<double>((xr[t] - m) - log_sum);  // -log_softmax(x)[t], as the CPU rounds it
+      status[r] = 1;
+    }
+  }
+};
+
+// d(-log softmax(x)[t])/dx = softmax(x) - onehot(t), times scale; softmax
+// recomputed from the forward's statistics. Each thread writes only the
+// elements it has read: dlogits may be logits.
+template <class T>
+struct CrossEntropyBackwardRow {
+  using Value = T;
+  T* dlogits;              // (rows, n)
+  const T* logits;         // (rows, n)
+  const T* stats;          // (rows, 2)
+  const int64_t* targets;  // (rows)
+  int64_t n;
+  int64_t ignore_index;
+  T scale;
+  template <class Team>
+  __device__ void operator()(const Team& team, int64_t r) const {
+    const T* xr = logits + r * n;
+    T* dr = dlogits + r * n;
+    const int64_t t = targets[r];
+    if (t == ignore_index) {
+      for (int64_t i = team.rank(); i < n; i += team.size()) dr[i] = T(0);
+      return;
+    }
+    const T m = stats[2 * r], log_sum = stats[2 * r + 1];
+    for (int64_t i = team.rank(); i < n; i += team.size()) {
+      const T p = scale * exp_of((xr[i] - m) - log_sum);
+      dr[i] = i == t ? p - scale : p;
+    }
+  }
+};
+
 // Warp w of block b takes rows b * kWarpsPerBlock + w, then a grid's worth on.
 // The loop's bounds are the same for the 32 lanes of a warp: all of them
 // reach every shuffle.
@@ -239,26 +319,6 @@ __device__ inline T strided_row_max(const T* x, int64_t n, int64_t s) {
   T m = x[0];
   for (int64_t i = 1; i < n; ++i) m = max_of(m, x[i * s]);
   return m;
-}
-
-// Per row r of a (rows, classes) cross-entropy: -log_probs[r, t] (0 when
-// ignored), and 1 for a counted row, 0 for an ignored one, -1 for a bad target.
-template <class T>
-__global__ void cross_entropy_rows(double* losses, int* status, const T* log_probs, const int64_t* targets,
-                                   int64_t rows, int64_t classes, int64_t ignore_index) {
-  REMAT_GRID_STRIDE(r, rows) {
-    const int64_t t = targets[r];
-    if (t == ignore_index) {
-      losses[r] = 0;
-      status[r] = 0;
-    } else if (t < 0 || t >= classes) {
-      losses[r] = 0;
-      status[r] = -1;
-    } else {
-      losses[r] = -static_cast<double>(log_probs[r * classes + t]);
-      status[r] = 1;
-    }
-  }
 }
 
 }  // namespace
@@ -327,9 +387,8 @@ void log_softmax_backward(T* dx, const T* dout, const T* out, int64_t outer, int
 }
 
 template <class T>
-bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64_t* bad_row, const T* logits,
+bool cross_entropy_forward(double* loss_sum, int64_t* count, T* stats, int64_t* bad_row, const T* logits,
                            const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index, Stream stream) {
-  log_softmax_forward(log_probs, logits, rows, classes, 1, stream);
   *loss_sum = 0;
   *count = 0;
   if (rows == 0) return true;
@@ -339,8 +398,9 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
   const ScratchLease status_lease = scratch_on(stream, Scratch::CrossEntropyStatus, static_cast<size_t>(rows) * sizeof(int));
   double* losses = losses_lease.as<double>();
   int* status = status_lease.as<int>();
-  launch("cross_entropy_rows", cross_entropy_rows<T>, {blocks_for(rows), kThreads}, stream, losses, status, log_probs,
-         targets, rows, classes, ignore_index);
+  launch_rows("cross_entropy_forward_warp_rows", "cross_entropy_forward_block_rows",
+              CrossEntropyForwardRow<T>{stats, losses, status, logits, targets, classes, ignore_index}, rows, classes,
+              stream);
   std::vector<double> host_losses(static_cast<size_t>(rows));
   std::vector<int> host_status(static_cast<size_t>(rows));
   copy_device_to_host(host_losses.data(), losses, host_losses.size() * sizeof(double), stream);
@@ -361,13 +421,11 @@ bool cross_entropy_forward(double* loss_sum, int64_t* count, T* log_probs, int64
 }
 
 template <class T>
-void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targets, int64_t rows, int64_t classes,
-                            int64_t ignore_index, T scale, Stream stream) {
-  launch_elementwise(rows * classes, stream, [=] __device__(int64_t e) {
-    const int64_t r = e / classes, c = e % classes;
-    const int64_t t = targets[r];
-    dlogits[e] = t == ignore_index ? T(0) : scale * exp_of(log_probs[e]) - (c == t ? scale : T(0));
-  });
+void cross_entropy_backward(T* dlogits, const T* logits, const T* stats, const int64_t* targets, int64_t rows,
+                            int64_t classes, int64_t ignore_index, T scale, Stream stream) {
+  launch_rows("cross_entropy_backward_warp_rows", "cross_entropy_backward_block_rows",
+              CrossEntropyBackwardRow<T>{dlogits, logits, stats, targets, classes, ignore_index, scale}, rows, classes,
+              stream);
 }
 
 #define REMAT_INSTANTIATE_SOFTMAX(T)                                                                          \
@@ -377,7 +435,8 @@ void cross_entropy_backward(T* dlogits, const T* log_probs, const int64_t* targe
   template void log_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, Stream);           \
   template bool cross_entropy_forward<T>(double*, int64_t*, T*, int64_t*, const T*, const int64_t*, int64_t, \
                                          int64_t, int64_t, Stream);                                           \
-  template void cross_entropy_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T, Stream);
+  template void cross_entropy_backward<T>(T*, const T*, const T*, const int64_t*, int64_t, int64_t, int64_t, T, \
+                                         Stream);
 REMAT_INSTANTIATE_SOFTMAX(float)
 REMAT_INSTANTIATE_SOFTMAX(double)
 #undef REMAT_INSTANTIATE_SOFTMAX

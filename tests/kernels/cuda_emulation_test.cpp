@@ -325,22 +325,29 @@ TEST(CudaEmulationTwoDevices, EveryLauncherSetsItsStreamsDeviceWhateverIsCurrent
   EXPECT_NE(std::string(cudaGetErrorString(raw_launch)).find("stream of device 0 while device 1 is current"),
             std::string::npos);
   (void)cudaGetLastError();
-  // launch() sets it: cross-entropy (three launches and copies) with device 1 current.
+  // launch() sets it: cross-entropy (a launch, then copies) with device 1 current.
   const std::vector<float> logits = ramp(12);  // 3 rows of 4 classes
   const std::vector<int64_t> targets = {1, 3, 0};
   float* d_logits = static_cast<float*>(device_malloc(12 * 4, 0));
-  float* d_log_probs = static_cast<float*>(device_malloc(12 * 4, 0));
+  float* d_stats = static_cast<float*>(device_malloc(6 * 4, 0));
   auto* d_targets = static_cast<int64_t*>(device_malloc(3 * 8, 0));
   copy_host_to_device(d_logits, logits.data(), 12 * 4, stream);
   copy_host_to_device(d_targets, targets.data(), 3 * 8, stream);
   ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
   double loss = 0;
   int64_t count = 0, bad_row = -1;
-  EXPECT_TRUE(cross_entropy_forward<float>(&loss, &count, d_log_probs, &bad_row, d_logits, d_targets, 3, 4, -100, stream));
+  EXPECT_TRUE(cross_entropy_forward<float>(&loss, &count, d_stats, &bad_row, d_logits, d_targets, 3, 4, -100, stream));
   EXPECT_EQ(count, 3);
   EXPECT_GT(loss, 0.0);
+  // Backward is one launch, into the logits: it too sets the device itself.
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  cross_entropy_backward<float>(d_logits, d_logits, d_stats, d_targets, 3, 4, -100, 1.0f / 3, stream);
+  std::vector<float> dlogits(12);
+  copy_device_to_host(dlogits.data(), d_logits, 12 * 4, stream);
+  EXPECT_LT(dlogits[1], 0.0f);  // row 0's target
+  EXPECT_GT(dlogits[0], 0.0f);
   device_free(d_logits, 0);
-  device_free(d_log_probs, 0);
+  device_free(d_stats, 0);
   device_free(d_targets, 0);
 }
 

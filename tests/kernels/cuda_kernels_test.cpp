@@ -251,17 +251,17 @@ TEST(CudaKernels, CrossEntropyMatchesTheCpuAndNamesTheRowOfABadTarget) {
   const int64_t rows = 2000, classes = 37;  // 250 blocks of warp rows
   const std::vector<float> logits = random_values<float>(static_cast<size_t>(rows * classes), -4, 4, 21);
   std::vector<int64_t> targets = targets_for(rows, classes, 22);
-  std::vector<float> cpu_log_probs(logits.size());
-  DeviceBuffer<float> d_logits(logits), d_log_probs{std::vector<float>(logits.size())};
+  std::vector<float> cpu_stats(static_cast<size_t>(rows * 2));
+  DeviceBuffer<float> d_logits(logits), d_stats{std::vector<float>(cpu_stats.size())};
   double cpu_loss = 0, gpu_loss = 0;
   int64_t cpu_count = 0, gpu_count = 0, cpu_bad = -1, gpu_bad = -1;
   {
     DeviceBuffer<int64_t> d_targets(targets);
-    ASSERT_TRUE(cuda_k::cross_entropy_forward<float>(&gpu_loss, &gpu_count, d_log_probs.ptr, &gpu_bad, d_logits.ptr,
+    ASSERT_TRUE(cuda_k::cross_entropy_forward<float>(&gpu_loss, &gpu_count, d_stats.ptr, &gpu_bad, d_logits.ptr,
                                                      d_targets.ptr, rows, classes, -100, d_logits.stream()));
-    ASSERT_TRUE(cpu_k::cross_entropy_forward<float>(&cpu_loss, &cpu_count, cpu_log_probs.data(), &cpu_bad,
+    ASSERT_TRUE(cpu_k::cross_entropy_forward<float>(&cpu_loss, &cpu_count, cpu_stats.data(), &cpu_bad,
                                                     logits.data(), targets.data(), rows, classes, -100));
-    expect_close(d_log_probs.read(), cpu_log_probs, "log_probs");
+    expect_close(d_stats.read(), cpu_stats, "stats");
     EXPECT_EQ(gpu_count, cpu_count);
     EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * cpu_loss);
   }
@@ -269,10 +269,10 @@ TEST(CudaKernels, CrossEntropyMatchesTheCpuAndNamesTheRowOfABadTarget) {
     SCOPED_TRACE("target " + std::to_string(bad_target));
     targets[1234] = bad_target;
     DeviceBuffer<int64_t> d_targets(targets);
-    EXPECT_FALSE(cuda_k::cross_entropy_forward<float>(&gpu_loss, &gpu_count, d_log_probs.ptr, &gpu_bad, d_logits.ptr,
+    EXPECT_FALSE(cuda_k::cross_entropy_forward<float>(&gpu_loss, &gpu_count, d_stats.ptr, &gpu_bad, d_logits.ptr,
                                                       d_targets.ptr, rows, classes, -100, d_logits.stream()));
     EXPECT_EQ(gpu_bad, 1234);
-    EXPECT_FALSE(cpu_k::cross_entropy_forward<float>(&cpu_loss, &cpu_count, cpu_log_probs.data(), &cpu_bad,
+    EXPECT_FALSE(cpu_k::cross_entropy_forward<float>(&cpu_loss, &cpu_count, cpu_stats.data(), &cpu_bad,
                                                      logits.data(), targets.data(), rows, classes, -100));
     EXPECT_EQ(cpu_bad, 1234);
   }
@@ -335,10 +335,10 @@ TEST(CudaKernels, LaunchersOnTwoHostThreadsEachReadTheirOwnScratch) {
     Problem(int64_t rows, uint64_t seed)
         : rows(rows),
           logits(random_values<float>(static_cast<size_t>(rows * kClasses), -3, 3, seed)),
-          log_probs(std::vector<float>(static_cast<size_t>(rows * kClasses))),
+          stats(std::vector<float>(static_cast<size_t>(rows * 2))),
           targets(targets_for(rows, kClasses, seed + 1)) {}
     int64_t rows;
-    DeviceBuffer<float> logits, log_probs;
+    DeviceBuffer<float> logits, stats;
     DeviceBuffer<int64_t> targets;
     double loss = 0;  // the first run's, on one thread
   };
@@ -348,7 +348,7 @@ TEST(CudaKernels, LaunchersOnTwoHostThreadsEachReadTheirOwnScratch) {
   }
   const auto run = [&](Problem& p, double& loss) {
     int64_t count = 0, bad = -1;
-    return cuda_k::cross_entropy_forward<float>(&loss, &count, p.log_probs.ptr, &bad, p.logits.ptr, p.targets.ptr,
+    return cuda_k::cross_entropy_forward<float>(&loss, &count, p.stats.ptr, &bad, p.logits.ptr, p.targets.ptr,
                                                 p.rows, kClasses, -100, p.logits.stream());
   };
   for (auto& p : problems) ASSERT_TRUE(run(*p, p->loss));
@@ -393,15 +393,15 @@ TEST(CudaKernels, AScratchBufferWhoseFreeFailedIsNotFreedAgain) {
     explicit Problem(int64_t rows)
         : rows(rows),
           logits(random_values<float>(static_cast<size_t>(rows * 2), -1, 1, 50)),
-          log_probs(std::vector<float>(static_cast<size_t>(rows * 2))),
+          stats(std::vector<float>(static_cast<size_t>(rows * 2))),
           targets(std::vector<int64_t>(static_cast<size_t>(rows), 1)) {}
     bool run(cuda_k::Stream stream) {
       int64_t bad = -1;
-      return cuda_k::cross_entropy_forward<float>(&loss, &count, log_probs.ptr, &bad, logits.ptr, targets.ptr, rows, 2,
+      return cuda_k::cross_entropy_forward<float>(&loss, &count, stats.ptr, &bad, logits.ptr, targets.ptr, rows, 2,
                                                   -100, stream);
     }
     int64_t rows;
-    DeviceBuffer<float> logits, log_probs;
+    DeviceBuffer<float> logits, stats;
     DeviceBuffer<int64_t> targets;
     double loss = 0;
     int64_t count = 0;

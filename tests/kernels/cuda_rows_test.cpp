@@ -14,6 +14,7 @@
 
 #if REMAT_HAVE_CUDA
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -218,6 +219,10 @@ TEST(CudaRows, SoftmaxCoversMoreRowsThanTheGridHasBlocks) {
   grid_stride_parity({4096 + 5, 1024, 1});
 }
 
+// Forward (statistics, loss, count) and backward against the CPU, the
+// backward from the CPU's statistics (each kernel alone) into a new buffer
+// and over a copy of the logits (the op's in-place case: the same bits);
+// every run repeats bit for bit.
 template <class T>
 void cross_entropy_parity(int64_t rows, int64_t classes, uint64_t seed) {
   const std::string where = (sizeof(T) == 4 ? "float32 " : "float64 ") + std::to_string(rows) + " x " +
@@ -226,32 +231,45 @@ void cross_entropy_parity(int64_t rows, int64_t classes, uint64_t seed) {
   std::mt19937_64 rng(seed + 1);
   std::vector<int64_t> targets(static_cast<size_t>(rows));
   for (int64_t& t : targets) t = rng() % 7 == 0 ? -100 : static_cast<int64_t>(rng() % static_cast<uint64_t>(classes));
-  std::vector<T> cpu_log_probs(logits.size());
+  std::vector<T> cpu_stats(static_cast<size_t>(rows * 2)), cpu_dlogits(logits.size());
   double cpu_loss = 0;
   int64_t cpu_count = 0, bad = -1;
-  ASSERT_TRUE(cpu_k::cross_entropy_forward<T>(&cpu_loss, &cpu_count, cpu_log_probs.data(), &bad, logits.data(),
+  ASSERT_TRUE(cpu_k::cross_entropy_forward<T>(&cpu_loss, &cpu_count, cpu_stats.data(), &bad, logits.data(),
                                               targets.data(), rows, classes, -100));
-  const DeviceBuffer<T> d_logits(logits);
+  const T scale = T(0.75) / static_cast<T>(std::max<int64_t>(cpu_count, 1));
+  cpu_k::cross_entropy_backward<T>(cpu_dlogits.data(), logits.data(), cpu_stats.data(), targets.data(), rows, classes,
+                                   -100, scale);
+  const DeviceBuffer<T> d_logits(logits), d_cpu_stats(cpu_stats);
   const DeviceBuffer<int64_t> d_targets(targets);
-  DeviceBuffer<T> d_log_probs(logits.size());
+  DeviceBuffer<T> d_stats(cpu_stats.size()), d_dlogits(logits.size()), d_in_place(logits);
   double loss = 0;
   int64_t count = 0;
   const std::vector<Bytes> got = repeatable(where, [&] {
-    EXPECT_TRUE(cuda_k::cross_entropy_forward<T>(&loss, &count, d_log_probs.ptr, &bad, d_logits.ptr, d_targets.ptr,
+    EXPECT_TRUE(cuda_k::cross_entropy_forward<T>(&loss, &count, d_stats.ptr, &bad, d_logits.ptr, d_targets.ptr,
                                                  rows, classes, -100, stream()));
-    return std::vector<Bytes>{bytes_of(d_log_probs.read()), bytes_of(std::vector<double>{loss}),
-                              bytes_of(std::vector<int64_t>{count})};
+    cuda_k::cross_entropy_backward<T>(d_dlogits.ptr, d_logits.ptr, d_cpu_stats.ptr, d_targets.ptr, rows, classes, -100,
+                                      scale, stream());
+    cuda_k::copy_device_to_device(d_in_place.ptr, d_logits.ptr, logits.size() * sizeof(T), stream());
+    cuda_k::cross_entropy_backward<T>(d_in_place.ptr, d_in_place.ptr, d_cpu_stats.ptr, d_targets.ptr, rows, classes,
+                                      -100, scale, stream());
+    return std::vector<Bytes>{bytes_of(d_stats.read()), bytes_of(std::vector<double>{loss}),
+                              bytes_of(std::vector<int64_t>{count}), bytes_of(d_dlogits.read()),
+                              bytes_of(d_in_place.read())};
   });
-  expect_close(values_of<T>(got[0]), cpu_log_probs, "cross_entropy log_probs " + where);
+  expect_close(values_of<T>(got[0]), cpu_stats, "cross_entropy stats " + where);
   EXPECT_NEAR(values_of<double>(got[1])[0], cpu_loss, (sizeof(T) == 4 ? 1e-5 : 1e-12) * std::abs(cpu_loss)) << where;
   EXPECT_EQ(values_of<int64_t>(got[2])[0], cpu_count) << where;
+  // |dlogits| <= scale: a softmax's terms, within the tolerance of scale.
+  expect_close(values_of<T>(got[3]), cpu_dlogits, "cross_entropy_backward " + where,
+               std::vector<double>(cpu_dlogits.size(), static_cast<double>(scale)));
+  EXPECT_TRUE(got[4] == got[3]) << where << ": in place over the logits gave other bits";
 
   // A target out of range: false, naming the first bad row, as the CPU.
   targets[static_cast<size_t>(rows / 2)] = classes;
   targets[static_cast<size_t>(rows - 1)] = -3;
   const DeviceBuffer<int64_t> d_bad_targets(targets);
   int64_t cuda_bad = -1;
-  EXPECT_FALSE(cuda_k::cross_entropy_forward<T>(&loss, &count, d_log_probs.ptr, &cuda_bad, d_logits.ptr,
+  EXPECT_FALSE(cuda_k::cross_entropy_forward<T>(&loss, &count, d_stats.ptr, &cuda_bad, d_logits.ptr,
                                                 d_bad_targets.ptr, rows, classes, -100, stream()));
   EXPECT_EQ(cuda_bad, rows / 2) << where;
 }
@@ -260,6 +278,9 @@ TEST(CudaRows, CrossEntropyMatchesTheCpuAndRepeats) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
   cross_entropy_parity<float>(301, 250, 21);   // a warp a row
   cross_entropy_parity<float>(29, 1500, 23);   // a block a row
+  cross_entropy_parity<float>(11, 1024, 29);   // the first block row
+  cross_entropy_parity<float>(13, 1023, 31);   // the longest warp row
+  cross_entropy_parity<float>(19, 5, 33);      // fewer classes than lanes
   cross_entropy_parity<double>(301, 250, 25);
   cross_entropy_parity<double>(29, 1500, 27);
 }

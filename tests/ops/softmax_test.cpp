@@ -1,14 +1,20 @@
 // softmax, log_softmax and cross_entropy: hand cases (expected values worked
 // out here from the definitions), large logits, axes, ignore_index, errors
-// and gradients.
+// and gradients; cross_entropy's bits against the op it replaced (log_probs
+// stored), and its gradient written over the logits only when they are its
+// alone.
 #include "ops/softmax.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/allocator.h"
+#include "engine/autograd.h"
 #include "ops/ops.h"
 #include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
@@ -281,14 +287,15 @@ TEST(CrossEntropy, LeadingAxesAreFlattened) {
   EXPECT_EQ(logits3.grad().shape(), (Shape{2, 3, 5}));
   EXPECT_EQ(logits3.grad().to_vector<double>(), logits2.grad().to_vector<double>());
 
-  // Contiguous logits are flattened by views: the call's peak is the
-  // (6, 5) log-probabilities and the scalar loss, no copy of the logits.
+  // Contiguous logits are flattened by views: the call's peak is the (6, 2)
+  // row statistics and the scalar loss, no copy of the logits and no (6, 5)
+  // log-probabilities (Note [Cross-entropy without log_probs]).
   {
     const Tensor targets = from_vector(t, {2, 3});
     const int64_t before = cpu_allocator().stats().live_of(MemoryCategory::Activation);
     ScopedPeak peak;
     const Tensor loss = cross_entropy(logits3, targets);
-    EXPECT_EQ(peak.stats().peak_of(MemoryCategory::Activation) - before, 6 * 5 * 8 + 8);
+    EXPECT_EQ(peak.stats().peak_of(MemoryCategory::Activation) - before, 6 * 2 * 8 + 8);
   }
 
   // Hand case (1, 2, 3): the two rows of two_rows() with targets 1 and 2.
@@ -339,6 +346,144 @@ TEST(CrossEntropy, FusedMatchesTheUnfusedReference) {
   const std::vector<double> ga = a.grad().to_vector<double>(), gb = b.grad().to_vector<double>();
   for (size_t i = 0; i < ga.size(); ++i) EXPECT_NEAR(ga[i], gb[i], 1e-14) << i;
   for (size_t c = 10; c < 15; ++c) EXPECT_EQ(ga[c], 0.0);  // the ignored row
+}
+
+template <class T>
+void expect_same_bits(const std::vector<T>& actual, const std::vector<T>& expected, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  size_t wrong = 0, first = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::memcmp(&actual[i], &expected[i], sizeof(T)) != 0 && wrong++ == 0) first = i;
+  }
+  EXPECT_EQ(wrong, 0u) << what << ": first at element " << first << ", " << actual[first] << " against "
+                       << expected[first];
+}
+
+// rows x classes logits in [-8, 8), every fifth row ignored, held to the
+// two-buffer op cross_entropy was before Note [Cross-entropy without
+// log_probs]: log_probs = log_softmax(logits) (its kernel), the loss
+// -sum log_probs[r, t_r] in double over the counted rows, divided by their
+// number and rounded to T, and dlogits = scale * exp(log_probs) (the exp
+// kernel), less scale at the target, 0 on ignored rows. Bit for bit.
+template <class T>
+void expect_bits_of_the_two_buffer_op(int64_t rows, int64_t classes, uint64_t seed) {
+  const std::string where = std::string(sizeof(T) == 4 ? "float32 " : "float64 ") + std::to_string(rows) + " x " +
+                            std::to_string(classes);
+  const DType dtype = sizeof(T) == 4 ? DType::Float32 : DType::Float64;
+  const Tensor x = to_dtype(testing::random_leaf({rows, classes}, -8, 8, seed).detach(), dtype).requires_grad_();
+  std::vector<int64_t> t(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) t[static_cast<size_t>(r)] = r % 5 == 3 ? -100 : (r * 7919 + 13) % classes;
+  const Tensor loss = cross_entropy(x, from_vector(t, {rows}));
+  loss.backward();
+
+  const Tensor log_probs = log_softmax(x.detach(), -1);
+  const std::vector<T> lp = log_probs.to_vector<T>(), e = exp(log_probs).to_vector<T>();
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (t[static_cast<size_t>(r)] == -100) continue;
+    total -= static_cast<double>(lp[static_cast<size_t>(r * classes + t[static_cast<size_t>(r)])]);
+    ++count;
+  }
+  ASSERT_GT(count, 0);
+  expect_same_bits(loss.to_vector<T>(), {static_cast<T>(total / static_cast<double>(count))}, "loss " + where);
+  const T scale = T(1) / static_cast<T>(count);
+  std::vector<T> d(e.size());
+  for (size_t i = 0; i < e.size(); ++i) d[i] = scale * e[i];
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = d.data() + r * classes;
+    if (t[static_cast<size_t>(r)] == -100) {
+      std::fill(row, row + classes, T(0));
+    } else {
+      row[t[static_cast<size_t>(r)]] -= scale;
+    }
+  }
+  expect_same_bits(x.grad().to_vector<T>(), d, "dlogits " + where);
+}
+
+TEST(CrossEntropy, BitsOfTheOpThatStoredLogProbs) {
+  for (const auto& [rows, classes] : std::vector<std::pair<int64_t, int64_t>>{{37, 50}, {9, 1024}, {6, 1500},
+                                                                              {3, 50304}, {1, 1}}) {
+    expect_bits_of_the_two_buffer_op<float>(rows, classes, static_cast<uint64_t>(rows * 31 + classes));
+    expect_bits_of_the_two_buffer_op<double>(rows, classes, static_cast<uint64_t>(rows * 37 + classes));
+  }
+}
+
+// The identity into a fresh storage that only the graph holds; its backward
+// notes where the gradient it is given lives.
+class Probe final : public Node {
+ public:
+  explicit Probe(const void** seen) : seen_(seen) {}
+  std::string_view name() const override { return "probe"; }
+  Tensor forward(const Tensors& in) override { return contiguous_copy(in[0]); }
+  Tensors backward(const Tensor& grad) override {
+    *seen_ = grad.raw_data();
+    return {grad};
+  }
+
+ private:
+  const void** seen_;
+};
+
+struct InPlaceCase {
+  bool keep_logits = false;  // the caller holds the logits through backward
+  bool two_readers = false;  // a second cross_entropy saves the same logits
+  bool retain_graph = false;  // a first backward keeps the graph, a second runs
+};
+
+struct InPlaceResult {
+  std::vector<float> grad;
+  bool in_place = false;  // the probe was given the logits' own storage
+  bool logits_kept = true;  // a kept handle still reads the logits' values
+};
+
+InPlaceResult run_in_place_case(const InPlaceCase& c) {
+  const int64_t rows = 6, classes = 1100;
+  const Tensor x = to_dtype(testing::random_leaf({rows, classes}, -5, 5, 61).detach(), DType::Float32).requires_grad_();
+  std::vector<int64_t> t = {3, -100, 1099, 0, 512, 7};
+  const Tensor targets = from_vector(t, {rows});
+  const void* seen = nullptr;
+  Tensor logits = apply_op(std::make_shared<Probe>(&seen), {x});
+  const void* storage = logits.raw_data();
+  Tensor loss = cross_entropy(logits, targets);
+  if (c.two_readers) loss = add(loss, cross_entropy(logits, targets));
+  Tensor kept = c.keep_logits ? logits : Tensor();
+  logits = Tensor();
+  InPlaceResult result;
+  if (c.retain_graph) {
+    loss.backward({}, true);
+    result.in_place = seen == storage;
+  }
+  loss.backward();
+  if (!c.retain_graph) result.in_place = seen == storage;
+  result.grad = x.grad().to_vector<float>();
+  if (kept.defined()) result.logits_kept = kept.to_vector<float>() == x.detach().to_vector<float>();
+  return result;
+}
+
+TEST(CrossEntropy, GradientOverTheLogitsOnlyWhenItHoldsThemAlone) {
+  const InPlaceResult alone = run_in_place_case({});
+  EXPECT_TRUE(alone.in_place) << "the logits were the op's alone: dlogits should have been written over them";
+  const InPlaceResult kept = run_in_place_case({.keep_logits = true});
+  EXPECT_FALSE(kept.in_place) << "the caller holds the logits";
+  EXPECT_TRUE(kept.logits_kept) << "backward wrote over logits the caller still holds";
+  expect_same_bits(alone.grad, kept.grad, "in place against a new buffer");
+
+  // Two readers of the same logits: the later one's backward runs while the
+  // earlier still saves them. Each gradient is the one above, their sum twice it.
+  std::vector<float> twice = kept.grad;
+  for (float& g : twice) g += g;
+  const InPlaceResult two = run_in_place_case({.two_readers = true});
+  expect_same_bits(two.grad, twice, "two readers");
+  const InPlaceResult two_kept = run_in_place_case({.keep_logits = true, .two_readers = true});
+  EXPECT_TRUE(two_kept.logits_kept);
+  expect_same_bits(two_kept.grad, twice, "two readers, logits kept");
+
+  // A retained graph keeps its saved logits for the second backward: the
+  // first must not write over them; the second may. x.grad sums both.
+  const InPlaceResult retained = run_in_place_case({.retain_graph = true});
+  EXPECT_FALSE(retained.in_place) << "the first backward retained the graph";
+  expect_same_bits(retained.grad, twice, "retained graph, two backwards");
 }
 
 TEST(Softmax, EmptyAxisIsAnError) {
