@@ -1,8 +1,8 @@
 // What two parts of the Python module both turn into Python, or read from
 // it: a device by name, a budget given as bytes or as text, a step's report as a dict, a
 // profile as one dict per node, and a policy written in Python. Included by
-// nn.cpp (checkpointing on modules), scheduler.cpp (profiles, plans and
-// the Checkpointer on their own) and tensor.cpp (devices).
+// nn.cpp (checkpointing on modules), plans.cpp (profiles, plans and the
+// Checkpointer on their own) and tensor.cpp (devices).
 #pragma once
 
 #include <nanobind/nanobind.h>

@@ -16,6 +16,7 @@ NB_MODULE(_remat, m) {
   bind_tensor(m);
   bind_nn(m);
   bind_scheduler(m);
+  bind_plans(m);
   bind_train(m);
 
   namespace cpu = remat::kernels::cpu;

@@ -314,6 +314,8 @@ void bind_tensor(nb::module_& m) {
   m.def("log", &log);
   m.def("softmax", &softmax, nb::arg("x"), nb::arg("axis") = -1);
   m.def("log_softmax", &log_softmax, nb::arg("x"), nb::arg("axis") = -1);
+  m.def("causal_softmax", &causal_softmax, nb::arg("x"),
+        "softmax over the last axis of (..., T, T), row i over columns 0..i (attention's causal mask, fused)");
   m.def("cross_entropy", &cross_entropy, nb::arg("logits"), nb::arg("targets"), nb::arg("ignore_index") = -100);
   m.def("layer_norm", &layer_norm, nb::arg("x"), nb::arg("weight"), nb::arg("bias"), nb::arg("eps") = 1e-5);
   m.def("dropout", [](const Tensor& x, double p, bool training, uint64_t seed) {

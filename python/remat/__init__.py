@@ -19,7 +19,7 @@ import numpy as _np
 
 from . import _remat
 from ._remat import (Error, Tensor, Generator, from_numpy, no_grad, zeros, ones, normal, randn, randint, matmul, linear, relu,
-                     gelu, tanh, sigmoid, exp, log, softmax, log_softmax, cross_entropy, layer_norm, dropout,
+                     gelu, tanh, sigmoid, exp, log, softmax, log_softmax, causal_softmax, cross_entropy, layer_norm, dropout,
                      save_safetensors, load_safetensors, read_safetensors, write_safetensors, set_num_threads,
                      get_num_threads, gemm_info, gemm_summary)
 from . import nn, optim, train
@@ -27,7 +27,7 @@ from . import scheduler
 
 __all__ = ["Error", "Tensor", "tensor", "from_numpy", "Generator", "no_grad", "zeros", "ones", "normal", "randn", "randint",
            "matmul", "linear", "relu", "gelu", "tanh", "sigmoid", "exp", "log", "softmax", "log_softmax",
-           "cross_entropy", "layer_norm", "dropout", "save_safetensors", "load_safetensors", "read_safetensors",
+           "causal_softmax", "cross_entropy", "layer_norm", "dropout", "save_safetensors", "load_safetensors", "read_safetensors",
            "write_safetensors", "set_num_threads", "get_num_threads", "gemm_info", "gemm_summary", "nn", "optim", "train", "scheduler"]
 
 

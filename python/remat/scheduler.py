@@ -1,4 +1,4 @@
-"""remat.scheduler: the engine seen from inside (python/scheduler.cpp binds
+"""remat.scheduler: the engine seen from inside (python/scheduler.cpp and plans.cpp bind
 it; examples/tour.py walks through it, the twin of docs/tour.md's C++).
 
     class Narrator(remat.scheduler.Observer):            # hear the engine's events

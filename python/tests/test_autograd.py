@@ -54,6 +54,25 @@ def test_cross_entropy_gradient_equals_finite_differences():
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-6, atol=1e-8)
 
 
+def test_causal_softmax_is_masked_softmax_and_its_gradient_equals_finite_differences():
+    x0 = rng.normal(size=(2, 4, 4))
+    weights = rng.normal(size=(2, 4, 4))
+    y = remat.causal_softmax(remat.tensor(x0)).numpy()
+    masked = np.where(np.tril(np.ones((4, 4))) > 0, x0, -np.inf)
+    expected = np.exp(masked - masked.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(y, expected / expected.sum(axis=-1, keepdims=True), rtol=1e-12, atol=0)
+
+    def loss(v):
+        return (remat.causal_softmax(v) * remat.tensor(weights)).sum()
+
+    x = remat.tensor(x0, requires_grad=True)
+    loss(x).backward()
+    numeric = numeric_gradient(lambda v: loss(remat.tensor(v)).item(), x0)
+    np.testing.assert_allclose(x.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
+    with pytest.raises(remat.Error, match="causal_softmax"):
+        remat.causal_softmax(remat.tensor(np.ones((2, 3))))
+
+
 def test_no_grad_records_nothing():
     x = remat.tensor(np.ones((2, 2)), requires_grad=True)
     with remat.no_grad():
