@@ -30,6 +30,8 @@ void AdamW::step() {
   // Every gradient first (each is checked), then the state and the groups:
   // one multi-tensor kernel per device and dtype (on CUDA one launch for
   // all the group's parameters; on the CPU one loop a parameter, as before).
+  // A parameter's step count moves once its group's kernel call returned,
+  // so a call that throws leaves the later groups' counts as they were.
   std::vector<Tensor> grads(params().size());
   for (size_t i = 0; i < params().size(); ++i) grads[i] = dense_grad_of(params()[i], "AdamW");
   std::vector<std::vector<size_t>> groups;  // parameter indices, by (device, dtype) in order of first appearance
@@ -46,7 +48,6 @@ void AdamW::step() {
       state.exp_avg = to(state.exp_avg, p.device());
       state.exp_avg_sq = to(state.exp_avg_sq, p.device());
     }
-    state.step += 1;
     auto group = std::find_if(groups.begin(), groups.end(), [&](const std::vector<size_t>& g) {
       const Tensor& q = params()[g.front()];
       return q.device() == p.device() && q.dtype() == p.dtype();
@@ -63,7 +64,7 @@ void AdamW::step() {
         for (size_t i : group) {
           const Tensor& p = params()[i];
           const State& state = state_[i];
-          const double t = static_cast<double>(state.step);
+          const double t = static_cast<double>(state.step + 1);  // committed below, once the group ran
           kernels::AdamwHyper hyper;
           hyper.lr = lr();
           hyper.beta1 = options_.beta1;
@@ -78,7 +79,10 @@ void AdamW::step() {
         adamw_multi_step<T>(rows, stream);
       });
     });
-    for (size_t i : group) params()[i].storage()->bump_version();
+    for (size_t i : group) {
+      state_[i].step += 1;
+      params()[i].storage()->bump_version();
+    }
   }
 }
 

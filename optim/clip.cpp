@@ -25,7 +25,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     if (grad.defined()) grads.push_back(grad);
   }
   if (grads.empty()) return 0;
-  const bool one_group = std::all_of(grads.begin(), grads.end(), [&](const Tensor& g) {
+  // One launch of clip_grads has a row of blocks a gradient: at most 65535.
+  const bool one_group = grads.size() <= 65535 && std::all_of(grads.begin(), grads.end(), [&](const Tensor& g) {
     return g.device() == grads.front().device() && g.dtype() == grads.front().dtype();
   });
   double norm = 0;
@@ -41,7 +42,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       });
     });
   } else {
-    // Mixed devices or dtypes: each gradient's sum of squares to the host.
+    // Mixed devices or dtypes, or more gradients than one launch takes: each
+    // gradient's sum of squares to the host.
     double squares = 0;
     for (const Tensor& grad : grads) {
       dispatch_floating(grad.dtype(), "clip_grad_norm", [&]<class T>() {

@@ -36,80 +36,12 @@
 #include <algorithm>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/rows.cuh"
 
 namespace remat::kernels::cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarp = 32;
-constexpr int kWarpsPerBlock = kThreads / kWarp;  // a warp-per-row block's rows
-constexpr int64_t kBlockRowFrom = 1024;           // T from which a block takes a row
-constexpr int64_t kMaxBlocks = 4096;
-
-__device__ inline float exp_of(float v) { return expf(v); }
-__device__ inline double exp_of(double v) { return exp(v); }
-
-// The larger of a and b, +0 over -0, the same whichever is a (softmax.cu's).
-template <class T>
-__device__ inline T max_of(T a, T b) {
-  return b > a || (b == a && signbit(a)) ? b : a;
-}
-
-template <class T>
-__device__ inline T warp_sum(T v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-
-template <class T>
-__device__ inline T warp_max(T v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = max_of(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
-
-// The threads that share a row: a warp, or a block. rank(): the thread's
-// first element; size(): the stride between its elements.
-struct WarpTeam {
-  __device__ int64_t rank() const { return threadIdx.x % kWarp; }
-  __host__ __device__ static constexpr int64_t size() { return kWarp; }
-  template <class T>
-  __device__ T sum(T v) const {
-    return warp_sum(v);
-  }
-  template <class T>
-  __device__ T max(T v) const {
-    return warp_max(v);
-  }
-};
-
-// share: kWarpsPerBlock + 1 elements of shared memory. Two barriers a
-// reduction (before thread 0 reads the warps' results, before every thread
-// reads the total); the next reduction writes the warps' slots only after
-// the second, so none is needed between reductions (softmax.cu's BlockTeam).
-template <class T>
-struct BlockTeam {
-  T* share;
-  __device__ int64_t rank() const { return threadIdx.x; }
-  __host__ __device__ static constexpr int64_t size() { return kThreads; }
-  template <class Op>
-  __device__ T combine(T v, Op op) const {
-    if (threadIdx.x % kWarp == 0) share[threadIdx.x / kWarp] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      T total = share[0];
-      for (int w = 1; w < kWarpsPerBlock; ++w) total = op(total, share[w]);
-      share[kWarpsPerBlock] = total;
-    }
-    __syncthreads();
-    return share[kWarpsPerBlock];
-  }
-  __device__ T sum(T v) const {
-    return combine(warp_sum(v), [](T a, T b) { return a + b; });
-  }
-  __device__ T max(T v) const {
-    return combine(warp_max(v), [](T a, T b) { return max_of(a, b); });
-  }
-};
+using namespace rowwise;  // rows.cuh: teams, their sums, launch_rows
 
 template <class T>
 struct CausalSoftmaxForwardRow {
@@ -155,50 +87,16 @@ struct CausalSoftmaxBackwardRow {
   }
 };
 
-// Warp w of block b takes rows b * kWarpsPerBlock + w, then a grid's worth
-// on; the loop's bounds are the same for the 32 lanes of a warp, so all of
-// them reach every shuffle.
-template <class Row>
-__global__ void causal_rows_by_warps(Row row, int64_t rows) {
-  const WarpTeam team;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; r < rows; r += step) {
-    row(team, r);
-  }
-}
-
-// Block b takes rows b, b + gridDim.x, ...: bounds the same for the block.
-template <class Row>
-__global__ void causal_rows_by_blocks(Row row, int64_t rows) {
-  using T = typename Row::Value;
-  __shared__ T share[kWarpsPerBlock + 1];
-  const BlockTeam<T> team{share};
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) row(team, r);
-}
-
-template <class Row>
-void launch_causal_rows(const char* warp_name, const char* block_name, Row row, int64_t rows, int64_t n,
-                        Stream stream) {
-  if (rows == 0) return;
-  if (n >= kBlockRowFrom) {
-    const auto blocks = static_cast<unsigned>(std::min(rows, kMaxBlocks));
-    launch(block_name, causal_rows_by_blocks<Row>, {blocks, kThreads}, stream, row, rows);
-  } else {
-    const auto blocks = static_cast<unsigned>(std::min((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks));
-    launch(warp_name, causal_rows_by_warps<Row>, {blocks, kThreads}, stream, row, rows);
-  }
-}
-
 }  // namespace
 
 template <class T> void causal_softmax_forward(T* out, const T* x, int64_t rows, int64_t n, Stream stream) {
-  launch_causal_rows("causal_softmax_forward_warp_rows", "causal_softmax_forward_block_rows",
+  launch_rows("causal_softmax_forward_warp_rows", "causal_softmax_forward_block_rows",
                      CausalSoftmaxForwardRow<T>{out, x, n}, rows, n, stream);
 }
 
 template <class T>
 void causal_softmax_backward(T* dx, const T* dout, const T* out, int64_t rows, int64_t n, Stream stream) {
-  launch_causal_rows("causal_softmax_backward_warp_rows", "causal_softmax_backward_block_rows",
+  launch_rows("causal_softmax_backward_warp_rows", "causal_softmax_backward_block_rows",
                      CausalSoftmaxBackwardRow<T>{dx, dout, out, n}, rows, n, stream);
 }
 

@@ -10,9 +10,9 @@
 // b, b + grid, ... and finds each one's row by a binary search of
 // first_chunk; its threads stride through the chunk. One launch updates
 // every tensor, however many (148 for GPT-2 124M, against 148 launches one
-// a tensor). The copy is an asynchronous cudaMemcpyAsync from pageable
-// memory: CUDA stages the bytes before it returns (the emulation copies
-// them), so the host neither waits for the stream nor keeps the table.
+// a tensor). The table goes through copy_host_to_device (runtime.h): a
+// pinned staging buffer, so the host neither waits for the stream nor
+// keeps the table (Note [Host-to-device copies] in runtime.cu).
 //
 // clip_grads keeps its sums on the GPU: one launch of (kNormBlocks,
 // gradients) blocks writes each gradient's block partials, exactly as
@@ -89,9 +89,7 @@ HostTable<Row> host_table(const std::vector<Row>& rows) {
 // once (see the top of the file).
 template <class Row>
 void upload(unsigned char* device_table, const HostTable<Row>& table, Stream stream) {
-  REMAT_CUDA_CHECK(cudaSetDevice(stream.device));
-  REMAT_CUDA_CHECK(
-      cudaMemcpyAsync(device_table, table.bytes.data(), table.bytes.size(), cudaMemcpyHostToDevice, raw(stream)));
+  copy_host_to_device(device_table, table.bytes.data(), table.bytes.size(), stream);
 }
 
 unsigned chunk_blocks(int64_t chunks) { return static_cast<unsigned>(std::clamp<int64_t>(chunks, 1, kMaxBlocks)); }

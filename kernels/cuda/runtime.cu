@@ -17,7 +17,8 @@
 //      its bytes are read by the copy before they are overwritten.
 // The caller's buffer is free on return (step 1 read it). Buffers are kept
 // for the process, per device, at most kStagingBytes in all; past that the
-// host waits for the oldest copies (the pool is full of copies not yet run).
+// host waits for every queued copy and frees every buffer, of every device
+// (the pool is full of copies not yet run), then starts again.
 // Larger copies (a model's weights, once) copy and wait, as before.
 #include "kernels/cuda/runtime.h"
 
@@ -148,13 +149,18 @@ StagingBuffer& staging_buffer(Staging& pool, size_t bytes, int device) {
       if (b.device == device && b.bytes >= bytes && (!best || b.bytes < best->bytes)) best = &b;
     }
     if (best) return *best;
-    for (StagingBuffer& b : pool.buffers) {
-      use(b.device);
-      REMAT_CUDA_CHECK(cudaEventDestroy(b.read));
-      REMAT_CUDA_CHECK(cudaFreeHost(b.host));
-    }
-    pool.buffers.clear();
+    // The pool forgets them before freeing, so a free that throws leaves no
+    // freed buffer listed; the first error is thrown once all are freed.
+    std::vector<StagingBuffer> old;
+    old.swap(pool.buffers);
     pool.total = 0;
+    cudaError_t first_error = cudaSuccess;
+    for (StagingBuffer& b : old) {
+      for (const cudaError_t error : {cudaSetDevice(b.device), cudaEventDestroy(b.read), cudaFreeHost(b.host)}) {
+        if (first_error == cudaSuccess) first_error = error;
+      }
+    }
+    REMAT_CUDA_CHECK(first_error);
     use(device);
   }
   StagingBuffer b{.bytes = size, .device = device};

@@ -680,6 +680,7 @@ cudaError_t cudaFreeHost(void* ptr) {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
+  std::lock_guard lock(g_mutex);  // the pinned map, which cudaMallocHost and cudaFreeHost change under it
   const bool dst_device = in_arena(dst), src_device = in_arena(src);
   if (kind == cudaMemcpyDefault) {
     kind = dst_device ? (src_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
