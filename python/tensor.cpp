@@ -19,6 +19,7 @@
 #include "engine/autograd.h"
 #include "engine/factory.h"
 #include "engine/rng.h"
+#include "ops/attention.h"
 #include "ops/binary.h"
 #include "ops/dropout.h"
 #include "ops/layer_norm.h"
