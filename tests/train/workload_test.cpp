@@ -19,9 +19,10 @@ TEST(WorkloadSlow, W1MemoryFiguresAreExact) {
   constexpr int64_t kMiB = 1024 * 1024;
   // After forward: the batch (256 x 1024 float32 = 1 MiB) and the 15 ReLU
   // outputs that the next Linear and the ReLU backward read (1 MiB each),
-  // the int64 labels (2 KiB), the log-probabilities that cross-entropy
-  // saves (10 KiB; the logits themselves are freed), and the loss (4 bytes).
-  EXPECT_EQ(report.saved_bytes_after_forward, 16 * kMiB + 2048 + 10240 + 4);
+  // the int64 labels (2 KiB), the logits that cross-entropy saves (10 KiB)
+  // with its two statistics a row (2 KiB; no log-probabilities), and the
+  // loss (4 bytes).
+  EXPECT_EQ(report.saved_bytes_after_forward, 16 * kMiB + 2048 + 10240 + 2048 + 4);
   // Backward's peak is at the 15th Linear: 14 saved ReLU outputs, the
   // incoming gradient, dx and dW (4 MiB) -- 20 MiB plus small tensors.
   EXPECT_GE(report.peak_activation_bytes, 20 * kMiB);
