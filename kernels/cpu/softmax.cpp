@@ -113,7 +113,10 @@ template <class T> void log_softmax_forward(T* out, const T* x, int64_t outer, i
     const T* xr = x + base;
     // (x - m) - log(total), not x - (m + log(total)): m + log(total) rounds
     // away the small term when m is large (float32 logits near 1000).
-    const auto [m, log_total] = row_stats(xr, n, s);
+    // Named values, not a structured binding: clang 14 cannot capture one
+    // into the region `omp simd` outlines.
+    const RowStats<T> stats = row_stats(xr, n, s);
+    const T m = stats.max, log_total = stats.log_sum;
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) out[base + i * s] = (xr[i * s] - m) - log_total;
   });
@@ -137,10 +140,10 @@ template <class T>
 bool cross_entropy_forward(double* loss_sum, int64_t* count, T* stats, int64_t* bad_row, const T* logits,
                            const int64_t* targets, int64_t rows, int64_t classes, int64_t ignore_index, Host) {
   for_each_softmax_row(rows, classes, 1, [&](int64_t base, auto s) {
-    const auto [m, log_sum] = row_stats(logits + base, classes, s);
+    const RowStats<T> row = row_stats(logits + base, classes, s);
     const int64_t r = base / classes;
-    stats[2 * r] = m;
-    stats[2 * r + 1] = log_sum;
+    stats[2 * r] = row.max;
+    stats[2 * r + 1] = row.log_sum;
   });
   double total = 0;
   int64_t counted = 0;
