@@ -45,35 +45,8 @@ namespace {
 
 namespace cpu_k = kernels::cpu;
 namespace cuda_k = kernels::cuda;
-
-// A buffer on GPU 0 holding `values`, freed at scope exit.
-template <class T>
-struct DeviceBuffer {
-  explicit DeviceBuffer(const std::vector<T>& values) : n(values.size()) {
-    ptr = static_cast<T*>(cuda_k::device_malloc(std::max<size_t>(n, 1) * sizeof(T), 0));
-    if (n) cuda_k::copy_host_to_device(ptr, values.data(), n * sizeof(T), stream());
-  }
-  ~DeviceBuffer() { cuda_k::device_free(ptr, 0); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  std::vector<T> read() const {
-    std::vector<T> out(n);
-    if (n) cuda_k::copy_device_to_host(out.data(), ptr, n * sizeof(T), stream());
-    return out;
-  }
-  static cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
-  size_t n;
-  T* ptr = nullptr;
-};
-
-template <class T>
-std::vector<T> random_values(size_t n, double low, double high, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> draw(low, high);
-  std::vector<T> out(n);
-  for (T& v : out) v = static_cast<T>(draw(rng));
-  return out;
-}
+using test::DeviceBuffer;
+using test::random_values;
 
 // The first element outside |cuda - cpu| <= rtol |cpu| + atol (the rule at
 // the top of the file), as one failure line instead of a million.

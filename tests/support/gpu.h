@@ -1,8 +1,15 @@
-// Test support: skipping a CUDA test, with a message, where no GPU is present
-// (CTest label cuda). For a CUDA build only (REMAT_HAVE_CUDA).
+// Test support for the CUDA tests (CTest label cuda): skipping, with a
+// message, where no GPU is present; a buffer on GPU 0 filled from the host
+// and read back; random values for the CPU and the GPU to share. For a CUDA
+// build only (REMAT_HAVE_CUDA).
 #pragma once
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
 
 #include "kernels/cuda/runtime.h"
 
@@ -10,3 +17,39 @@
 #define REMAT_SKIP_WITHOUT_GPU(what)                    \
   if (::remat::kernels::cuda::device_count() == 0)      \
   GTEST_SKIP() << "no GPU on this machine: " what " not run"
+
+namespace remat::test {
+
+// A buffer on GPU 0 holding `values` (or `count` zeros), freed at scope
+// exit; its copies run on GPU 0's compute stream.
+template <class T>
+struct DeviceBuffer {
+  explicit DeviceBuffer(const std::vector<T>& values) : n(values.size()) {
+    ptr = static_cast<T*>(kernels::cuda::device_malloc(std::max<size_t>(n, 1) * sizeof(T), 0));
+    if (n) kernels::cuda::copy_host_to_device(ptr, values.data(), n * sizeof(T), stream());
+  }
+  explicit DeviceBuffer(size_t count) : DeviceBuffer(std::vector<T>(count)) {}
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { kernels::cuda::device_free(ptr, 0); }
+  std::vector<T> read() const {
+    std::vector<T> out(n);
+    if (n) kernels::cuda::copy_device_to_host(out.data(), ptr, n * sizeof(T), stream());
+    return out;
+  }
+  static kernels::cuda::Stream stream() { return kernels::cuda::compute_stream(0); }
+  size_t n;
+  T* ptr = nullptr;
+};
+
+// n values drawn uniformly from [low, high), the same for a seed everywhere.
+template <class T>
+std::vector<T> random_values(size_t n, double low, double high, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> draw(low, high);
+  std::vector<T> out(n);
+  for (T& v : out) v = static_cast<T>(draw(rng));
+  return out;
+}
+
+}  // namespace remat::test
