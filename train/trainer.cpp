@@ -121,6 +121,21 @@ struct Trainer::Run {
   int64_t steps_per_epoch = 0;  // optimizer steps
   int64_t total_steps = 0;
   int64_t next_epoch = 0, next_batch = 0;  // where the loop continues
+  // The loop's state, from set-up to the end.
+  std::vector<Tensor> params;
+  std::string resumed_from;  // "" when the run starts afresh
+  bool saving = false;       // checkpoints are written
+  int64_t eval_every = 1, first_step = 0;
+  Clock::time_point start;
+  double logged_loss = 0, window_loss = 0, run_loss = 0, grad_norm = 0;
+  int64_t logged_steps = 0, window_batches = 0, step_peak = 0;
+  std::optional<double> bad_loss;  // of the window's micro-batches, the first non-finite
+  std::optional<double> metric;    // of the step's evaluation, the one that picks the best checkpoint
+  bool stop = false;
+  // The epoch's own figures.
+  double epoch_loss = 0;
+  int64_t epoch_steps = 0, epoch_peak = 0;
+  bool epoch_done = false;  // its last batch ran
 };
 
 Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset& train_dataset,
@@ -481,8 +496,29 @@ TrainOutput Trainer::train() {
     ~Unlock() { lock.reset(); }
   } unlock{lock_};
   Run run;
-  const std::vector<Tensor> params = model_.parameters();
-  run.adamw = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{
+  set_up(run);
+  PreparedOptimizer optimizer = accelerator_->prepare(*run.adamw);
+  PreparedScheduler scheduler = accelerator_->prepare(*run.schedule);
+  run.eval_every = args_.eval_steps.value_or(args_.logging_steps);
+  run.first_step = global_step_;
+  const scheduler::PlanOptions* plan = model_.checkpointing_options();
+  if (plan && plan->budget && !model_.checkpointing_profile() && global_step_ < run.total_steps) {
+    // The first step within the budget too (or the run refused before it):
+    // planned from a rehearsal of it on the meta device.
+    const data::Batch batch = run.loader->epoch(run.next_epoch).batch(run.next_batch);
+    model_.rehearse_checkpointing([&] { forward_(model_, batch).loss.backward(); });
+  }
+  run.start = Clock::now();
+  run.stop = global_step_ >= run.total_steps;
+  for (int64_t epoch = run.next_epoch; !run.stop; ++epoch) run_epoch(run, epoch, optimizer, scheduler);
+  return finish(run);
+}
+
+// The optimizer, loader, schedule and LocalSGD of a run, and where it
+// starts: a checkpoint to resume, or an output folder to clear.
+void Trainer::set_up(Run& run) {
+  run.params = model_.parameters();
+  run.adamw = std::make_unique<optim::AdamW>(run.params, optim::AdamWOptions{
       .lr = args_.learning_rate, .beta1 = args_.adam_beta1, .beta2 = args_.adam_beta2, .eps = args_.adam_epsilon,
       .weight_decay = args_.weight_decay});
   run.loader.emplace(accelerator_->prepare(data::DataLoader(
@@ -511,11 +547,11 @@ TrainOutput Trainer::train() {
                                                      comm::DiLoCoOptions{args_.outer_lr, args_.outer_momentum})
                                                : std::nullopt});
   }
-  const std::string resume_from = checkpoint_to_resume();
-  const bool saving = !args_.output_dir.empty() && args_.save_strategy != "no";
-  if (!resume_from.empty()) {
-    resume(run, resume_from);
-  } else if (saving && !checkpoints_in(args_.output_dir).empty()) {
+  run.resumed_from = checkpoint_to_resume();
+  run.saving = !args_.output_dir.empty() && args_.save_strategy != "no";
+  if (!run.resumed_from.empty()) {
+    resume(run, run.resumed_from);
+  } else if (run.saving && !checkpoints_in(args_.output_dir).empty()) {
     REMAT_CHECK(args_.overwrite_output_dir, "Trainer: output_dir '{}' already holds checkpoints; give "
                 "resume_from_checkpoint to continue, or overwrite_output_dir to start over",
                 args_.output_dir);
@@ -523,167 +559,173 @@ TrainOutput Trainer::train() {
       for (const fs::path& folder : checkpoints_in(args_.output_dir)) fs::remove_all(folder);
     }
   }
-  PreparedOptimizer optimizer = accelerator_->prepare(*run.adamw);
-  PreparedScheduler scheduler = accelerator_->prepare(*run.schedule);
-  const int64_t eval_every = args_.eval_steps.value_or(args_.logging_steps);
-  const int64_t first_step = global_step_;
-  const scheduler::PlanOptions* plan = model_.checkpointing_options();
-  if (plan && plan->budget && !model_.checkpointing_profile() && global_step_ < run.total_steps) {
-    // The first step within the budget too (or the run refused before it):
-    // planned from a rehearsal of it on the meta device.
-    const data::Batch batch = run.loader->epoch(run.next_epoch).batch(run.next_batch);
-    model_.rehearse_checkpointing([&] { forward_(model_, batch).loss.backward(); });
+}
+
+// Out of time, or told to stop (should_stop): rank 0's decision, for every rank.
+bool Trainer::told_to_stop(const Run& run) {
+  int64_t told = (args_.max_time && seconds_since(run.start) >= *args_.max_time) ||
+                 (callbacks_.should_stop && callbacks_.should_stop(global_step_));
+  if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&told, 1, DType::Int64, 0);
+  return told != 0;
+}
+
+// The step's evaluation, and the metric that picks the best checkpoint.
+Metrics Trainer::evaluate_step(Run& run, bool eval_now) {
+  run.metric.reset();
+  if (!eval_now) return Metrics{};
+  if (run.local_sgd) run.local_sgd->finish();  // every rank evaluates the same model
+  const std::string name = args_.metric_for_best_model.starts_with("eval_") ? args_.metric_for_best_model
+                                                                            : "eval_" + args_.metric_for_best_model;
+  Metrics evaluated = evaluate();
+  for (const auto& [key, value] : evaluated) {
+    if (key == name) run.metric = value;
   }
-  const auto start = Clock::now();
-  double logged_loss = 0, window_loss = 0, run_loss = 0, grad_norm = 0;
-  int64_t logged_steps = 0, window_batches = 0, step_peak = 0;
-  std::optional<double> bad_loss;  // of the window's micro-batches, the first non-finite
-  bool stop = global_step_ >= run.total_steps;
-  // Out of time, or told to stop (should_stop): rank 0's decision, for every rank.
-  const auto told_to_stop = [&] {
-    int64_t told = (args_.max_time && seconds_since(start) >= *args_.max_time) ||
-                   (callbacks_.should_stop && callbacks_.should_stop(global_step_));
-    if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&told, 1, DType::Int64, 0);
-    return told != 0;
-  };
-  // The step's evaluation, and the metric that picks the best checkpoint.
-  std::optional<double> metric;
-  const auto evaluate_step = [&](bool eval_now) {
-    metric.reset();
-    if (!eval_now) return Metrics{};
-    if (run.local_sgd) run.local_sgd->finish();  // every rank evaluates the same model
-    const std::string name = args_.metric_for_best_model.starts_with("eval_") ? args_.metric_for_best_model
-                                                                              : "eval_" + args_.metric_for_best_model;
-    Metrics evaluated = evaluate();
-    for (const auto& [key, value] : evaluated) {
-      if (key == name) metric = value;
-    }
-    REMAT_CHECK(!args_.load_best_model_at_end || metric, "Trainer: metric_for_best_model {} is not among the "
-                "evaluation's metrics", name);
-    return evaluated;
-  };
-  // Its save: the best checkpoint is the one saved at the step of the best evaluation.
-  const auto save_step = [&](bool save_now) {
-    if (!save_now || !saving) return;
-    if (metric && args_.load_best_model_at_end && better(*metric)) {
-      best_metric_ = metric;
-      best_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
-    }
-    save_checkpoint(run);
-  };
+  REMAT_CHECK(!args_.load_best_model_at_end || run.metric, "Trainer: metric_for_best_model {} is not among the "
+              "evaluation's metrics", name);
+  return evaluated;
+}
+
+// Its save: the best checkpoint is the one saved at the step of the best evaluation.
+void Trainer::save_step(Run& run, bool save_now) {
+  if (!save_now || !run.saving) return;
+  if (run.metric && args_.load_best_model_at_end && better(*run.metric)) {
+    best_metric_ = run.metric;
+    best_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
+  }
+  save_checkpoint(run);
+}
+
+// One epoch from where the run stands: its micro-batches, each window's
+// optimizer step, then the epoch's own evaluation and save.
+void Trainer::run_epoch(Run& run, int64_t epoch, PreparedOptimizer& optimizer, PreparedScheduler& scheduler) {
+  run.epoch_done = false;
+  const auto epoch_start = Clock::now();
+  run.epoch_loss = 0;
+  run.epoch_steps = 0;
+  run.epoch_peak = 0;
+  const data::DataLoader::Epoch batches = run.loader->epoch(epoch);
+  const int64_t first_batch = epoch == run.next_epoch ? run.next_batch : 0;
+  for (int64_t b = first_batch; b < run.batches && !run.stop; ++b) {
+    train_micro_batch(run, batches.batch(b), optimizer, scheduler);
+    if (!accelerator_->sync_gradients()) continue;
+    end_step(run, epoch, b);
+  }
+  if (!run.epoch_done) return;
+  const Metrics evaluated = evaluate_step(run, args_.eval_strategy == "epoch");
+  if (!evaluated.empty() && !run.stop) run.stop = told_to_stop(run);
+  save_step(run, args_.save_strategy == "epoch");
+  if (callbacks_.on_epoch_end && accelerator_->is_main_process()) {
+    callbacks_.on_epoch_end({.epoch = epoch + 1,
+                             .train_loss = run.epoch_steps > 0
+                                               ? run.epoch_loss / static_cast<double>(run.epoch_steps) : 0.0,
+                             .seconds = seconds_since(epoch_start),
+                             .peak_activation_bytes = run.epoch_peak,
+                             .optimizer_steps = global_step_,
+                             .eval = evaluated});
+  }
+}
+
+// One micro-batch: forward and backward inside the accumulation window, and
+// on its last micro-batch the checks, clipping and the optimizer's step.
+void Trainer::train_micro_batch(Run& run, const data::Batch& batch, PreparedOptimizer& optimizer,
+                                PreparedScheduler& scheduler) {
   Allocator& allocator = allocator_for(accelerator_->device());
-  for (int64_t epoch = run.next_epoch; !stop; ++epoch) {
-    bool epoch_done = false;  // its last batch ran
-    const auto epoch_start = Clock::now();
-    double epoch_loss = 0;
-    int64_t epoch_steps = 0, epoch_peak = 0;
-    const data::DataLoader::Epoch batches = run.loader->epoch(epoch);
-    const int64_t first_batch = epoch == run.next_epoch ? run.next_batch : 0;
-    for (int64_t b = first_batch; b < run.batches && !stop; ++b) {
-      {
-        const data::Batch batch = batches.batch(b);
-        auto window = accelerator_->accumulate(model_);
-        const int64_t transient_before = allocator.stats().live_transient;
-        double loss = 0;
-        {
-          ScopedPeak peak(accelerator_->device());
-          const ModelOutput out = forward_(model_, batch);
-          loss = out.loss.item<double>();
-          if (!std::isfinite(loss) && !bad_loss) bad_loss = loss;
-          accelerator_->backward(out.loss);
-          step_peak = std::max(step_peak, peak.stats().peak_transient - transient_before);
-        }
-        window_loss += loss;
-        ++window_batches;
-        if (accelerator_->sync_gradients()) {
-          // With data parallelism every rank holds the averaged gradients
-          // here, so a NaN from one rank's batch stops every rank at this
-          // same check instead of leaving the others waiting in a collective;
-          // a rank's own non-finite loss is reported after it. (Under LocalSGD,
-          // or without clipping, a rank stops alone, and the job ends by the
-          // CLI's MPI_Abort or the collective timeout.)
-          if (args_.max_grad_norm > 0) {
-            grad_norm = optim::clip_grad_norm(params, args_.max_grad_norm);
-            if (!std::isfinite(grad_norm)) stop_on_non_finite("gradient norm", grad_norm);
-          }
-          if (bad_loss) stop_on_non_finite("loss", *bad_loss);
-        }
-        optimizer.step();
-        scheduler.step();
-        optimizer.zero_grad();
-        if (run.local_sgd) run.local_sgd->step();
-      }
-      if (!accelerator_->sync_gradients()) continue;
-      ++global_step_;
-      run.next_epoch = b + 1 == run.batches ? epoch + 1 : epoch;
-      run.next_batch = b + 1 == run.batches ? 0 : b + 1;
-      epoch_ = static_cast<double>(epoch) + static_cast<double>(b + 1) / static_cast<double>(run.batches);
-      const double step_loss = window_loss / static_cast<double>(window_batches);
-      logged_loss += step_loss;
-      run_loss += step_loss;
-      epoch_loss += step_loss;
-      ++epoch_steps;
-      ++logged_steps;
-      epoch_peak = std::max(epoch_peak, step_peak);
-      if (callbacks_.on_step_end && accelerator_->is_main_process()) {
-        callbacks_.on_step_end({.step = global_step_, .steps = run.total_steps, .loss = step_loss,
-                                .mean_loss = run_loss / static_cast<double>(global_step_ - first_step),
-                                .grad_norm = grad_norm, .learning_rate = run.schedule->last_lr(),
-                                .peak_activation_bytes = step_peak, .seconds = seconds_since(start)});
-      }
-      step_peak = 0;
-      window_loss = 0;
-      window_batches = 0;
-      if (global_step_ % args_.logging_steps == 0) {
-        // The mean over the ranks, as Hugging Face logs it (every rank logs
-        // at this step, so each joins the gather).
-        double loss = logged_loss / static_cast<double>(logged_steps);
-        if (accelerator_->num_processes() > 1) {
-          const std::vector<double> losses =
-              accelerator_->gather(from_vector(std::vector<double>{loss}, {1})).to_vector<double>();
-          loss = 0;
-          for (const double l : losses) loss += l / static_cast<double>(losses.size());
-        }
-        log({{"loss", loss}, {"grad_norm", grad_norm},
-             {"learning_rate", run.schedule->last_lr()}, {"epoch", epoch_}});
-        logged_loss = 0;
-        logged_steps = 0;
-      }
-      stop = global_step_ >= run.total_steps || told_to_stop();
-      epoch_done = b + 1 == run.batches;
-      // An epoch's own evaluation and save come after its last step.
-      // The last step is evaluated too, off the interval or not, before its
-      // save; an evaluation's log may ask to stop too (early stopping).
-      const bool eval_now = args_.eval_strategy == "steps" && (global_step_ % eval_every == 0 || stop);
-      evaluate_step(eval_now);
-      if (eval_now && !stop) stop = told_to_stop();
-      save_step((args_.save_strategy == "steps" && (global_step_ % args_.save_steps == 0 || stop)) ||
-                (args_.save_strategy == "epoch" && stop && !epoch_done));
-    }
-    if (!epoch_done) continue;
-    const Metrics evaluated = evaluate_step(args_.eval_strategy == "epoch");
-    if (!evaluated.empty() && !stop) stop = told_to_stop();
-    save_step(args_.save_strategy == "epoch");
-    if (callbacks_.on_epoch_end && accelerator_->is_main_process()) {
-      callbacks_.on_epoch_end({.epoch = epoch + 1,
-                               .train_loss = epoch_steps > 0 ? epoch_loss / static_cast<double>(epoch_steps) : 0.0,
-                               .seconds = seconds_since(epoch_start),
-                               .peak_activation_bytes = epoch_peak,
-                               .optimizer_steps = global_step_,
-                               .eval = evaluated});
-    }
+  auto window = accelerator_->accumulate(model_);
+  const int64_t transient_before = allocator.stats().live_transient;
+  double loss = 0;
+  {
+    ScopedPeak peak(accelerator_->device());
+    const ModelOutput out = forward_(model_, batch);
+    loss = out.loss.item<double>();
+    if (!std::isfinite(loss) && !run.bad_loss) run.bad_loss = loss;
+    accelerator_->backward(out.loss);
+    run.step_peak = std::max(run.step_peak, peak.stats().peak_transient - transient_before);
   }
+  run.window_loss += loss;
+  ++run.window_batches;
+  if (accelerator_->sync_gradients()) {
+    // With data parallelism every rank holds the averaged gradients
+    // here, so a NaN from one rank's batch stops every rank at this
+    // same check instead of leaving the others waiting in a collective;
+    // a rank's own non-finite loss is reported after it. (Under LocalSGD,
+    // or without clipping, a rank stops alone, and the job ends by the
+    // CLI's MPI_Abort or the collective timeout.)
+    if (args_.max_grad_norm > 0) {
+      run.grad_norm = optim::clip_grad_norm(run.params, args_.max_grad_norm);
+      if (!std::isfinite(run.grad_norm)) stop_on_non_finite("gradient norm", run.grad_norm);
+    }
+    if (run.bad_loss) stop_on_non_finite("loss", *run.bad_loss);
+  }
+  optimizer.step();
+  scheduler.step();
+  optimizer.zero_grad();
+  if (run.local_sgd) run.local_sgd->step();
+}
+
+// After an optimizer step (batch b of `epoch` ended its window): the
+// counters, the step's callback and log, then its evaluation and save.
+void Trainer::end_step(Run& run, int64_t epoch, int64_t b) {
+  ++global_step_;
+  run.next_epoch = b + 1 == run.batches ? epoch + 1 : epoch;
+  run.next_batch = b + 1 == run.batches ? 0 : b + 1;
+  epoch_ = static_cast<double>(epoch) + static_cast<double>(b + 1) / static_cast<double>(run.batches);
+  const double step_loss = run.window_loss / static_cast<double>(run.window_batches);
+  run.logged_loss += step_loss;
+  run.run_loss += step_loss;
+  run.epoch_loss += step_loss;
+  ++run.epoch_steps;
+  ++run.logged_steps;
+  run.epoch_peak = std::max(run.epoch_peak, run.step_peak);
+  if (callbacks_.on_step_end && accelerator_->is_main_process()) {
+    callbacks_.on_step_end({.step = global_step_, .steps = run.total_steps, .loss = step_loss,
+                            .mean_loss = run.run_loss / static_cast<double>(global_step_ - run.first_step),
+                            .grad_norm = run.grad_norm, .learning_rate = run.schedule->last_lr(),
+                            .peak_activation_bytes = run.step_peak, .seconds = seconds_since(run.start)});
+  }
+  run.step_peak = 0;
+  run.window_loss = 0;
+  run.window_batches = 0;
+  if (global_step_ % args_.logging_steps == 0) {
+    // The mean over the ranks, as Hugging Face logs it (every rank logs
+    // at this step, so each joins the gather).
+    double loss = run.logged_loss / static_cast<double>(run.logged_steps);
+    if (accelerator_->num_processes() > 1) {
+      const std::vector<double> losses =
+          accelerator_->gather(from_vector(std::vector<double>{loss}, {1})).to_vector<double>();
+      loss = 0;
+      for (const double l : losses) loss += l / static_cast<double>(losses.size());
+    }
+    log({{"loss", loss}, {"grad_norm", run.grad_norm},
+         {"learning_rate", run.schedule->last_lr()}, {"epoch", epoch_}});
+    run.logged_loss = 0;
+    run.logged_steps = 0;
+  }
+  run.stop = global_step_ >= run.total_steps || told_to_stop(run);
+  run.epoch_done = b + 1 == run.batches;
+  // An epoch's own evaluation and save come after its last step.
+  // The last step is evaluated too, off the interval or not, before its
+  // save; an evaluation's log may ask to stop too (early stopping).
+  const bool eval_now = args_.eval_strategy == "steps" && (global_step_ % run.eval_every == 0 || run.stop);
+  evaluate_step(run, eval_now);
+  if (eval_now && !run.stop) run.stop = told_to_stop(run);
+  save_step(run, (args_.save_strategy == "steps" && (global_step_ % args_.save_steps == 0 || run.stop)) ||
+                     (args_.save_strategy == "epoch" && run.stop && !run.epoch_done));
+}
+
+// The run's end: LocalSGD's last average, the best model loaded back, the
+// run's figures logged, and trainer_state.json written.
+TrainOutput Trainer::finish(Run& run) {
   if (run.local_sgd) run.local_sgd->finish();
   if (args_.load_best_model_at_end && !best_checkpoint_.empty()) {
     load_checkpoint((fs::path(best_checkpoint_) / kCheckpointFile).string(), model_, *run.adamw,
                     run.local_sgd.get());
   }
-  const double seconds = seconds_since(start);
-  const int64_t steps = global_step_ - first_step;
-  const double samples = static_cast<double>(steps * k * args_.per_device_train_batch_size *
-                                             accelerator_->num_processes());
-  TrainOutput output{.global_step = global_step_, .resumed_at_step = resume_from.empty() ? 0 : first_step,
-                     .training_loss = steps > 0 ? run_loss / static_cast<double>(steps) : 0.0,
+  const double seconds = seconds_since(run.start);
+  const int64_t steps = global_step_ - run.first_step;
+  const double samples = static_cast<double>(steps * args_.gradient_accumulation_steps *
+                                             args_.per_device_train_batch_size * accelerator_->num_processes());
+  TrainOutput output{.global_step = global_step_, .resumed_at_step = run.resumed_from.empty() ? 0 : run.first_step,
+                     .training_loss = steps > 0 ? run.run_loss / static_cast<double>(steps) : 0.0,
                      .metrics = {{"train_runtime", seconds}, {"train_samples_per_second", samples / seconds},
                                  {"train_steps_per_second", static_cast<double>(steps) / seconds}}};
   output.metrics.emplace_back("train_loss", output.training_loss);
@@ -694,5 +736,4 @@ TrainOutput Trainer::train() {
   }
   return output;
 }
-
 }  // namespace remat::train

@@ -115,6 +115,8 @@ struct TrainerCallbacks {
 };
 
 class Accelerator;
+class PreparedOptimizer;
+class PreparedScheduler;
 class RunLock;
 
 class Trainer {
@@ -147,7 +149,18 @@ class Trainer {
   void set_run_description(nn::SafetensorsMetadata description) { run_description_ = std::move(description); }
 
  private:
-  struct Run;  // one train() call's optimizer, schedule, LocalSGD and loader
+  struct Run;  // one train() call's optimizer, schedule, LocalSGD, loader and loop state
+  // train()'s rooms: set-up, an epoch (a micro-batch, a step's end), the
+  // evaluation and save a step or an epoch ends with, and the end.
+  void set_up(Run& run);
+  void run_epoch(Run& run, int64_t epoch, PreparedOptimizer& optimizer, PreparedScheduler& scheduler);
+  void train_micro_batch(Run& run, const data::Batch& batch, PreparedOptimizer& optimizer,
+                         PreparedScheduler& scheduler);
+  void end_step(Run& run, int64_t epoch, int64_t b);
+  bool told_to_stop(const Run& run);
+  Metrics evaluate_step(Run& run, bool eval_now);
+  void save_step(Run& run, bool save_now);
+  TrainOutput finish(Run& run);
   struct Evaluation {
     double loss = 0;
     Tensor predictions, labels;
