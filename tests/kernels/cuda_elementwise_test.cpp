@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -37,6 +36,7 @@ namespace {
 
 namespace cpu_k = kernels::cpu;
 namespace cuda_k = kernels::cuda;
+using test::random_values;
 
 cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
 
@@ -63,15 +63,6 @@ struct Device {
   T* base = nullptr;
   T* ptr = nullptr;
 };
-
-template <class T>
-std::vector<T> random_values(size_t n, double low, double high, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> draw(low, high);
-  std::vector<T> out(n);
-  for (T& v : out) v = static_cast<T>(draw(rng));
-  return out;
-}
 
 // The same bits (NaN included), as one failure line.
 template <class T>
