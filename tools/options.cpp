@@ -1,0 +1,106 @@
+// The flags and helpers several of remat's subcommands share (command.h):
+// seeds, budgets, the plan's flags of bench and explain, and the flags of a
+// model of the user's (bench, explain, tradeoff).
+#include <fmt/format.h>
+
+#include <charconv>
+#include <utility>
+
+#include "comm/mpi.h"
+#include "engine/error.h"
+#include "tools/command.h"
+#include "train/parse.h"
+
+namespace remat::tools {
+
+const char* const kTf32Help = "TF32 tensor-core math for float32 matrix products on the GPU (cuBLAS's "
+                              "CUBLAS_TF32_TENSOR_OP_MATH, about 1e-3 relative error; off by default, as in "
+                              "PyTorch); no effect on the CPU";
+
+uint64_t parse_seed(const std::string& text, std::string_view flag) {
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  REMAT_CHECK(!text.empty() && error == std::errc() && end == text.data() + text.size(), "{} must be an integer from "
+              "0 to 18446744073709551615, got '{}'", flag, text);
+  return value;
+}
+
+double parse_percent(const std::string& text, std::string_view what) {
+  double value = 0;
+  const std::string_view number(text.data(), text.size() - 1);
+  const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value);
+  REMAT_CHECK(error == std::errc() && end == number.data() + number.size() && value > 0 && value <= 100,
+              "{}: '{}' is not a share of keep-all's peak in (0, 100]% (examples: 25%, 50%)", what, text);
+  return value / 100;
+}
+
+std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
+
+bool main_process() { return comm::Mpi::launch_rank() == 0; }
+
+void add_plan_options(CLI::App* command, train::WorkloadOptions& options, std::string& budget) {
+  command->add_option("--workload", options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")->capture_default_str();
+  command->add_option("--device", options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
+      ->capture_default_str();
+  command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost, chain, milp, auto or "
+                      "dtr")->capture_default_str();
+  command->add_option("--budget", budget, "peak activation bytes for cost, chain, milp, auto or dtr, e.g. 64MiB, or "
+                      "50% (a share of keep-all's peak)");
+  command->add_option("--must-keep", options.overrides.must_keep, "ops whose outputs every plan keeps, e.g. gelu")
+      ->delimiter(',');
+  command->add_option("--must-recompute", options.overrides.must_recompute,
+                      "ops whose outputs every plan replays, e.g. layer_norm")->delimiter(',');
+  command->add_option("--solver-time-limit", options.solver_time_limit_s, "milp: seconds per plan for CBC (the best "
+                      "plan found by then, with its bound and gap)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+}
+
+void apply_budget(const std::string& budget, std::string_view what, train::WorkloadOptions& options) {
+  if (!budget.empty() && budget.ends_with('%')) {
+    // A share of keep-all's measured peak (train/workload.h, budget_fraction).
+    options.budget_fraction = parse_percent(budget, what);
+  } else if (!budget.empty()) {
+    options.budget = train::parse_bytes(budget, what);
+  }
+}
+
+void add_model_options(CLI::App* command, train::ModelSpec& spec, ModelFlags& flags) {
+  flags.model = command->add_option("--model", spec.kind, "a model of your own instead of --workload: gpt or mlp")
+                    ->check(CLI::IsMember({"gpt", "mlp"}));
+  flags.hf = command->add_option("--hf", spec.hf_dir, "a Hugging Face GPT-2 folder (config.json, model.safetensors) "
+                                 "instead of --workload");
+  command->add_option("--batch-size", spec.batch_size, "with --model or --hf: rows (sequences) per batch")
+      ->capture_default_str();
+  flags.gpt = {command->add_option("--n-layer", spec.gpt.n_layer, "--model gpt: blocks")->capture_default_str(),
+               command->add_option("--n-embd", spec.gpt.n_embd, "--model gpt: channels")->capture_default_str(),
+               command->add_option("--n-head", spec.gpt.n_head, "--model gpt: heads")->capture_default_str(),
+               command->add_option("--block-size", spec.gpt.block_size, "--model gpt: context")->capture_default_str(),
+               command->add_option("--vocab-size", spec.gpt.vocab_size, "--model gpt: vocabulary")->capture_default_str(),
+               command->add_option("--dropout", spec.gpt.dropout, "--model gpt: dropout")->capture_default_str(),
+               command->add_option("--head", flags.head, "--model gpt: tied or untied")
+                   ->check(CLI::IsMember({"tied", "untied"}))->capture_default_str()};
+  flags.mlp = {command->add_option("--dims", spec.dims, "--model mlp: widths, input to classes (784,1024,1024,10)")
+                   ->delimiter(',')};
+}
+
+void finish_model_spec(const CLI::App* app, train::ModelSpec& spec, const ModelFlags& flags) {
+  const std::string command = app->get_name();
+  if (flags.hf->count() > 0) {
+    REMAT_CHECK(flags.model->count() == 0, "{}: give --model or --hf, not both", command);
+    spec.kind = "hf";
+  }
+  REMAT_CHECK(spec.kind.empty() || app->get_option("--workload")->count() == 0, "{}: give --workload or a model of "
+              "your own (--model, --hf), not both", command);
+  REMAT_CHECK(!spec.kind.empty() || app->get_option("--batch-size")->count() == 0, "{}: --batch-size is a flag of "
+              "--model and --hf (a --workload has its own batch)", command);
+  spec.gpt.tie_weights = flags.head == "tied";
+  for (const auto& [kind, options] : {std::pair{"gpt", &flags.gpt}, std::pair{"mlp", &flags.mlp}}) {
+    for (const CLI::Option* option : *options) {
+      REMAT_CHECK(option->count() == 0 || spec.kind == kind, "{}: {} is a flag of --model {}{}", command,
+                  option->get_name(), kind, spec.kind.empty() ? "" : fmt::format(", not of --model {}", spec.kind));
+    }
+  }
+}
+
+}  // namespace remat::tools
