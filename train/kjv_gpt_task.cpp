@@ -160,16 +160,16 @@ void check_options(const KjvGptOptions& o) {
               "--gradient-checkpointing");
 }
 
-KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval,
-                        const std::function<void(const StepStats&)>& on_step,
-                        const std::function<void(const Metrics&)>& on_log) {
-  check_options(options);
-  kernels::cpu::set_num_threads(options.threads);
-  const TrainingArguments args = trainer_arguments(options);
-  const bool main_process = std::max(0, comm::Mpi::launch_rank()) == 0;
+namespace {
 
-  // Every output can be written and no two flags name one file: found now,
-  // not after training.
+// The files a run writes (rank 0's; "" elsewhere or when not asked).
+struct KjvOutputs {
+  std::string weights_path, profile_out;
+};
+
+// Every output can be written and no two flags name one file: found now,
+// not after training.
+KjvOutputs check_outputs(const KjvGptOptions& options, bool main_process) {
   const std::string weights_path = main_process ? options.weights_path : "";
   const std::string profile_out = main_process ? options.save_checkpointing_profile : "";
   check_output_path(profile_out, "--save-checkpointing-profile");
@@ -183,17 +183,20 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
                         ? (std::filesystem::path(weights_path) / "model.safetensors").string()
                         : weights_path,
                     "--save-weights");
+  return {weights_path, profile_out};
+}
 
-
-  const std::string text = options.text_path.empty() ? data::load_kjv() : data::load_text_file(options.text_path);
-  const data::CharTokenizer tokenizer(text);
-  std::vector<int64_t> prompt;
+std::vector<int64_t> encode_prompt(const data::CharTokenizer& tokenizer, const std::string& prompt) {
   try {
-    prompt = tokenizer.encode(options.prompt);
+    return tokenizer.encode(prompt);
   } catch (const Error& e) {
-    REMAT_FAIL("train: --prompt '{}' cannot start a sample of this text: {}", options.prompt, e.what());
+    REMAT_FAIL("train: --prompt '{}' cannot start a sample of this text: {}", prompt, e.what());
   }
-  const uint64_t text_fingerprint = data::fingerprint(text);
+}
+
+// The model's configuration: the flags', or --init-from's, whose vocabulary
+// and symbols must be this text's.
+nn::GPTConfig model_config(const KjvGptOptions& options, const data::CharTokenizer& tokenizer) {
   nn::GPTConfig config{.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size,
                        .n_layer = options.n_layer, .n_head = options.n_head, .n_embd = options.n_embd,
                        .dropout = options.dropout, .tie_weights = options.tie_weights, .seed = options.seed};
@@ -208,40 +211,48 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
                   "this text's (its ids would stand for other characters)", options.init_from);
     }
   }
-  data::Dataset train_set, val_set;
-  {
-    const data::TextSplit split = data::split_text(tokenizer.encode(text));
-    REMAT_CHECK(split.validation.size(0) > config.block_size, "train: the text's validation split (its last 10%, "
-                "{} characters) is too short for one block of {} characters{}", split.validation.size(0),
-                config.block_size, options.init_from.empty() ? std::string(" (--block-size)")
-                                                             : fmt::format(" (n_positions of '{}')", options.init_from));
-    train_set = data::text_blocks(split.train, config.block_size);
-    val_set = spread_rows(data::text_blocks(split.validation, config.block_size),
-                          options.eval_batches * options.batch_size);
-  }
+  return config;
+}
 
-  // The model's initialisation and dropout use seed and seed + 1 (nn::GPT),
-  // the Trainer's shuffle the seed.
-  nn::GPT model(config);
-  if (!options.init_from.empty()) nn::load_gpt2_weights(model, options.init_from);
-  if (!options.checkpointing_profile.empty()) {
-    // Enabled here with the saved plan (the Trainer would enable it without).
-    const GradientCheckpointingKwargs& k = args.gradient_checkpointing_kwargs;
-    const scheduler::GraphProfile saved = scheduler::load_profile(options.checkpointing_profile);
-    model.gradient_checkpointing_enable(
-        {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute}},
-        &saved);
-  }
+// The text's blocks: the first 90% to train on, the validation rows spread
+// over the last 10%.
+std::pair<data::Dataset, data::Dataset> text_sets(const std::string& text, const data::CharTokenizer& tokenizer,
+                                                  const nn::GPTConfig& config, const KjvGptOptions& options) {
+  const data::TextSplit split = data::split_text(tokenizer.encode(text));
+  REMAT_CHECK(split.validation.size(0) > config.block_size, "train: the text's validation split (its last 10%, "
+              "{} characters) is too short for one block of {} characters{}", split.validation.size(0),
+              config.block_size, options.init_from.empty() ? std::string(" (--block-size)")
+                                                           : fmt::format(" (n_positions of '{}')", options.init_from));
+  return {data::text_blocks(split.train, config.block_size),
+          spread_rows(data::text_blocks(split.validation, config.block_size), options.eval_batches * options.batch_size)};
+}
 
-  // The Trainer's steps and evaluations, as rows of the task's log.
-  KjvResult result{.parameters = model.num_parameters(), .vocab_size = tokenizer.vocab_size()};
+// --checkpointing-profile: enabled here with the saved plan (the Trainer
+// would enable it without).
+void enable_saved_plan(nn::GPT& model, const TrainingArguments& args, const std::string& profile_path) {
+  const GradientCheckpointingKwargs& k = args.gradient_checkpointing_kwargs;
+  const scheduler::GraphProfile saved = scheduler::load_profile(profile_path);
+  model.gradient_checkpointing_enable(
+      {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute}},
+      &saved);
+}
+
+// The Trainer's steps and evaluations, as rows of the task's log: the
+// Trainer's callbacks, and what they count between two evaluations.
+struct EvalRows {
+  const TrainingArguments& args;
+  int64_t block_size;
+  const std::function<void(const KjvEval&)>& on_eval;
+  const std::function<void(const StepStats&)>& on_step;
+  const std::function<void(const Metrics&)>& on_log;
+  KjvResult& result;
+  Trainer* running = nullptr;
   std::optional<int64_t> first_step;
   StepStats last;
   double loss_sum = 0;
   int64_t losses = 0, peak = 0, first_peak = 0;
-  Trainer* running = nullptr;
-  TrainerCallbacks callbacks;
-  callbacks.on_step_end = [&](const StepStats& step) {
+
+  void step_end(const StepStats& step) {
     if (!first_step) first_step = step.step - 1;
     int64_t& into = step.step - 1 == *first_step ? first_peak : peak;
     into = std::max(into, step.peak_activation_bytes);
@@ -249,8 +260,9 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     ++losses;
     last = step;
     if (on_step) on_step(step);
-  };
-  callbacks.on_log = [&](const Metrics& metrics) {
+  }
+
+  void log(const Metrics& metrics) {
     if (on_log) {
       on_log(metrics);
     } else {
@@ -267,7 +279,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     if (!val_loss) return;
     const comm::CommStats& traffic = running->accelerator().communicator().stats();
     const int64_t tokens = (last.step - first_step.value_or(last.step)) * args.gradient_accumulation_steps *
-                           args.per_device_train_batch_size * config.block_size;
+                           args.per_device_train_batch_size * block_size;
     KjvEval eval{.step = running->global_step(), .train_loss = losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0,
                  .val_loss = *val_loss, .val_perplexity = value("eval_perplexity").value_or(std::exp(*val_loss)),
                  .lr = last.learning_rate, .seconds = last.seconds,
@@ -278,33 +290,74 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
     if (on_eval) on_eval(eval);
     loss_sum = 0;
     losses = 0;
-  };
+  }
+
+  TrainerCallbacks callbacks() {
+    TrainerCallbacks callbacks;
+    callbacks.on_step_end = [this](const StepStats& step) { step_end(step); };
+    callbacks.on_log = [this](const Metrics& metrics) { log(metrics); };
+    return callbacks;
+  }
+};
+
+// After training: the profile and the weights asked for, and rank 0's sample.
+void finish_run(nn::GPT& model, Trainer& trainer, const KjvOutputs& outputs, const data::CharTokenizer& tokenizer,
+                const std::vector<int64_t>& prompt, const KjvGptOptions& options, KjvResult& result) {
+  if (!outputs.profile_out.empty()) {
+    const scheduler::GraphProfile* profile = model.checkpointing_profile();
+    REMAT_CHECK(profile != nullptr, "train: --save-checkpointing-profile: no graph was planned (a run of one step "
+                "only profiles it; run two or more)");
+    scheduler::save_profile(*profile, outputs.profile_out);
+  }
+  if (!outputs.weights_path.empty()) {
+    nn::save_gpt2_pretrained(model, outputs.weights_path, {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()},
+                                                           {"steps", std::to_string(trainer.global_step())}});
+  }
+  if (trainer.accelerator().is_main_process()) {
+    Generator sampler(options.seed + 7);
+    result.sample = tokenizer.decode(model.generate(prompt, options.sample_chars, options.temperature, sampler));
+  }
+}
+
+}  // namespace
+
+KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval,
+                        const std::function<void(const StepStats&)>& on_step,
+                        const std::function<void(const Metrics&)>& on_log) {
+  check_options(options);
+  kernels::cpu::set_num_threads(options.threads);
+  const TrainingArguments args = trainer_arguments(options);
+  const bool main_process = std::max(0, comm::Mpi::launch_rank()) == 0;
+  const KjvOutputs outputs = check_outputs(options, main_process);
+
+  const std::string text = options.text_path.empty() ? data::load_kjv() : data::load_text_file(options.text_path);
+  const data::CharTokenizer tokenizer(text);
+  const std::vector<int64_t> prompt = encode_prompt(tokenizer, options.prompt);
+  const uint64_t text_fingerprint = data::fingerprint(text);
+  const nn::GPTConfig config = model_config(options, tokenizer);
+  const auto [train_set, val_set] = text_sets(text, tokenizer, config, options);
+
+  // The model's initialisation and dropout use seed and seed + 1 (nn::GPT),
+  // the Trainer's shuffle the seed.
+  nn::GPT model(config);
+  if (!options.init_from.empty()) nn::load_gpt2_weights(model, options.init_from);
+  if (!options.checkpointing_profile.empty()) enable_saved_plan(model, args, options.checkpointing_profile);
+
+  KjvResult result{.parameters = model.num_parameters(), .vocab_size = tokenizer.vocab_size()};
+  EvalRows rows{.args = args, .block_size = config.block_size, .on_eval = on_eval, .on_step = on_step,
+                .on_log = on_log, .result = result};
   const ForwardFn forward = [&model](nn::Module&, const data::Batch& batch) {
     return ModelOutput{model.forward(batch.inputs, batch.targets).loss, Tensor()};
   };
-  Trainer trainer(model, args, train_set, &val_set, language_model_metrics, forward, callbacks);
-  running = &trainer;
+  Trainer trainer(model, args, train_set, &val_set, language_model_metrics, forward, rows.callbacks());
+  rows.running = &trainer;
   check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options, text_fingerprint), "train");
   trainer.set_run_description(describe_run(config, tokenizer, text_fingerprint));
   result.first_step = trainer.train().resumed_at_step;
   // The last step's validation, where it was not one of the interval's
   // (a run stopped by its time limit, or one shorter than the interval).
   if (trainer.evaluated_at_step() != trainer.global_step()) trainer.evaluate();
-
-  if (!profile_out.empty()) {
-    const scheduler::GraphProfile* profile = model.checkpointing_profile();
-    REMAT_CHECK(profile != nullptr, "train: --save-checkpointing-profile: no graph was planned (a run of one step "
-                "only profiles it; run two or more)");
-    scheduler::save_profile(*profile, profile_out);
-  }
-  if (!weights_path.empty()) {
-    nn::save_gpt2_pretrained(model, weights_path, {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()},
-                                                   {"steps", std::to_string(trainer.global_step())}});
-  }
-  if (trainer.accelerator().is_main_process()) {
-    Generator sampler(options.seed + 7);
-    result.sample = tokenizer.decode(model.generate(prompt, options.sample_chars, options.temperature, sampler));
-  }
+  finish_run(model, trainer, outputs, tokenizer, prompt, options, result);
   return result;
 }
 

@@ -76,101 +76,132 @@ std::string cell(std::optional<double> value, const char* format) {
 
 }  // namespace
 
-std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
-  check_options(options);
-  const WorkloadOptions base{.workload = options.workload, .solver_time_limit_s = options.solver_time_limit_s,
-                             .threads = options.threads, .steps = options.steps, .warmup = options.warmup,
-                             .seed = options.seed, .device = options.device, .profile_path = options.profile_path,
-                             .model = options.model};
-  size_t runs = 1;  // keep-all
-  for (const std::string& policy : options.policies) {
-    if (runs_without_budget(policy)) ++runs;
-    if (scheduler::takes_budget(policy)) runs += options.budget_fractions.size();
+namespace {
+
+// One sweep: its runs in order (keep-all, the policies without a budget,
+// then each budget's), the further rounds, and the rows they fill.
+class Sweep {
+ public:
+  explicit Sweep(const TradeoffOptions& options)
+      : options_(options),
+        base_{.workload = options.workload, .solver_time_limit_s = options.solver_time_limit_s,
+              .threads = options.threads, .steps = options.steps, .warmup = options.warmup, .seed = options.seed,
+              .device = options.device, .profile_path = options.profile_path, .model = options.model} {
+    for (const std::string& policy : options.policies) {
+      if (runs_without_budget(policy)) ++runs_;
+      if (scheduler::takes_budget(policy)) runs_ += options.budget_fractions.size();
+    }
   }
-  std::vector<TradeoffRow> rows;
-  auto say = [&](const std::string& line) {
-    if (options.progress) options.progress(fmt::format("[{}/{}] {}", rows.size() + 1, runs, line));
-  };
-  // Per row: the paired median ratio of each round (paired sweeps only).
-  std::vector<std::vector<double>> ratios;
+
+  // The first round: every run once.
+  void first_round() {
+    run(base_, std::nullopt);  // keep-all: policy "none"
+    const int64_t keep_all_peak = rows_.front().report.peak_activation_bytes;
+    for (const std::string& policy : options_.policies) {
+      if (!runs_without_budget(policy)) continue;
+      WorkloadOptions o = base_;
+      o.policy = policy;
+      run(o, std::nullopt);
+    }
+    for (const double fraction : options_.budget_fractions) {
+      for (const std::string& policy : options_.policies) {
+        if (!scheduler::takes_budget(policy)) continue;
+        WorkloadOptions o = base_;
+        o.policy = policy;
+        if (policy == "dtr") o.profile_path.clear();  // it plans nothing, from a profile or not
+        o.budget = std::max<int64_t>(1, std::llround(fraction * static_cast<double>(keep_all_peak)));
+        run(o, fraction);
+      }
+    }
+  }
+
+  // Further rounds: the same runs again, in the same order; step times are
+  // the median over rounds (memory figures do not change from run to run).
+  std::vector<TradeoffRow> further_rounds() {
+    std::vector<std::vector<double>> step_ms(rows_.size());
+    for (size_t i = 0; i < rows_.size(); ++i) step_ms[i].push_back(rows_[i].report.step_ms_median);
+    for (int round = 2; round <= options_.rounds; ++round) {
+      for (size_t i = 0; i < rows_.size(); ++i) {
+        if (!rows_[i].ran()) continue;
+        WorkloadOptions o = base_;
+        o.policy = rows_[i].report.policy;
+        o.budget = rows_[i].report.budget;
+        if (options_.progress) options_.progress(fmt::format("round {}/{}: {}", round, options_.rounds, describe(o, rows_[i].budget_fraction)));
+        const auto [again, ratio] = measure(o, i == 0);
+        ratios_[i].push_back(ratio);
+        step_ms[i].push_back(again.step_ms_median);
+        rows_[i].report.step_ms_min = std::min(rows_[i].report.step_ms_min, again.step_ms_min);
+        rows_[i].report.step_ms_max = std::max(rows_[i].report.step_ms_max, again.step_ms_max);
+      }
+    }
+    for (size_t i = 0; i < rows_.size(); ++i) rows_[i].report.step_ms_median = median(step_ms[i]);
+    const double keep_all_ms = rows_.front().report.step_ms_median;
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      TradeoffRow& row = rows_[i];
+      if (!row.ran()) continue;
+      if (options_.paired) {
+        row.time_vs_keep_all = median(ratios_[i]);
+        row.report.step_ms_median = keep_all_ms * row.time_vs_keep_all;
+      } else {
+        row.time_vs_keep_all = row.report.step_ms_median / keep_all_ms;
+      }
+    }
+    return std::move(rows_);
+  }
+
+ private:
+  void say(const std::string& line) const {
+    if (options_.progress) options_.progress(fmt::format("[{}/{}] {}", rows_.size() + 1, runs_, line));
+  }
+
   // One measurement of a run: alone, or paired with keep-all (not keep-all itself).
-  auto measure = [&](const WorkloadOptions& run_options, bool reference) {
-    if (!options.paired || reference) return std::pair{run_workload(run_options), 1.0};
+  std::pair<WorkloadReport, double> measure(const WorkloadOptions& run_options, bool reference) const {
+    if (!options_.paired || reference) return std::pair{run_workload(run_options), 1.0};
     const PairedReport paired = run_paired_workload(run_options, "none");
     return std::pair{paired.report, median(paired.time_ratios)};
-  };
-  auto run = [&](WorkloadOptions run_options, std::optional<double> fraction) {
+  }
+
+  // A run's row; a run that fails (a budget no plan reaches) is a skipped
+  // row, unless it is keep-all.
+  void run(const WorkloadOptions& run_options, std::optional<double> fraction) {
     const std::string what = describe(run_options, fraction);
     say(what + " ...");
     TradeoffRow row{.budget_fraction = fraction};
-    ratios.emplace_back();
+    ratios_.emplace_back();
     try {
       double ratio = 1.0;
-      std::tie(row.report, ratio) = measure(run_options, rows.empty());
-      ratios.back().push_back(ratio);
+      std::tie(row.report, ratio) = measure(run_options, rows_.empty());
+      ratios_.back().push_back(ratio);
     } catch (const Error& e) {
-      if (rows.empty()) throw;  // keep-all is the reference: without it there is no sweep
+      if (rows_.empty()) throw;  // keep-all is the reference: without it there is no sweep
       row.report = WorkloadReport{.workload = train::describe(run_options.model, run_options.workload),
                                   .policy = run_options.policy,
                                   .budget = run_options.budget, .threads = run_options.threads};
       row.skipped = e.what();
     }
     if (row.ran()) {
-      const double keep_all_ms = rows.empty() ? row.report.step_ms_median : rows.front().report.step_ms_median;
-      row.time_vs_keep_all = options.paired ? ratios.back().front() : row.report.step_ms_median / keep_all_ms;
+      const double keep_all_ms = rows_.empty() ? row.report.step_ms_median : rows_.front().report.step_ms_median;
+      row.time_vs_keep_all = options_.paired ? ratios_.back().front() : row.report.step_ms_median / keep_all_ms;
     }
     say(what + ": " + outcome(row));
-    rows.push_back(std::move(row));
-  };
+    rows_.push_back(std::move(row));
+  }
 
-  run(base, std::nullopt);  // keep-all: policy "none"
-  const int64_t keep_all_peak = rows.front().report.peak_activation_bytes;
-  for (const std::string& policy : options.policies) {
-    if (!runs_without_budget(policy)) continue;
-    WorkloadOptions o = base;
-    o.policy = policy;
-    run(o, std::nullopt);
-  }
-  for (const double fraction : options.budget_fractions) {
-    for (const std::string& policy : options.policies) {
-      if (!scheduler::takes_budget(policy)) continue;
-      WorkloadOptions o = base;
-      o.policy = policy;
-      if (policy == "dtr") o.profile_path.clear();  // it plans nothing, from a profile or not
-      o.budget = std::max<int64_t>(1, std::llround(fraction * static_cast<double>(keep_all_peak)));
-      run(o, fraction);
-    }
-  }
-  // Further rounds: the same runs again, in the same order; step times are
-  // the median over rounds (memory figures do not change from run to run).
-  std::vector<std::vector<double>> step_ms(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) step_ms[i].push_back(rows[i].report.step_ms_median);
-  for (int round = 2; round <= options.rounds; ++round) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (!rows[i].ran()) continue;
-      WorkloadOptions o = base;
-      o.policy = rows[i].report.policy;
-      o.budget = rows[i].report.budget;
-      if (options.progress) options.progress(fmt::format("round {}/{}: {}", round, options.rounds, describe(o, rows[i].budget_fraction)));
-      const auto [again, ratio] = measure(o, i == 0);
-      ratios[i].push_back(ratio);
-      step_ms[i].push_back(again.step_ms_median);
-      rows[i].report.step_ms_min = std::min(rows[i].report.step_ms_min, again.step_ms_min);
-      rows[i].report.step_ms_max = std::max(rows[i].report.step_ms_max, again.step_ms_max);
-    }
-  }
-  for (size_t i = 0; i < rows.size(); ++i) rows[i].report.step_ms_median = median(step_ms[i]);
-  const double keep_all_ms = rows.front().report.step_ms_median;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    TradeoffRow& row = rows[i];
-    if (!row.ran()) continue;
-    if (options.paired) {
-      row.time_vs_keep_all = median(ratios[i]);
-      row.report.step_ms_median = keep_all_ms * row.time_vs_keep_all;
-    } else {
-      row.time_vs_keep_all = row.report.step_ms_median / keep_all_ms;
-    }
-  }
+  const TradeoffOptions& options_;
+  const WorkloadOptions base_;
+  size_t runs_ = 1;  // keep-all
+  std::vector<TradeoffRow> rows_;
+  // Per row: the paired median ratio of each round (paired sweeps only).
+  std::vector<std::vector<double>> ratios_;
+};
+
+}  // namespace
+
+std::vector<TradeoffRow> sweep_tradeoff(const TradeoffOptions& options) {
+  check_options(options);
+  Sweep sweep(options);
+  sweep.first_round();
+  std::vector<TradeoffRow> rows = sweep.further_rounds();
   mark_pareto(rows);
   return rows;
 }

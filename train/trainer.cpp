@@ -1,4 +1,7 @@
-// Trainer; see trainer.h.
+// Trainer; see trainer.h. Here: construction, logging, and train() in its
+// rooms (set-up, an epoch, a micro-batch, a step's end, its evaluation and
+// save, the end); evaluate() and predict() are in trainer_evaluate.cpp, the
+// checkpoints (save, rotate, resume) in trainer_checkpoints.cpp.
 #include "train/trainer.h"
 
 #include <algorithm>
@@ -28,15 +31,16 @@
 #include "train/local_sgd.h"
 #include "train/parse.h"
 #include "train/run_files.h"
+#include "train/trainer_run.h"
 
 namespace remat::train {
 namespace fs = std::filesystem;
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+using trainer_internal::checkpoints_in;
+using trainer_internal::Clock;
+using trainer_internal::kCheckpointFile;
+using trainer_internal::seconds_since;
 
 // A number as Python's repr would show a logged float, to 4 decimals
 // (integers stay integers).
@@ -52,41 +56,6 @@ optim::ScheduleKind schedule_kind(const std::string& type) {
   if (type == "cosine" || type == "cosine_with_min_lr") return optim::ScheduleKind::WarmupCosine;
   if (type == "linear") return optim::ScheduleKind::WarmupLinear;
   return optim::ScheduleKind::WarmupConstant;  // constant, constant_with_warmup
-}
-
-// The step of a "checkpoint-STEP" folder name, or -1.
-int64_t step_of(const fs::path& folder) {
-  const std::string name = folder.filename().string();
-  if (!name.starts_with("checkpoint-") || name.size() == 11) return -1;
-  const std::string_view digits = std::string_view(name).substr(11);
-  if (digits.find_first_not_of("0123456789") != std::string_view::npos) return -1;
-  return parse_integer<int64_t>(digits, "checkpoint folder");
-}
-
-// output_dir's checkpoint folders, oldest first.
-std::vector<fs::path> checkpoints_in(const std::string& output_dir) {
-  std::vector<std::pair<int64_t, fs::path>> found;
-  std::error_code error;
-  if (output_dir.empty() || !fs::is_directory(output_dir, error)) return {};
-  for (const fs::directory_entry& entry : fs::directory_iterator(output_dir)) {
-    const int64_t step = step_of(entry.path());
-    if (step >= 0 && entry.is_directory()) found.emplace_back(step, entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<fs::path> out;
-  for (auto& [step, path] : found) out.push_back(std::move(path));
-  return out;
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream file(tmp);
-    file << text;
-    file.close();
-    REMAT_CHECK(file.good(), "Trainer: cannot write '{}'", tmp.string());
-  }
-  fs::rename(tmp, path);  // whole or not at all
 }
 
 }  // namespace
@@ -111,32 +80,6 @@ std::string format_metrics(const Metrics& metrics) {
   }
   return out + "}";
 }
-
-struct Trainer::Run {
-  std::unique_ptr<optim::AdamW> adamw;
-  std::unique_ptr<optim::LRScheduler> schedule;
-  std::unique_ptr<LocalSGD> local_sgd;
-  std::optional<data::DataLoader> loader;
-  int64_t batches = 0;          // per epoch, this rank
-  int64_t steps_per_epoch = 0;  // optimizer steps
-  int64_t total_steps = 0;
-  int64_t next_epoch = 0, next_batch = 0;  // where the loop continues
-  // The loop's state, from set-up to the end.
-  std::vector<Tensor> params;
-  std::string resumed_from;  // "" when the run starts afresh
-  bool saving = false;       // checkpoints are written
-  int64_t eval_every = 1, first_step = 0;
-  Clock::time_point start;
-  double logged_loss = 0, window_loss = 0, run_loss = 0, grad_norm = 0;
-  int64_t logged_steps = 0, window_batches = 0, step_peak = 0;
-  std::optional<double> bad_loss;  // of the window's micro-batches, the first non-finite
-  std::optional<double> metric;    // of the step's evaluation, the one that picks the best checkpoint
-  bool stop = false;
-  // The epoch's own figures.
-  double epoch_loss = 0;
-  int64_t epoch_steps = 0, epoch_peak = 0;
-  bool epoch_done = false;  // its last batch ran
-};
 
 Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset& train_dataset,
                  const data::Dataset* eval_dataset, ComputeMetrics compute_metrics, ForwardFn forward,
@@ -217,164 +160,10 @@ void Trainer::log(Metrics metrics) {
   log_history_.push_back(std::move(entry));
 }
 
-Trainer::Evaluation Trainer::run_evaluation(const data::Dataset& dataset) {
-  prepare_model();
-  NoGradGuard no_grad;
-  struct EvalMode {
-    nn::Module& model;
-    bool was_training = model.is_training();
-    EvalMode(nn::Module& m) : model(m) { model.eval(); }
-    ~EvalMode() { model.train(was_training); }
-  } eval_mode(model_);
-  const int64_t n = dataset.size(), ranks = accelerator_->num_processes();
-  REMAT_CHECK(n > 0, "Trainer: the evaluation dataset is empty");
-  // Each rank a contiguous block of rows, so that gathering in rank order
-  // keeps the dataset's order.
-  const int64_t per_rank = (n + ranks - 1) / ranks;
-  std::vector<int64_t> rows;
-  for (int64_t i = accelerator_->rank() * per_rank; i < std::min(n, (accelerator_->rank() + 1) * per_rank); ++i) {
-    rows.push_back(i);
-  }
-  const data::DataLoader all(dataset, {.batch_size = args_.per_device_eval_batch_size, .device = accelerator_->device()});
-  double loss_sum = 0;
-  std::vector<double> scores;
-  std::vector<int64_t> labels;
-  int64_t classes = -1;  // scores per row, when the model gives (B, C) logits
-  const auto chunk = static_cast<size_t>(args_.per_device_eval_batch_size);
-  for (size_t first = 0; first < rows.size(); first += chunk) {
-    const std::vector<int64_t> part(rows.begin() + static_cast<std::ptrdiff_t>(first),
-                                    rows.begin() + static_cast<std::ptrdiff_t>(std::min(first + chunk, rows.size())));
-    const data::Batch batch = all.gather(part);
-    const ModelOutput out = forward_(model_, batch);
-    loss_sum += out.loss.item<double>() * static_cast<double>(part.size());
-    if (out.logits.defined() && out.logits.dim() == 2 && batch.targets.dim() == 1) {
-      classes = out.logits.size(1);
-      const std::vector<double> s = to_dtype(to(out.logits, Device::cpu()), DType::Float64).to_vector<double>();
-      scores.insert(scores.end(), s.begin(), s.end());
-      const std::vector<int64_t> l = to(batch.targets, Device::cpu()).to_vector<int64_t>();
-      labels.insert(labels.end(), l.begin(), l.end());
-    }
-  }
-  // Every rank's sums, and its rows padded to one length (marked invalid),
-  // gathered in rank order.
-  const std::vector<double> sums = accelerator_->gather(
-      from_vector(std::vector<double>{loss_sum, static_cast<double>(rows.size())}, {2})).to_vector<double>();
-  double total_loss = 0, total_rows = 0;
-  for (size_t r = 0; r < sums.size(); r += 2) {
-    total_loss += sums[r];
-    total_rows += sums[r + 1];
-  }
-  Evaluation result{.loss = total_loss / total_rows};
-  const auto padded = (n + ranks - 1) / ranks;
-  // A rank with no rows has seen no logits: it takes the others' width.
-  double widest = -1;
-  for (const double c :
-       accelerator_->gather(from_vector(std::vector<double>{static_cast<double>(classes)}, {1})).to_vector<double>()) {
-    widest = std::max(widest, c);
-  }
-  if (widest < 0) return result;  // no per-row scores to gather
-  classes = static_cast<int64_t>(widest);
-  const auto local = static_cast<int64_t>(labels.size());
-  scores.resize(static_cast<size_t>(padded * classes), 0.0);
-  labels.resize(static_cast<size_t>(padded), -1);
-  std::vector<double> valid(static_cast<size_t>(padded), 0.0);
-  std::fill(valid.begin(), valid.begin() + local, 1.0);
-  const std::vector<double> all_scores = accelerator_->gather(from_vector(scores, {padded, classes})).to_vector<double>();
-  const std::vector<int64_t> all_labels = accelerator_->gather(from_vector(labels, {padded})).to_vector<int64_t>();
-  const std::vector<double> all_valid = accelerator_->gather(from_vector(valid, {padded})).to_vector<double>();
-  std::vector<double> kept_scores;
-  std::vector<int64_t> kept_labels;
-  for (size_t i = 0; i < all_valid.size(); ++i) {
-    if (all_valid[i] == 0) continue;
-    kept_labels.push_back(all_labels[i]);
-    kept_scores.insert(kept_scores.end(), all_scores.begin() + static_cast<std::ptrdiff_t>(i * classes),
-                       all_scores.begin() + static_cast<std::ptrdiff_t>((i + 1) * classes));
-  }
-  const auto kept = static_cast<int64_t>(kept_labels.size());
-  result.predictions = from_vector(kept_scores, {kept, classes});
-  result.labels = from_vector(kept_labels, {kept});
-  return result;
-}
-
-Metrics Trainer::evaluate(const data::Dataset* dataset, const std::string& prefix) {
-  const data::Dataset* target = dataset != nullptr ? dataset : eval_dataset_;
-  REMAT_CHECK(target != nullptr, "Trainer::evaluate: no dataset given and no eval_dataset");
-  // It writes trainer_state.json: locked, unless train() holds the lock already.
-  const std::unique_ptr<RunLock> lock = training_ ? nullptr : lock_output_dir();
-  const auto start = Clock::now();
-  const Evaluation e = run_evaluation(*target);
-  const double seconds = seconds_since(start);
-  evaluated_at_ = global_step_;
-  // During training, weights that diverged (finite, but too large for a
-  // forward) show here: the run stops before logging or saving them.
-  if (training_ && !std::isfinite(e.loss)) stop_on_non_finite("evaluation loss", e.loss, global_step_);
-  Metrics metrics{{"epoch", epoch_}, {prefix + "_loss", e.loss}};
-  // A NaN loss is the run's to report (a diverged model), not a metric's error.
-  if (compute_metrics_ && std::isfinite(e.loss)) {
-    for (const auto& [name, value] :
-         compute_metrics_({.predictions = e.predictions, .label_ids = e.labels, .loss = e.loss})) {
-      metrics.emplace_back(prefix + "_" + name, value);
-    }
-  }
-  const auto samples = static_cast<double>(target->size());
-  const double steps = std::ceil(samples / static_cast<double>(args_.per_device_eval_batch_size *
-                                                               accelerator_->num_processes()));
-  metrics.emplace_back(prefix + "_runtime", seconds);
-  metrics.emplace_back(prefix + "_samples_per_second", samples / seconds);
-  metrics.emplace_back(prefix + "_steps_per_second", steps / seconds);
-  log(metrics);
-  if (!args_.output_dir.empty() && accelerator_->is_main_process()) {
-    write_state((fs::path(args_.output_dir) / "trainer_state.json").string());
-  }
-  return metrics;
-}
-
-PredictionOutput Trainer::predict(const data::Dataset& dataset) {
-  const Evaluation e = run_evaluation(dataset);
-  PredictionOutput out{.predictions = e.predictions, .label_ids = e.labels, .metrics = {{"test_loss", e.loss}}};
-  if (compute_metrics_ && std::isfinite(e.loss)) {
-    for (const auto& [name, value] :
-         compute_metrics_({.predictions = e.predictions, .label_ids = e.labels, .loss = e.loss})) {
-      out.metrics.emplace_back("test_" + name, value);
-    }
-  }
-  return out;
-}
-
 bool Trainer::better(double value) const {
   const std::string& name = args_.metric_for_best_model;
   const bool greater = args_.greater_is_better.value_or(!name.ends_with("loss"));
   return !best_metric_ || (greater ? value > *best_metric_ : value < *best_metric_);
-}
-
-void Trainer::write_state(const std::string& path) const {
-  nlohmann::ordered_json state;
-  state["global_step"] = global_step_;
-  state["epoch"] = epoch_;
-  state["best_metric"] = best_metric_ ? nlohmann::ordered_json(*best_metric_) : nlohmann::ordered_json(nullptr);
-  state["best_model_checkpoint"] =
-      best_checkpoint_.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(best_checkpoint_);
-  state["log_history"] = log_history_;
-  write_text(path, state.dump(2) + "\n");
-}
-
-void Trainer::save_checkpoint(Run& run) {
-  if (run.local_sgd) run.local_sgd->finish();  // every rank holds the model rank 0 writes
-  std::string problem;
-  if (accelerator_->is_main_process()) {
-    try {
-      write_checkpoint(run);
-    } catch (const std::exception& e) {
-      problem = e.what();
-    }
-  }
-  // Every rank learns whether rank 0's save succeeded, once it is done (a
-  // best checkpoint loaded later is complete on every rank).
-  int64_t failed = problem.empty() ? 0 : 1;
-  if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&failed, 1, DType::Int64, 0);
-  REMAT_CHECK(failed == 0, "Trainer: saving checkpoint-{} failed{}", global_step_,
-              problem.empty() ? std::string(" on rank 0") : ": " + problem);
-  saved_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
 }
 
 // A NaN or infinity stops the run before it reaches the weights, and so
@@ -384,101 +173,6 @@ void Trainer::stop_on_non_finite(const char* what, double value, std::optional<i
                                  : fmt::format("its newest checkpoint, '{}', is left as it was", saved_checkpoint_);
   REMAT_FAIL("Trainer: step {}: the {} is {}, so training stopped ({}); a smaller learning_rate (this run's peak is "
              "{}) may help", step.value_or(global_step_ + 1), what, value, checkpoint, args_.learning_rate);
-}
-
-void Trainer::write_checkpoint(Run& run) {
-  const fs::path folder = fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_);
-  const fs::path tmp = fs::path(args_.output_dir) / fmt::format(".checkpoint-{}.tmp-{}", global_step_, getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  struct RemoveUnlessRenamed {
-    const fs::path& path;
-    ~RemoveUnlessRenamed() {
-      std::error_code ignored;
-      fs::remove_all(path, ignored);
-    }
-  } cleanup{tmp};
-  nn::SafetensorsMetadata metadata = run_description_;
-  metadata.insert({{"next_epoch", std::to_string(run.next_epoch)},
-                                   {"next_batch", std::to_string(run.next_batch)},
-                                   {"world_size", std::to_string(accelerator_->num_processes())},
-                                   {"per_device_train_batch_size", std::to_string(args_.per_device_train_batch_size)},
-                                   {"gradient_accumulation_steps", std::to_string(args_.gradient_accumulation_steps)},
-                                   {"seed", std::to_string(args_.seed)}});
-  const std::vector<Generator*> generators = model_.random_generators();
-  for (size_t i = 0; i < generators.size(); ++i) {
-    metadata[fmt::format("rng_offset.{}", i)] = std::to_string(generators[i]->offset());
-  }
-  train::save_checkpoint((tmp / kCheckpointFile).string(), model_, *run.adamw, global_step_, metadata,
-                         run.local_sgd.get());
-  write_text(tmp / "training_args.json", to_json(args_).dump(2) + "\n");
-  write_state((tmp / "trainer_state.json").string());
-  fs::remove_all(folder);
-  fs::rename(tmp, folder);
-  rotate_checkpoints();
-}
-
-void Trainer::rotate_checkpoints() {
-  if (!args_.save_total_limit) return;
-  std::vector<fs::path> folders = checkpoints_in(args_.output_dir);
-  auto limit = static_cast<size_t>(*args_.save_total_limit);
-  // As Hugging Face: the best stays, moved next to the newest (which stays
-  // too, to resume from; a limit of 1 becomes 2 for that).
-  const auto best = std::find_if(folders.begin(), folders.end(), [&](const fs::path& p) {
-    return !best_checkpoint_.empty() && fs::equivalent(p, best_checkpoint_);
-  });
-  if (best != folders.end() && best + 1 != folders.end()) {
-    std::rotate(best, best + 1, folders.end() - 1);
-    limit = std::max<size_t>(limit, 2);
-  }
-  for (size_t i = 0; i + limit < folders.size(); ++i) fs::remove_all(folders[i]);
-}
-
-std::string Trainer::checkpoint_to_resume() const {
-  const std::string& asked = args_.resume_from_checkpoint;
-  if (asked.empty()) return "";
-  if (asked != "latest" && asked != "true") return asked;
-  const std::vector<fs::path> folders = checkpoints_in(args_.output_dir);
-  REMAT_CHECK(!folders.empty(), "Trainer: resume_from_checkpoint {}: no checkpoint-STEP folder in output_dir '{}'",
-              asked, args_.output_dir);
-  return folders.back().string();
-}
-
-void Trainer::resume(Run& run, const std::string& folder) {
-  const std::string file = (fs::path(folder) / kCheckpointFile).string();
-  REMAT_CHECK(fs::exists(file), "Trainer: resume_from_checkpoint '{}' holds no {}", folder, kCheckpointFile);
-  nn::SafetensorsMetadata expected = run_description_;
-  expected.insert({{"world_size", std::to_string(accelerator_->num_processes())},
-                   {"per_device_train_batch_size", std::to_string(args_.per_device_train_batch_size)},
-                   {"gradient_accumulation_steps", std::to_string(args_.gradient_accumulation_steps)},
-                   {"seed", std::to_string(args_.seed)}});
-  check_checkpoint_matches(file, expected);
-  saved_checkpoint_ = folder;
-  global_step_ = load_checkpoint(file, model_, *run.adamw, run.local_sgd.get());
-  const nn::SafetensorsMetadata metadata = nn::read_safetensors_metadata(file);
-  const auto number = [&](const std::string& key) {
-    const auto it = metadata.find(key);
-    REMAT_CHECK(it != metadata.end(), "Trainer: checkpoint '{}' has no \"{}\" in its metadata", file, key);
-    return parse_integer<uint64_t>(it->second, fmt::format("checkpoint '{}': {}", file, key));
-  };
-  run.next_epoch = static_cast<int64_t>(number("next_epoch"));
-  run.next_batch = static_cast<int64_t>(number("next_batch"));
-  const std::vector<Generator*> generators = model_.random_generators();
-  for (size_t i = 0; i < generators.size(); ++i) generators[i]->set_offset(number(fmt::format("rng_offset.{}", i)));
-  for (int64_t s = 0; s < global_step_; ++s) run.schedule->step();
-  accelerator_->resume_at(global_step_, run.next_batch);
-  epoch_ = static_cast<double>(run.next_epoch) + static_cast<double>(run.next_batch) / static_cast<double>(run.batches);
-  std::ifstream state_file(fs::path(folder) / "trainer_state.json");
-  const nlohmann::json state = nlohmann::json::parse(state_file, nullptr, /*allow_exceptions=*/false);
-  if (!state.is_discarded() && state.contains("log_history")) {
-    log_history_ = nlohmann::ordered_json::parse(state["log_history"].dump());
-    if (state.contains("best_metric") && state["best_metric"].is_number()) {
-      best_metric_ = state["best_metric"].get<double>();
-    }
-    if (state.contains("best_model_checkpoint") && state["best_model_checkpoint"].is_string()) {
-      best_checkpoint_ = state["best_model_checkpoint"].get<std::string>();
-    }
-  }
 }
 
 TrainOutput Trainer::train() {
