@@ -18,7 +18,7 @@ message(STATUS "remat: the Python module for ${Python_EXECUTABLE} (Python ${Pyth
 nanobind_add_module(_remat NB_STATIC ${CMAKE_CURRENT_LIST_DIR}/../python/module.cpp
                     ${CMAKE_CURRENT_LIST_DIR}/../python/tensor.cpp ${CMAKE_CURRENT_LIST_DIR}/../python/nn.cpp
                     ${CMAKE_CURRENT_LIST_DIR}/../python/scheduler.cpp ${CMAKE_CURRENT_LIST_DIR}/../python/plans.cpp
-                    ${CMAKE_CURRENT_LIST_DIR}/../python/train.cpp)
+                    ${CMAKE_CURRENT_LIST_DIR}/../python/train.cpp ${CMAKE_CURRENT_LIST_DIR}/../python/accelerate.cpp)
 target_link_libraries(_remat PRIVATE remat_train)
 set(remat_python_dir ${PROJECT_BINARY_DIR}/python/remat)
 set_target_properties(_remat PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${remat_python_dir})

@@ -3,9 +3,10 @@
 // nn.cpp (modules, checkpointing, optimizers, schedules, safetensors),
 // scheduler.cpp (memory counts, observing and tagging the engine: the
 // tour's view) and plans.cpp (profiles, plans, the Checkpointer),
-// train.cpp (TrainingArguments, Trainer, Accelerator, LocalSGD); module.cpp
-// defines the module and turns remat::Error into remat.Error. The package
-// python/remat/ puts a Python face on it (remat.tensor, no_grad).
+// train.cpp (TrainingArguments, Trainer) and accelerate.cpp (Accelerator,
+// LocalSGD); module.cpp defines the module and turns remat::Error into
+// remat.Error. The package python/remat/ puts a Python face on it
+// (remat.tensor, no_grad).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -19,5 +20,6 @@ void bind_nn(nb::module_& m);
 void bind_scheduler(nb::module_& m);
 void bind_plans(nb::module_& m);
 void bind_train(nb::module_& m);
+void bind_accelerate(nb::module_& m);  // from bind_train
 
 }  // namespace remat::python

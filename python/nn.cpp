@@ -64,9 +64,8 @@ std::vector<Tensor> parameter_list(const nb::handle& params) {
   return out;
 }
 
-}  // namespace
-
-void bind_nn(nb::module_& m) {
+// Module: the tree, its parameters, and activation checkpointing.
+void bind_module(nb::module_& m) {
   nb::class_<nn::Module>(m, "Module", "A module tree with named parameters and activation checkpointing")
       .def("__call__", [](nn::Module& self, const Tensor& x) { return self.forward(x); })
       .def("forward", [](nn::Module& self, const Tensor& x) { return self.forward(x); })
@@ -110,7 +109,10 @@ void bind_nn(nb::module_& m) {
       }, "the latest step's figures (kept and dropped bytes, predicted and measured peak, replays), or None")
       .def("explain", &explain, "the applied plan: one dict per node, its profile's row (as Profile.rows()) with "
            "the plan's decision ('keep' or 'recompute') and its reason");
+}
 
+// Linear and MLP.
+void bind_layers(nb::module_& m) {
   nb::class_<nn::Linear, nn::Module>(m, "Linear")
       .def("__init__", [](nn::Linear* self, int64_t in, int64_t out, bool bias, uint64_t seed) {
         Generator g(seed);
@@ -124,7 +126,10 @@ void bind_nn(nb::module_& m) {
         Generator g(seed);
         new (self) nn::MLP(std::move(sizes), g);
       }, nb::arg("sizes"), nb::arg("seed") = 0);
+}
 
+// GPT and the (logits, loss) it returns.
+void bind_gpt(nb::module_& m) {
   nb::class_<CausalLMOutput>(m, "CausalLMOutput", "(logits, loss), also by name; loss is None without targets")
       .def_ro("logits", &CausalLMOutput::logits)
       .def_ro("loss", &CausalLMOutput::loss)
@@ -155,7 +160,10 @@ void bind_nn(nb::module_& m) {
            "(logits, loss), also as .logits and .loss: loss is None without targets. Under a checkpointing budget let the logits go before "
            "backward (loss = model(ids, targets)[1]): the plan counts on it, and logits held through backward add "
            "their bytes to the step's peak");
+}
 
+// .safetensors files: a module's parameters, or tensors by name.
+void bind_safetensors(nb::module_& m) {
   m.def("save_safetensors", [](const nn::Module& module, const std::string& path) { nn::save_safetensors(module, path); },
         "the module's parameters to a .safetensors file (Hugging Face's GPT-2 names for GPT)");
   m.def("load_safetensors", [](nn::Module& module, const std::string& path) { nn::load_safetensors(module, path); },
@@ -167,7 +175,10 @@ void bind_nn(nb::module_& m) {
   }, "every tensor of a .safetensors file, by name");
   m.def("write_safetensors", &nn::write_safetensors, nb::arg("path"), nb::arg("tensors"),
         nb::arg("metadata") = nn::SafetensorsMetadata{});
+}
 
+// Optimizer, SGD and AdamW.
+void bind_optimizers(nb::module_& m) {
   nb::class_<optim::Optimizer>(m, "Optimizer")
       .def("step", &optim::Optimizer::step)
       .def("zero_grad", &optim::Optimizer::zero_grad, "gradients set to None (their bytes freed)")
@@ -186,7 +197,9 @@ void bind_nn(nb::module_& m) {
                                                          .eps = eps, .weight_decay = weight_decay});
       }, nb::arg("params"), nb::arg("lr") = 1e-3, nb::arg("betas") = std::make_pair(0.9, 0.999),
            nb::arg("eps") = 1e-8, nb::arg("weight_decay") = 1e-2);
+}
 
+void bind_schedules(nb::module_& m) {
   // LR schedules, as PyTorch's LambdaLR with Hugging Face's factors
   // (optim/lr_schedule.h); optim.py names them as transformers does.
   nb::class_<optim::LRScheduler>(m, "LRScheduler", "the optimizer's lr along a schedule: step() after each "
@@ -210,6 +223,17 @@ void bind_nn(nb::module_& m) {
       .def("get_last_lr", [](const optim::LRScheduler& s) { return std::vector<double>{s.last_lr()}; })
       .def_prop_ro("base_lr", &optim::LRScheduler::base_lr)
       .def_prop_ro("last_epoch", &optim::LRScheduler::current_step, "the step whose factor is applied now");
+}
+
+}  // namespace
+
+void bind_nn(nb::module_& m) {
+  bind_module(m);
+  bind_layers(m);
+  bind_gpt(m);
+  bind_safetensors(m);
+  bind_optimizers(m);
+  bind_schedules(m);
 }
 
 }  // namespace remat::python

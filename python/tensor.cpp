@@ -205,9 +205,8 @@ class NoGrad {
   std::unique_ptr<NoGradGuard> guard_;
 };
 
-}  // namespace
-
-void bind_tensor(nb::module_& m) {
+// Tensor: its properties, autograd, NumPy and DLPack, and the operators.
+void bind_tensor_class(nb::module_& m) {
   nb::class_<Tensor>(m, "Tensor", "A tensor with autograd: shape, dtype, device, grad, backward().")
       .def_prop_ro("shape", &shape_of)
       .def_prop_ro("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
@@ -264,7 +263,10 @@ void bind_tensor(nb::module_& m) {
       .def("reshape", [](const Tensor& x, std::vector<int64_t> shape) { return reshape(x, Shape(shape)); })
       .def("transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); })
       .def("permute", [](const Tensor& x, std::vector<int64_t> axes) { return permute(x, axes); });
+}
 
+// Tensors from NumPy, constants, and random ones from a Generator.
+void bind_factories(nb::module_& m) {
   m.def("_from_numpy", &from_numpy, nb::arg("array"), nb::arg("requires_grad") = false);
   nb::module_::import_("atexit").attr("register")(nb::cpp_function(&NumpyOwner::forget_all));
   m.def("from_numpy", &share_numpy, nb::arg("array"), nb::arg("requires_grad") = false,
@@ -303,7 +305,9 @@ void bind_tensor(nb::module_& m) {
           Generator fresh(seed);
           return randint(high, Shape(shape), generator ? *generator : fresh);
         }, nb::arg("high"), nb::arg("shape"), nb::arg("seed") = 0, nb::arg("generator").none() = nb::none());
+}
 
+void bind_ops(nb::module_& m) {
   // The ops (ops/), each recording its node when grad is on.
   m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
   m.def("linear", &linear, nb::arg("x"), nb::arg("weight"), nb::arg("bias") = Tensor());
@@ -324,12 +328,23 @@ void bind_tensor(nb::module_& m) {
           g.manual_seed(seed);
           return dropout(x, p, training, g);
         }, nb::arg("x"), nb::arg("p"), nb::arg("training") = true, nb::arg("seed") = 0);
+}
 
+void bind_no_grad(nb::module_& m) {
   nb::class_<NoGrad>(m, "no_grad", "with remat.no_grad(): ops record no graph inside")
       .def(nb::init<>())
       .def("__enter__", [](NoGrad& g) { g.enter(); })
       .def("__exit__", [](NoGrad& g, nb::handle, nb::handle, nb::handle) { g.exit(); }, nb::arg().none(),
            nb::arg().none(), nb::arg().none());
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m) {
+  bind_tensor_class(m);
+  bind_factories(m);
+  bind_ops(m);
+  bind_no_grad(m);
 }
 
 }  // namespace remat::python

@@ -1,5 +1,6 @@
 // remat._remat's training layer (bindings.h): datasets and loaders, the
-// Trainer with TrainingArguments, the Accelerator and LocalSGD. These are the
+// Trainer with TrainingArguments (the Accelerator and LocalSGD are bound in
+// accelerate.cpp, from bind_train). These are the
 // raw C++ classes; python/remat/train.py gives them the course's Python
 // shape (keyword arguments, `with` blocks, prepare(*objects), EvalPrediction).
 //
@@ -287,70 +288,8 @@ PyType_Slot trainer_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(trainer_
                                {Py_tp_clear, reinterpret_cast<void*>(trainer_clear)},
                                {0, nullptr}};
 
-// accelerator.accumulate(model) as a `with` block: the C++ guard lives
-// from __enter__ to __exit__.
-class WindowScope {
- public:
-  WindowScope(train::Accelerator& accelerator, nn::Module& model) : accelerator_(accelerator), model_(model) {}
-  void enter() {
-    REMAT_CHECK(!window_, "accumulate: this block is open already (one `with` per micro-batch)");
-    window_.reset(new train::Accelerator::Window(accelerator_.accumulate(model_)));
-  }
-  void exit() { window_.reset(); }
-
- private:
-  train::Accelerator& accelerator_;
-  nn::Module& model_;
-  std::unique_ptr<train::Accelerator::Window> window_;
-};
-
-// LocalSGD as a `with` block: made on __enter__, and on __exit__ ended
-// with the last average, or without it when the block raised (the peers
-// may never reach it).
-class LocalSGDScope {
- public:
-  LocalSGDScope(train::Accelerator& accelerator, nn::Module& model, train::LocalSGDOptions options)
-      : accelerator_(accelerator), model_(model), options_(options) {}
-  // A block never left (its object collected): no collective from the collector.
-  ~LocalSGDScope() {
-    if (guard_) guard_->abandon();
-  }
-  LocalSGDScope(const LocalSGDScope&) = delete;
-  LocalSGDScope& operator=(const LocalSGDScope&) = delete;
-  void enter() {
-    REMAT_CHECK(!guard_, "LocalSGD: this block is open already");
-    guard_ = std::make_unique<train::LocalSGD>(accelerator_, model_, options_);
-  }
-  void exit(bool raised) {
-    if (!guard_) return;
-    const std::unique_ptr<train::LocalSGD> guard = std::move(guard_);
-    if (raised) {
-      guard->abandon();
-    } else {
-      guard->finish();  // the last average (were it to throw, the guard ends without another)
-    }
-    steps_ = guard->steps();
-    syncs_ = guard->syncs();
-  }
-  // Inside the block, the guard's counts; after it, its final ones.
-  int64_t steps() const { return guard_ ? guard_->steps() : steps_; }
-  int64_t syncs() const { return guard_ ? guard_->syncs() : syncs_; }
-  train::LocalSGD& get() {
-    REMAT_CHECK(guard_, "LocalSGD: use it inside its `with` block");
-    return *guard_;
-  }
-
- private:
-  train::Accelerator& accelerator_;
-  nn::Module& model_;
-  train::LocalSGDOptions options_;
-  std::unique_ptr<train::LocalSGD> guard_;
-  int64_t steps_ = 0, syncs_ = 0;
-};
-
-}  // namespace
-
-void bind_train(nb::module_& m) {
+// Dataset, load_fashion_mnist, Batch and the data loader.
+void bind_data(nb::module_& m) {
   nb::class_<data::Dataset>(m, "Dataset", "inputs (N, ...) and targets (N, ...): row i of each is example i")
       .def("__init__", [](data::Dataset* self, nb::handle inputs, nb::handle targets) {
         const Tensor x = tensor_of(inputs), y = tensor_of(targets);
@@ -397,7 +336,10 @@ void bind_train(nb::module_& m) {
       .def("epoch", &data::DataLoader::epoch, nb::keep_alive<0, 1>())
       .def_prop_ro("batch_size", [](const data::DataLoader& l) { return l.options().batch_size; })
       .def_prop_ro("dataset", &data::DataLoader::dataset);
+}
 
+// TrainingArguments (as JSON both ways) and the metrics the Trainer computes.
+void bind_training_arguments(nb::module_& m) {
   m.def("_training_arguments", [](const nb::dict& kwargs) { return python_of(train::to_json(arguments_of(kwargs))); },
         "every TrainingArguments field, defaults filled in, after the checks");
   m.def("_training_arguments_with_flags", [](const nb::dict& kwargs, const std::vector<std::string>& flags) {
@@ -411,7 +353,9 @@ void bind_train(nb::module_& m) {
     return dict_of(train::classification_metrics({.predictions = predictions, .label_ids = labels}));
   });
   m.def("_perplexity", &train::perplexity);
+}
 
+void bind_trainer(nb::module_& m) {
   nb::class_<PyTrainer>(m, "_Trainer", nb::type_slots(trainer_slots))
       .def(nb::init<nn::Module&, const nb::dict&, const data::Dataset&, const data::Dataset*, nb::handle,
                     nb::handle>(),
@@ -429,58 +373,15 @@ void bind_train(nb::module_& m) {
         if (best.empty()) return std::nullopt;
         return best;
       });
+}
 
-  nb::class_<train::Accelerator>(m, "_Accelerator")
-      .def("__init__", [](train::Accelerator* self, int64_t gradient_accumulation_steps, const std::string& device) {
-        new (self) train::Accelerator({.gradient_accumulation_steps = gradient_accumulation_steps,
-                                       .device = train::check_device(device, "Accelerator")});
-      })
-      .def_prop_ro("process_index", &train::Accelerator::rank)
-      .def_prop_ro("num_processes", &train::Accelerator::num_processes)
-      .def_prop_ro("is_main_process", &train::Accelerator::is_main_process)
-      .def_prop_ro("device", [](const train::Accelerator& a) { return a.device().str(); })
-      .def_prop_ro("sync_gradients", &train::Accelerator::sync_gradients)
-      .def_prop_ro("gradient_accumulation_steps",
-                   [](const train::Accelerator& a) { return a.options().gradient_accumulation_steps; })
-      .def_prop_ro("optimizer_steps", &train::Accelerator::optimizer_steps)
-      .def_prop_ro("allreduce_calls",
-                   [](const train::Accelerator& a) { return a.communicator().stats().allreduce_calls; })
-      .def("prepare_model", [](train::Accelerator& a, nn::Module& model) { a.prepare(model); },
-           nb::keep_alive<1, 2>())  // the accelerator keeps a pointer to its model
-      .def("prepare_loader", [](train::Accelerator& a, const data::DataLoader& loader) { return a.prepare(loader); })
-      .def("prepare_optimizer", [](const train::Accelerator& a, optim::Optimizer& o) { return a.prepare(o); },
-           nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>())
-      .def("prepare_scheduler", [](const train::Accelerator& a, optim::LRScheduler& s) { return a.prepare(s); },
-           nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>())
-      .def("backward", &train::Accelerator::backward)
-      .def("gather", &train::Accelerator::gather)
-      .def("accumulate", [](train::Accelerator& a, nn::Module& model) { return new WindowScope(a, model); },
-           nb::keep_alive<0, 1>(), nb::keep_alive<0, 2>());
+}  // namespace
 
-  nb::class_<WindowScope>(m, "_Window")
-      .def("__enter__", &WindowScope::enter)
-      .def("__exit__", [](WindowScope& w, nb::args) { w.exit(); });
-  nb::class_<train::PreparedOptimizer>(m, "PreparedOptimizer", "an optimizer that steps only when a window ends")
-      .def("step", &train::PreparedOptimizer::step)
-      .def("zero_grad", &train::PreparedOptimizer::zero_grad)
-      .def_prop_rw("lr", [](const train::PreparedOptimizer& o) { return o.inner().lr(); },
-                   [](train::PreparedOptimizer& o, double lr) { o.inner().set_lr(lr); });
-  nb::class_<train::PreparedScheduler>(m, "PreparedScheduler", "a schedule that steps only when a window ends")
-      .def("step", &train::PreparedScheduler::step)
-      .def("get_last_lr", [](const train::PreparedScheduler& s) { return std::vector<double>{s.inner().last_lr()}; });
-
-  nb::class_<LocalSGDScope>(m, "_LocalSGD")
-      .def("__init__", [](LocalSGDScope* self, train::Accelerator& accelerator, nn::Module& model,
-                          int64_t local_sgd_steps, bool enabled) {
-        new (self) LocalSGDScope(accelerator, model, {.local_sgd_steps = local_sgd_steps, .enabled = enabled});
-      }, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
-      .def("enter", &LocalSGDScope::enter)
-      .def("exit", &LocalSGDScope::exit)
-      .def("step", [](LocalSGDScope& s) { s.get().step(); })
-      .def("finish", [](LocalSGDScope& s) { s.get().finish(); })
-      .def_prop_ro("steps", &LocalSGDScope::steps)
-      .def_prop_ro("syncs", &LocalSGDScope::syncs)
-      .def_prop_ro("active", [](LocalSGDScope& s) { return s.get().active(); });
+void bind_train(nb::module_& m) {
+  bind_data(m);
+  bind_training_arguments(m);
+  bind_trainer(m);
+  bind_accelerate(m);
 }
 
 }  // namespace remat::python
