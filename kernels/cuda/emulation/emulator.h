@@ -1,5 +1,6 @@
-// Inside the emulated GPU: what its parts (threads.cpp, device.cpp,
-// cublas.cpp, nccl.cpp) share. Not for device code or remat's callers.
+// Inside the emulated GPU: what its parts (launch.cpp, threads.cpp,
+// order.cpp, device.cpp, memory.cpp, streams.cpp, cublas.cpp, nccl.cpp)
+// share. Not for device code or remat's callers.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,16 +9,22 @@
 #include <functional>
 #include <string>
 
+#include "kernels/cuda/emulation/control.h"
+
 namespace remat_emulation {
 
-// --- threads.cpp: running a grid ---------------------------------------
-// "" when `spec` is a launch a GPU takes, else why not.
+// --- launch.cpp, threads.cpp, order.cpp: running a grid ----------------
+// "" when `spec` is a launch a GPU takes, else why not (launch.cpp).
 std::string check_launch(const LaunchSpec& spec);
+// "(2,1,1)": a grid's or a block's dimensions, for a message (launch.cpp).
+std::string dims(dim3 d);
+// The thread order in force and the seed of its shuffles (order.cpp).
+ThreadOrder thread_order_and_seed(uint64_t& seed);
 // Runs every block of the grid, one after another; "" or what went wrong
 // (a deadlock, a warp collective used wrongly), naming the kernel and block.
 std::string run_grid(const LaunchSpec& spec, Invoke invoke, const void* closure);
 
-// --- device.cpp: memory, streams, errors ---------------------------------
+// --- device.cpp (errors), memory.cpp (memory), streams.cpp (streams) ----
 // The allocation holding [ptr, ptr + bytes), described for a message if it
 // does not: "" when the whole range is inside one device allocation.
 std::string check_device_range(const void* ptr, size_t bytes, const char* what);

@@ -20,6 +20,9 @@
 // thread can run and some have not returned, the block is in deadlock: the
 // launch's error names the kernel, the block and where its threads wait.
 // Such an error gives up the grid; the stream goes on with its next work.
+//
+// This file runs a grid's blocks, their threads, barriers and warp
+// collectives; launch.cpp checks and queues a launch.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -56,8 +59,6 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr size_t kStackBytes = size_t{256} << 10;
-constexpr size_t kDefaultSharedLimit = size_t{48} << 10;  // without cudaFuncSetAttribute
-constexpr size_t kMaxSharedLimit = size_t{227} << 10;     // an H100's or H200's opt-in limit
 
 enum class State { NotStarted, Running, AtBarrier, AtWarp, Exited };
 
@@ -85,6 +86,7 @@ struct Block {
   int count = 0;
   std::vector<Thread> threads;
   uint3 block_index{};
+  bool shuffled = false;   // ThreadOrder::Shuffled
   std::vector<int> order;  // the start order when shuffled (else by index)
   size_t next_start = 0;
   int exited = 0;
@@ -107,27 +109,7 @@ struct Runner {
 };
 thread_local Runner t_runner;
 
-std::mutex g_settings_mutex;
-ThreadOrder g_order = ThreadOrder::InOrder;
-uint64_t g_seed = 1;
-bool g_settings_read = false;
-std::map<const void*, size_t> g_shared_limits;
 std::atomic<uint64_t> g_grids{0}, g_blocks{0};
-
-void read_settings_once() {
-  if (g_settings_read) return;
-  g_settings_read = true;
-  if (const char* text = std::getenv("REMAT_EMULATION_ORDER")) {
-    const std::string value = text;
-    if (value.rfind("shuffled", 0) == 0) {
-      g_order = ThreadOrder::Shuffled;
-      if (value.size() > 9 && value[8] == ':') g_seed = std::strtoull(value.c_str() + 9, nullptr, 10);
-    } else if (value != "in-order" && !value.empty()) {
-      std::fprintf(stderr, "remat CUDA emulation: REMAT_EMULATION_ORDER=%s is not in-order, shuffled or shuffled:SEED; "
-                   "threads run in order\n", text);
-    }
-  }
-}
 
 std::string hex(unsigned v) {
   char text[16];
@@ -147,10 +129,6 @@ const char* op_name(WarpOp op) {
     case WarpOp::All: return "__all_sync";
   }
   return "?";
-}
-
-std::string dims(dim3 d) {
-  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
 }
 
 Block& this_block(const char* what) {
@@ -270,7 +248,7 @@ REMAT_EMULATOR_HOT std::string run_block(Block& b) {
   while (b.error.empty()) {
     Fiber* fiber = nullptr;
     if (b.ready_head < b.ready.size()) {
-      if (g_order == ThreadOrder::Shuffled) {
+      if (b.shuffled) {
         const size_t pick = std::uniform_int_distribution<size_t>(b.ready_head, b.ready.size() - 1)(r.rng);
         std::swap(b.ready[b.ready_head], b.ready[pick]);
       }
@@ -311,79 +289,97 @@ REMAT_EMULATOR_HOT std::string run_block(Block& b) {
   return b.error;
 }
 
+// Thread t's call of a warp collective, checked against its warp: the
+// warp it joins (opened by the first lane), or the block given up with
+// what was wrong.
+REMAT_EMULATOR_HOT Warp& join_collective(Block& b, WarpOp op, unsigned mask, int width, int t) {
+  const int lane = t % kWarp, warp = t / kWarp;
+  const unsigned bit = 1u << lane;
+  // Built only for a message: a thread given up while it waits never
+  // unwinds its stack, so nothing that owns memory may live across a wait.
+  const auto who = [&] {
+    return "thread " + std::to_string(t) + " (lane " + std::to_string(lane) + " of warp " + std::to_string(warp) +
+           ") in " + op_name(op) + "(mask " + hex(mask) + ")";
+  };
+  if (!(mask & bit)) fail(b, who() + ": the mask leaves out the calling lane");
+  if (width <= 0 || width > kWarp || (width & (width - 1)) != 0) {
+    fail(b, who() + ": width " + std::to_string(width) + " is not a power of 2 up to 32");
+  }
+  const int lanes = std::min(kWarp, b.count - warp * kWarp);
+  const unsigned present = lanes == kWarp ? ~0u : (1u << lanes) - 1;
+  if (mask & ~present) {
+    fail(b, who() + ": the mask names lanes this warp does not have (the block has " + std::to_string(b.count) +
+                " threads)");
+  }
+  Warp& w = b.warps.data()[warp];
+  if (mask & w.exited) {
+    const int l = __builtin_ctz(mask & w.exited);
+    fail(b, who() + ": lane " + std::to_string(l) + " of the mask has returned (a collective over a partial warp)");
+  }
+  if (!w.open) {
+    w.open = true;
+    w.op = op;
+    w.mask = mask;
+    w.width = width;
+    w.arrived = 0;
+  } else if (w.op != op || w.mask != mask || w.width != width) {
+    fail(b, who() + ": lanes " + hex(w.arrived) + " of the warp wait in " + op_name(w.op) + "(mask " + hex(w.mask) +
+                ", width " + std::to_string(w.width) + ") instead");
+  }
+  return w;
+}
+
+// Every lane's result of warp `warp`'s collective, once the last lane of
+// the mask has arrived; a lane that reads one outside the mask gives the
+// block up.
+REMAT_EMULATOR_HOT void complete_collective(Block& b, Warp& w, WarpOp op, unsigned mask, int width, int warp) {
+  uint64_t ballot = 0;
+  bool any = false, all = true;
+  for (int l = 0; l < kWarp; ++l) {
+    if (!(mask >> l & 1u)) continue;
+    ballot |= w.values[l] != 0 ? uint64_t{1} << l : 0;
+    any = any || w.values[l] != 0;
+    all = all && w.values[l] != 0;
+  }
+  for (int l = 0; l < kWarp; ++l) {
+    if (!(mask >> l & 1u)) continue;
+    const int segment = l & ~(width - 1), a = w.args[l];
+    int source = l;
+    switch (op) {
+      case WarpOp::Shfl: source = segment + (((a % width) + width) % width); break;
+      case WarpOp::ShflUp: source = l - a >= segment ? l - a : l; break;
+      case WarpOp::ShflDown: source = l + a < segment + width ? l + a : l; break;
+      case WarpOp::ShflXor: source = ((l ^ a) & ~(width - 1)) == segment ? l ^ a : l; break;
+      default: break;
+    }
+    if (source < 0 || source >= kWarp || !(mask >> source & 1u)) {
+      fail(b, "thread " + std::to_string(warp * kWarp + l) + " in " + op_name(op) + "(mask " + hex(mask) +
+                  ") reads lane " + std::to_string(source) + ", which is not in the mask");
+    }
+    switch (op) {
+      case WarpOp::Sync: w.results[l] = 0; break;
+      case WarpOp::Ballot: w.results[l] = ballot; break;
+      case WarpOp::Any: w.results[l] = any; break;
+      case WarpOp::All: w.results[l] = all; break;
+      default: w.results[l] = w.values[source]; break;
+    }
+  }
+}
+
 }  // namespace
-
-void set_thread_order(ThreadOrder order, uint64_t seed) {
-  std::lock_guard lock(g_settings_mutex);
-  g_settings_read = true;
-  g_order = order;
-  g_seed = seed;
-}
-
-ThreadOrder thread_order() {
-  std::lock_guard lock(g_settings_mutex);
-  read_settings_once();
-  return g_order;
-}
 
 Counters counters() { return {g_grids.load(), g_blocks.load()}; }
 
-cudaError_t launch_erased(const LaunchSpec& spec, cudaStream_t stream, Invoke invoke,
-                          std::shared_ptr<const void> closure) {
-  const std::string error = check_launch(spec);
-  if (!error.empty()) return set_error(cudaErrorInvalidConfiguration, error);
-  const std::string wrong_device = check_stream_device(stream, (std::string("kernel '") + spec.name + "'").c_str());
-  if (!wrong_device.empty()) return set_error(cudaErrorInvalidResourceHandle, wrong_device);
-  return enqueue(stream, {std::string("kernel '") + spec.name + "'",
-                          [spec, invoke, closure = std::move(closure)] { return run_grid(spec, invoke, closure.get()); }});
-}
-
-cudaError_t set_shared_limit(const void* kernel, int bytes) {
-  if (bytes < 0 || static_cast<size_t>(bytes) > kMaxSharedLimit) {
-    return set_error(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(bytes) +
-                                                " bytes of dynamic shared memory, more than the " +
-                                                std::to_string(kMaxSharedLimit) + " a block can have");
-  }
-  std::lock_guard lock(g_settings_mutex);
-  g_shared_limits[kernel] = static_cast<size_t>(bytes);
-  return cudaSuccess;
-}
-
-std::string check_launch(const LaunchSpec& s) {
-  const std::string where = std::string("kernel '") + s.name + "' with grid " + dims(s.grid) + ", block " +
-                            dims(s.block) + ": ";
-  const uint64_t threads = uint64_t{s.block.x} * s.block.y * s.block.z;
-  if (s.block.x == 0 || s.block.y == 0 || s.block.z == 0 || s.grid.x == 0 || s.grid.y == 0 || s.grid.z == 0) {
-    return where + "a dimension is 0";
-  }
-  if (threads > 1024) return where + std::to_string(threads) + " threads a block, more than 1024";
-  if (s.block.z > 64) return where + "a block is at most 64 threads in z";
-  if (s.grid.x > 2147483647u) return where + "grid x above 2^31 - 1";
-  if (s.grid.y > 65535 || s.grid.z > 65535) return where + "grid y and z are at most 65535";
-  size_t limit = kDefaultSharedLimit;
-  {
-    std::lock_guard lock(g_settings_mutex);
-    if (auto it = g_shared_limits.find(s.function); it != g_shared_limits.end()) limit = it->second;
-  }
-  if (s.shared_bytes > limit) {
-    return where + std::to_string(s.shared_bytes) + " bytes of dynamic shared memory, above this kernel's limit of " +
-           std::to_string(limit) + " (cudaFuncSetAttribute raises it to " + std::to_string(kMaxSharedLimit) + ")";
-  }
-  return "";
-}
-
 std::string run_grid(const LaunchSpec& spec, Invoke invoke, const void* closure) {
-  {
-    std::lock_guard lock(g_settings_mutex);
-    read_settings_once();
-  }
+  uint64_t seed = 1;
+  const bool shuffled = thread_order_and_seed(seed) == ThreadOrder::Shuffled;
   Runner& r = t_runner;
   if (r.block != nullptr) return "launched from inside a kernel";
   g_grids.fetch_add(1, std::memory_order_relaxed);
   g_blocks.fetch_add(uint64_t{spec.grid.x} * spec.grid.y * spec.grid.z, std::memory_order_relaxed);
-  const bool shuffled = g_order == ThreadOrder::Shuffled;
-  if (shuffled) r.rng.seed(g_seed);
+  if (shuffled) r.rng.seed(seed);
   Block b;
+  b.shuffled = shuffled;
   b.spec = &spec;
   b.invoke = invoke;
   b.closure = closure;
@@ -453,37 +449,7 @@ REMAT_EMULATOR_HOT uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t v
   const int t = t_runner.current;
   const int lane = t % kWarp, warp = t / kWarp;
   const unsigned bit = 1u << lane;
-  // Built only for a message: a thread given up while it waits never
-  // unwinds its stack, so nothing that owns memory may live across a wait.
-  const auto who = [&] {
-    return "thread " + std::to_string(t) + " (lane " + std::to_string(lane) + " of warp " + std::to_string(warp) +
-           ") in " + op_name(op) + "(mask " + hex(mask) + ")";
-  };
-  if (!(mask & bit)) fail(b, who() + ": the mask leaves out the calling lane");
-  if (width <= 0 || width > kWarp || (width & (width - 1)) != 0) {
-    fail(b, who() + ": width " + std::to_string(width) + " is not a power of 2 up to 32");
-  }
-  const int lanes = std::min(kWarp, b.count - warp * kWarp);
-  const unsigned present = lanes == kWarp ? ~0u : (1u << lanes) - 1;
-  if (mask & ~present) {
-    fail(b, who() + ": the mask names lanes this warp does not have (the block has " + std::to_string(b.count) +
-                " threads)");
-  }
-  Warp& w = b.warps.data()[warp];
-  if (mask & w.exited) {
-    const int l = __builtin_ctz(mask & w.exited);
-    fail(b, who() + ": lane " + std::to_string(l) + " of the mask has returned (a collective over a partial warp)");
-  }
-  if (!w.open) {
-    w.open = true;
-    w.op = op;
-    w.mask = mask;
-    w.width = width;
-    w.arrived = 0;
-  } else if (w.op != op || w.mask != mask || w.width != width) {
-    fail(b, who() + ": lanes " + hex(w.arrived) + " of the warp wait in " + op_name(w.op) + "(mask " + hex(w.mask) +
-                ", width " + std::to_string(w.width) + ") instead");
-  }
+  Warp& w = join_collective(b, op, mask, width, t);
   w.values[lane] = value;
   w.args[lane] = arg;
   w.arrived |= bit;
@@ -493,37 +459,7 @@ REMAT_EMULATOR_HOT uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t v
     return w.results[lane];
   }
   // The last lane: every result, then the others go on.
-  uint64_t ballot = 0;
-  bool any = false, all = true;
-  for (int l = 0; l < kWarp; ++l) {
-    if (!(mask >> l & 1u)) continue;
-    ballot |= w.values[l] != 0 ? uint64_t{1} << l : 0;
-    any = any || w.values[l] != 0;
-    all = all && w.values[l] != 0;
-  }
-  for (int l = 0; l < kWarp; ++l) {
-    if (!(mask >> l & 1u)) continue;
-    const int segment = l & ~(width - 1), a = w.args[l];
-    int source = l;
-    switch (op) {
-      case WarpOp::Shfl: source = segment + (((a % width) + width) % width); break;
-      case WarpOp::ShflUp: source = l - a >= segment ? l - a : l; break;
-      case WarpOp::ShflDown: source = l + a < segment + width ? l + a : l; break;
-      case WarpOp::ShflXor: source = ((l ^ a) & ~(width - 1)) == segment ? l ^ a : l; break;
-      default: break;
-    }
-    if (source < 0 || source >= kWarp || !(mask >> source & 1u)) {
-      fail(b, "thread " + std::to_string(warp * kWarp + l) + " in " + op_name(op) + "(mask " + hex(mask) +
-                  ") reads lane " + std::to_string(source) + ", which is not in the mask");
-    }
-    switch (op) {
-      case WarpOp::Sync: w.results[l] = 0; break;
-      case WarpOp::Ballot: w.results[l] = ballot; break;
-      case WarpOp::Any: w.results[l] = any; break;
-      case WarpOp::All: w.results[l] = all; break;
-      default: w.results[l] = w.values[source]; break;
-    }
-  }
+  complete_collective(b, w, op, mask, width, warp);
   w.open = false;
   for (int l = 0; l < kWarp; ++l) {
     if (l == lane || !(mask >> l & 1u)) continue;
@@ -535,7 +471,3 @@ REMAT_EMULATOR_HOT uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t v
 }
 
 }  // namespace remat_emulation
-
-cudaError_t remat_emulation_set_shared_limit(const void* kernel, int bytes) {
-  return remat_emulation::set_shared_limit(kernel, bytes);
-}
