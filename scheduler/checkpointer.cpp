@@ -46,6 +46,7 @@ std::string StepReport::str() const {
 
 Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::move(options)), device_(device) {
   check_policy(options_.policy);
+  check_first_step(options_.first_step);
   REMAT_CHECK((options_.policy == "custom") == static_cast<bool>(options_.custom), "checkpointing: policy {} {}",
               options_.policy, options_.custom ? "takes no rule of the caller's (give policy custom)"
                                                : "needs the caller's rule (PlanOptions::custom)");

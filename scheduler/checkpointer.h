@@ -11,13 +11,18 @@
 //     checkpointer.report();   // kept/dropped bytes, predicted and measured peak, replays
 //   }
 //
-// The first step of a graph it has no plan for is the profiling step: it
-// runs under `blocks` (keep-all when the policy is none), not under the
-// budget, and records what the planner reads (scheduler/profile.h). A graph
-// planned before its first step has none: from a saved profile (plan_from),
-// or from a rehearsal of the step on the meta device (rehearse), which is
-// how a budget holds from the first step. From the next record() on, the
-// plan is applied: the tag policy maps each recorded node, by its position
+// Note [The first step]: a graph has no plan before its first step. The
+// training loops (train::Trainer, bench, tradeoff) plan it before that step
+// from a rehearsal on the meta device (rehearse: shapes and bytes, nothing
+// computed, nominal times), for every policy that plans, so the first
+// measured step already runs the policy asked for and within its budget;
+// or from a saved profile (plan_from). Asked for by name (PlanOptions::
+// first_step "profile"), or in a loop of the caller's that rehearses
+// nothing, the first step is the profiling step instead: it runs under
+// `blocks` (keep-all when the policy is none), not under the budget, and
+// records what the planner reads (scheduler/profile.h). From the next
+// record() on, the plan is applied: the tag policy maps each recorded node,
+// by its position
 // in recording order (on the recording thread: other threads' nodes do not
 // shift it), to the plan's tag, after checking that op, output shape and
 // dtype are the ones planned. At the first node that differs the rest of the step is

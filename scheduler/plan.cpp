@@ -87,6 +87,16 @@ std::string budget_policies() {
   return fmt::format("{} and {}", fmt::join(names, ", "), last);
 }
 
+void check_first_step(const std::string& first_step) {
+  REMAT_CHECK(first_step == "rehearse" || first_step == "profile", "checkpointing: first step '{}' is neither "
+              "rehearse (planned from a rehearsal on the meta device) nor profile (run under blocks and measured)",
+              first_step);
+}
+
+bool rehearses_first_step(const PlanOptions& options) {
+  return options.first_step == "rehearse" && options.policy != "none" && options.policy != "dtr";
+}
+
 std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Overrides& overrides) {
   const auto consumers = consumers_of(graph);
   std::vector<std::optional<Tag>> forced(graph.size());

@@ -63,6 +63,12 @@ struct PlanOptions {
   Overrides overrides;
   double solver_time_limit_s = 60;  // milp's
   CustomPolicy custom;  // policy "custom" only
+  // How a training loop gets the first plan of a graph (Note [The first
+  // step] in scheduler/checkpointer.h): "rehearse" plans it from a
+  // rehearsal on the meta device, so the first measured step already runs
+  // this policy; "profile" runs that step under blocks (keep-all under
+  // none) and plans from its measured times.
+  std::string first_step = "rehearse";
 };
 
 // What a solver (milp) said about the plan it returned.
@@ -106,6 +112,12 @@ void check_policy(const std::string& name);  // an unknown name is an error list
 bool takes_budget(const std::string& policy);
 // The policies that take a budget, as a phrase for errors ("cost, chain, milp, auto and dtr").
 std::string budget_policies();
+// "rehearse" or "profile" (PlanOptions::first_step); anything else is an error naming it.
+void check_first_step(const std::string& first_step);
+// Whether a training loop rehearses the first step of options' policy: every
+// policy that plans (not none, whose plan keeps all, nor dtr, which plans
+// nothing), unless first_step is "profile".
+bool rehearses_first_step(const PlanOptions& options);
 
 // The plan of options.policy for `graph`. Whether a budget is feasible
 // depends on the graph's bytes alone (Plan::minimum_budget_bytes); measured

@@ -46,6 +46,11 @@ class BenchCommand : public Command {
     bench_->add_flag("--json", json_, "print one JSON line");
     bench_->add_flag("--tf32", tf32_, kTf32Help);
     bench_->add_option("--trace", options_.trace_path, "write the last step's memory timeline (Chrome trace JSON)");
+    bench_->add_option("--first-step", options_.first_step, "how the first step gets its plan: rehearse (planned "
+                       "from a rehearsal on the meta device: the first step already runs the policy) or profile (run "
+                       "under blocks and measured)")
+        ->check(CLI::IsMember({"rehearse", "profile"}))
+        ->capture_default_str();
     bench_->add_option("--profile", options_.profile_path, "plan every step from this saved profile (JSON; the "
                        "same plan on every run and machine)");
     bench_->add_option("--save-profile", options_.save_profile_path, "write the profile the plan was made from (JSON)");

@@ -38,10 +38,11 @@ void check_options(const TradeoffOptions& options) {
   for (const std::string& policy : options.policies) scheduler::check_policy(policy);
   REMAT_CHECK(options.steps >= 1, "tradeoff: steps must be at least 1, got {}", options.steps);
   REMAT_CHECK(options.rounds >= 1, "tradeoff: rounds must be at least 1, got {}", options.rounds);
-  // With no warm-up the timed step would be the checkpointer's profiling
-  // step, which runs without the plan being measured.
-  REMAT_CHECK(options.warmup >= 1, "tradeoff: warmup must be at least 1 (the profiling step), got {}",
-              options.warmup);
+  // With no warm-up the timed step would be the first one, planned from a
+  // rehearsal's nominal times (or profiled under blocks) and planned again
+  // from its measured times after it (Note [The first step]).
+  REMAT_CHECK(options.warmup >= 1, "tradeoff: warmup must be at least 1 (the first step, planned again from its "
+              "measured times), got {}", options.warmup);
   for (const double fraction : options.budget_fractions) {
     REMAT_CHECK(std::isfinite(fraction) && fraction > 0 && fraction <= 1,
                 "tradeoff: budget fraction {} is outside (0, 1]", fraction);

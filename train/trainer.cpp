@@ -99,7 +99,8 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset&
   if (args_.gradient_checkpointing && !model_.is_gradient_checkpointing()) {
     const GradientCheckpointingKwargs& k = args_.gradient_checkpointing_kwargs;
     model_.gradient_checkpointing_enable(
-        {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute}});
+        {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute},
+         .first_step = k.first_step});
   }
   REMAT_CHECK(!args_.load_best_model_at_end || !args_.output_dir.empty(), "Trainer: load_best_model_at_end needs an "
               "output_dir to save checkpoints in");
@@ -196,9 +197,11 @@ TrainOutput Trainer::train() {
   run.eval_every = args_.eval_steps.value_or(args_.logging_steps);
   run.first_step = global_step_;
   const scheduler::PlanOptions* plan = model_.checkpointing_options();
-  if (plan && plan->budget && !model_.checkpointing_profile() && global_step_ < run.total_steps) {
-    // The first step within the budget too (or the run refused before it):
-    // planned from a rehearsal of it on the meta device.
+  if (plan && scheduler::rehearses_first_step(*plan) && !model_.checkpointing_profile() &&
+      global_step_ < run.total_steps) {
+    // The first step under the policy and within the budget too (or the run
+    // refused before it): planned from a rehearsal of it on the meta device
+    // (Note [The first step] in scheduler/checkpointer.h).
     const data::Batch batch = run.loader->epoch(run.next_epoch).batch(run.next_batch);
     model_.rehearse_checkpointing([&] { forward_(model_, batch).loss.backward(); });
   }

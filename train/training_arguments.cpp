@@ -157,9 +157,11 @@ struct Reader<GradientCheckpointingKwargs> {
         std::vector<std::string> ops;
         for (const Json& op : value) ops.push_back(Reader<std::string>::from_json(field, op));
         (key == "must_keep" ? kwargs.must_keep : kwargs.must_recompute) = std::move(ops);
+      } else if (key == "first_step") {
+        kwargs.first_step = Reader<std::string>::from_json(field, value);
       } else {
-        REMAT_FAIL("training argument {}: unknown key '{}' (known: policy, budget, must_keep, must_recompute)", name,
-                   key);
+        REMAT_FAIL("training argument {}: unknown key '{}' (known: policy, budget, must_keep, must_recompute, "
+                   "first_step)", name, key);
       }
     }
     return kwargs;
@@ -173,6 +175,7 @@ struct Reader<GradientCheckpointingKwargs> {
     j["budget"] = k.budget ? nlohmann::ordered_json(*k.budget) : nlohmann::ordered_json(nullptr);
     j["must_keep"] = k.must_keep;
     j["must_recompute"] = k.must_recompute;
+    j["first_step"] = k.first_step;
     return j;
   }
 };
@@ -425,6 +428,7 @@ void check(const TrainingArguments& a) {
   positive("gradient_accumulation_steps", a.gradient_accumulation_steps);
   if (a.gradient_checkpointing) {
     scheduler::check_policy(a.gradient_checkpointing_kwargs.policy);
+    scheduler::check_first_step(a.gradient_checkpointing_kwargs.first_step);
     const std::string& policy = a.gradient_checkpointing_kwargs.policy;
     REMAT_CHECK(!a.gradient_checkpointing_kwargs.budget || scheduler::takes_budget(policy),
                 "training argument gradient_checkpointing_kwargs: policy {} takes no budget ({} do)", policy,

@@ -27,11 +27,14 @@ namespace remat::train {
 
 // gradient_checkpointing_kwargs: how the model checkpoints its activations
 // (scheduler/plan.h): a policy, a byte budget for the policies that take one ("64MiB"
-// or a number of bytes in JSON), and ops every plan keeps or replays.
+// or a number of bytes in JSON), ops every plan keeps or replays, and how
+// the first step is planned ("rehearse", or "profile": Note [The first
+// step] in scheduler/checkpointer.h).
 struct GradientCheckpointingKwargs {
   std::string policy = "cost";
   std::optional<int64_t> budget;
   std::vector<std::string> must_keep, must_recompute;
+  std::string first_step = "rehearse";
 };
 
 // lr_scheduler_kwargs: cosine_with_min_lr's floor, as a fraction of the

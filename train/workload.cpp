@@ -225,7 +225,7 @@ class Run {
         optimizer_(optimizer_for(workload_)),
         device_(device_from_name(options.device)),
         checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides),
-                       .solver_time_limit_s = options.solver_time_limit_s},
+                       .solver_time_limit_s = options.solver_time_limit_s, .first_step = options.first_step},
                       device_) {
     report_.workload = describe(options.model, options.workload);
     report_.policy = policy;
@@ -242,9 +242,10 @@ class Run {
       scheduler::GraphProfile saved = scheduler::load_profile(options.profile_path);
       saved_signature_ = saved.signature;
       checkpointer_.plan_from(std::move(saved));
-    } else if (budget) {
-      // The first step within the budget too: planned from a rehearsal of
-      // it on the meta device (scheduler::Checkpointer::rehearse).
+    } else if (scheduler::rehearses_first_step(checkpointer_.options())) {
+      // The first step under the policy and within the budget too: planned
+      // from a rehearsal of it on the meta device (Note [The first step] in
+      // scheduler/checkpointer.h).
       checkpointer_.rehearse([&] {
         Tensor loss;
         {

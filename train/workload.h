@@ -50,6 +50,9 @@ struct WorkloadOptions {
   std::optional<double> budget_fraction;
   scheduler::Overrides overrides;  // ops always kept / always replayed
   double solver_time_limit_s = 60;  // milp's, per plan (scheduler::PlanOptions)
+  // The first step planned from a rehearsal ("rehearse"), or run under
+  // blocks and measured ("profile"): scheduler::PlanOptions::first_step.
+  std::string first_step = "rehearse";
   int threads = 1;
   int steps = 10;   // timed steps
   int warmup = 3;   // untimed steps before them

@@ -219,6 +219,37 @@ TEST(Trainer, AccumulationWithCheckpointingEqualsOneLargerBatch) {
   }
 }
 
+// Note [The first step]: the Trainer plans a graph's first step from a
+// rehearsal, under every policy that plans, so that step already runs the
+// policy asked for; "profile" asks for the profiling step under blocks.
+TEST(Trainer, TheFirstStepRunsThePolicyAskedForUnlessAskedToProfile) {
+  const data::Dataset train_set = blobs(16, 1);
+  const auto first_step = [&](const std::string& policy, const std::string& first) {
+    Generator g(3);
+    nn::MLP model({4, 32, 32, 3}, g);
+    TrainingArguments args = small_args();
+    args.gradient_checkpointing = true;
+    args.gradient_checkpointing_kwargs = {.policy = policy, .first_step = first};
+    args.max_steps = 1;
+    Trainer(model, args, train_set).train();
+    return *model.checkpointing_report();
+  };
+  for (const std::string policy : {"blocks", "sqrt", "cost", "auto"}) {
+    const scheduler::StepReport rehearsed = first_step(policy, "rehearse");
+    EXPECT_FALSE(rehearsed.profiling) << rehearsed.str();
+    EXPECT_EQ(rehearsed.policy, policy);
+    EXPECT_EQ(rehearsed.step, 1);
+    const scheduler::StepReport profiled = first_step(policy, "profile");
+    EXPECT_TRUE(profiled.profiling) << profiled.str();
+  }
+  TrainingArguments bad = small_args();
+  bad.gradient_checkpointing = true;
+  bad.gradient_checkpointing_kwargs.first_step = "warm";
+  Generator g(3);
+  nn::MLP model({4, 8, 3}, g);
+  EXPECT_TRUE(contains(error_of([&] { Trainer(model, bad, train_set); }), "first step 'warm'"));
+}
+
 // cosine_with_min_lr decays to its floor at the last step; every step's
 // hook sees the step, its loss and its peak.
 TEST(Trainer, TheCosineWithAFloorEndsAtItAndEveryStepIsReported) {
