@@ -68,7 +68,10 @@ __device__ inline T block_sum(T value) {
 // - when the tiles are too few to fill the GPU (a bias of 768 columns: 96
 //   tiles), the rows are cut into `chunks` consecutive runs as well, a grid
 //   row (blockIdx.y) each: chunk c writes its sums to partials (chunks, K,
-//   n), and a second pass adds each column's chunks in chunk order.
+//   n), and a second pass adds each column's chunks in chunk order. chunks
+//   is the fewer of ceil(kColumnBlocksChunked / tiles) (blocks for a whole
+//   H200) and rows / (slices * kColumnRowsPerThread) (enough rows a thread
+//   to be worth a block), at least 1: at 8192 x 768, 11 chunks of 745 rows.
 // The split (width, threads, chunks) is a function of (rows, n) alone, never
 // of the device or of timing, so a sum's bits are the same on every GPU.
 inline constexpr int64_t kColumnTilesWanted = 264;    // two blocks an SM of an H200 (132 SMs)
@@ -103,7 +106,7 @@ inline ColumnSplit column_split(int64_t rows, int64_t n) {
 // + j] (at[k] null: sum k is not wanted).
 template <class T, int K>
 struct ColumnOut {
-  std::array<T*, K> at;
+  T* at[K];
   int64_t chunk_step;
 };
 
@@ -146,29 +149,33 @@ __global__ void column_sums_kernel(ColumnOut<T, K> out, int64_t rows, int64_t n,
 // Pass two: out[k][j] = the sum of partials (chunks, K, n) over chunks, in
 // chunk order, a thread a column.
 template <class T, int K>
-__global__ void column_chunks_sum(std::array<T*, K> out, const T* partials, int64_t chunks, int64_t n) {
+__global__ void column_chunks_sum(ColumnOut<T, K> out, const T* partials, int64_t chunks, int64_t n) {
   REMAT_GRID_STRIDE(j, n) {
     for (int k = 0; k < K; ++k) {
-      if (!out[k]) continue;
+      if (!out.at[k]) continue;
       T acc = T(0);
       for (int64_t c = 0; c < chunks; ++c) acc += partials[(c * K + k) * n + j];
-      out[k][j] = acc;
+      out.at[k][j] = acc;
     }
   }
 }
 
 // out[k] (n) = the column sums of term over (rows, n), in one pass or two
 // (Note [Column sums in chunks]), on `stream`; `names` are the two passes'
-// launch names. Nothing when n is 0; zeros when rows is 0.
+// launch names. The partials lie in the SumPartials scratch slot
+// (launch.cuh), as a full sum's do. Nothing when n is 0; zeros when rows is
+// 0.
 template <class T, int K, class Term>
 void column_sums(const std::array<const char*, 2>& names, std::array<T*, K> out, int64_t rows, int64_t n, Term term,
                  Stream stream) {
   if (n == 0) return;
   const ColumnSplit split = column_split(rows, n);
   const Grid first{dim3(split.tiles, static_cast<unsigned>(split.chunks)), dim3(split.threads)};
+  ColumnOut<T, K> final_out{{}, 0};
+  for (int k = 0; k < K; ++k) final_out.at[k] = out[k];
   if (split.chunks == 1) {
-    launch(names[0], column_sums_kernel<T, K, Term>, first, stream, ColumnOut<T, K>{out, 0}, rows, n, split.chunk_rows,
-           split.width, term);
+    launch(names[0], column_sums_kernel<T, K, Term>, first, stream, final_out, rows, n, split.chunk_rows, split.width,
+           term);
     return;
   }
   const ScratchLease lease =
@@ -178,8 +185,8 @@ void column_sums(const std::array<const char*, 2>& names, std::array<T*, K> out,
   for (int k = 0; k < K; ++k) to_partials.at[k] = out[k] ? partials + k * n : nullptr;
   launch(names[0], column_sums_kernel<T, K, Term>, first, stream, to_partials, rows, n, split.chunk_rows, split.width,
          term);
-  launch(names[1], column_chunks_sum<T, K>, {blocks_for(n), kThreads}, stream, out, static_cast<const T*>(partials),
-         split.chunks, n);
+  launch(names[1], column_chunks_sum<T, K>, {blocks_for(n), kThreads}, stream, final_out,
+         static_cast<const T*>(partials), split.chunks, n);
 }
 
 }  // namespace remat::kernels::cuda
