@@ -12,13 +12,13 @@
 // - layer_norm_apply: rows by blockIdx.y (then gridDim.y on), channels by
 //   the block's threads along x, so that a thread reads its row's mean and
 //   rstd once a row and indexes by (row, channel) with no division.
-// - dweight and dbias, sums over rows per channel: a block of 256 threads
-//   per tile of W consecutive channels (W = 32, or 16 or 8 when there are
-//   few channels, so that the grid has more blocks), as W columns x 256 / W
-//   row slices: slice s adds rows s, s + 256 / W, ... of its channel in that
-//   order, then slice 0 adds the slices' sums from shared memory in slice
-//   order. No scratch, one pass: a warp reads 32 / W rows of W channels
-//   (whole 32-byte sectors).
+// - dweight and dbias, sums over rows per channel: reduce.cuh's column_sums
+//   (Note [Column sums in chunks]), both sums at once: a block per tile of
+//   W consecutive channels (W = 32, or 16 or 8 when there are few), as W
+//   columns x 256 / W row slices added in slice order; when the tiles are
+//   too few to fill the GPU (96 at 768 channels), the rows are cut into
+//   fixed chunks too (a function of (rows, channels) alone), and a second
+//   pass adds each channel's chunk sums in chunk order.
 //
 // Why sums repeat bit for bit: which thread adds which elements, in which
 // order, and the shape of every combining tree depend only on the shape
@@ -34,6 +34,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/reduce.cuh"
 
 namespace remat::kernels::cuda {
 namespace {
@@ -42,7 +43,6 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = kThreads / kWarp;  // rows a block of the warp-per-row kernels
 constexpr int64_t kMaxBlocks = 4096;
-constexpr int64_t kColumnBlocksWanted = 264;  // column-sum blocks: two an SM of an H200 (132 SMs)
 
 // The sum over a warp's 32 lanes, in every lane (all 32 call it).
 template <class T>
@@ -162,61 +162,18 @@ __global__ void backward_dx_rows(T* dx, const T* dout, const T* x, const T* weig
 
 #undef REMAT_WARP_ROWS
 
-// dweight[j] = sum_r dout[r, j] xhat[r, j], dbias[j] = sum_r dout[r, j], for
-// tiles of `width` channels (32, 16 or 8); see the top of the file. Tile
-// loop bounds are the same for the whole block: every thread reaches every
-// barrier.
+// Column sums' terms for dweight and dbias at (r, j): dout[r, j] xhat[r, j]
+// and dout[r, j] (reduce.cuh's column_sums; see the top of the file).
 template <class T>
-__global__ void backward_column_sums(T* dweight, T* dbias, const T* dout, const T* x, const T* mean, const T* rstd,
-                                     int64_t rows, int64_t channels, int width) {
-  __shared__ T share_w[kThreads];
-  __shared__ T share_b[kThreads];
-  const int t = static_cast<int>(threadIdx.x);
-  const int slices = static_cast<int>(blockDim.x) / width, slice = t / width;
-  for (int64_t first = static_cast<int64_t>(blockIdx.x) * width; first < channels;
-       first += static_cast<int64_t>(gridDim.x) * width) {
-    const int64_t j = first + t % width;
-    T sum_w = 0, sum_b = 0;
-    if (j < channels) {
-      for (int64_t r = slice; r < rows; r += slices) {
-        const T dy = dout[r * channels + j];
-        sum_w += dy * ((x[r * channels + j] - mean[r]) * rstd[r]);
-        sum_b += dy;
-      }
-    }
-    share_w[t] = sum_w;
-    share_b[t] = sum_b;
-    __syncthreads();
-    if (slice == 0 && j < channels) {  // the slices in order
-      for (int k = 1; k < slices; ++k) {
-        sum_w += share_w[t + k * width];
-        sum_b += share_b[t + k * width];
-      }
-      if (dweight) dweight[j] = sum_w;
-      if (dbias) dbias[j] = sum_b;
-    }
-    __syncthreads();  // the next tile writes share_w and share_b again
+struct WeightAndBiasTerms {
+  const T *dout, *x, *mean, *rstd;
+  int64_t channels;
+  __device__ void operator()(int64_t r, int64_t j, T (&v)[2]) const {
+    const T dy = dout[r * channels + j];
+    v[0] = dy * ((x[r * channels + j] - mean[r]) * rstd[r]);
+    v[1] = dy;
   }
-}
-
-// The column sums' launch: tiles of 32 columns, or 16 or 8 (whole 32-byte
-// sectors still) when wider ones would give fewer than kColumnBlocksWanted
-// blocks; kThreads threads, or fewer (down to a warp) when there are fewer
-// rows than slices.
-struct ColumnGrid {
-  unsigned blocks;
-  unsigned threads;
-  int width;
 };
-
-ColumnGrid column_grid(int64_t rows, int64_t columns) {
-  int width = 32;
-  while (width > 8 && (columns + width - 1) / width < kColumnBlocksWanted) width /= 2;
-  int threads = kThreads;
-  while (threads > kWarp && static_cast<int64_t>(threads / width / 2) >= rows) threads /= 2;
-  return {static_cast<unsigned>(std::min((columns + width - 1) / width, kMaxBlocks)), static_cast<unsigned>(threads),
-          width};
-}
 
 unsigned warp_row_blocks(int64_t rows) {
   return static_cast<unsigned>(std::clamp<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, kMaxBlocks));
@@ -253,10 +210,9 @@ void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout,
     launch("layer_norm_backward_dx_rows", backward_dx_rows<T>, {warp_row_blocks(rows), kThreads}, stream, dx, dout, x,
            weight, mean, rstd, rows, channels);
   }
-  if ((dweight || dbias) && channels > 0) {
-    const ColumnGrid grid = column_grid(rows, channels);
-    launch("layer_norm_backward_column_sums", backward_column_sums<T>, {grid.blocks, grid.threads}, stream, dweight,
-           dbias, dout, x, mean, rstd, rows, channels, grid.width);
+  if (dweight || dbias) {
+    column_sums<T, 2>({"layer_norm_backward_column_sums", "layer_norm_backward_column_chunks"}, {dweight, dbias}, rows,
+                      channels, WeightAndBiasTerms<T>{dout, x, mean, rstd, channels}, stream);
   }
 }
 

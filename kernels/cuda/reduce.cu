@@ -2,12 +2,13 @@
 //
 // How the work is split:
 // - sum_to over leading axes, (rows, n) -> (n) with the kept axis contiguous
-//   (a bias gradient): a block of 256 threads per tile of W consecutive
-//   outputs (W = 32, or 16 or 8 when there are few outputs, so that the grid
-//   has more blocks), as W columns x 256 / W row slices: slice s adds rows
-//   s, s + 256 / W, ... of its column in that order, then slice 0 adds the
-//   slices' sums from shared memory in slice order. No scratch, one pass; a
-//   warp reads 32 / W rows of W columns (whole 32-byte sectors).
+//   (a bias gradient): reduce.cuh's column_sums (Note [Column sums in
+//   chunks]): a block per tile of W consecutive outputs (W = 32, or 16 or 8
+//   when there are few outputs), as W columns x 256 / W row slices added in
+//   slice order; when the tiles are too few to fill the GPU, the rows are
+//   cut into fixed chunks as well (a function of the shape alone), each
+//   chunk's sums written to partials and added in chunk order by a second
+//   pass.
 // - sum_to of everything to one value (a loss's sum): a full sum in two
 //   passes. Pass one cuts the input into fixed chunks (at least 8 elements a
 //   thread, at most kMaxPartials chunks: a function of the size alone),
@@ -55,51 +56,14 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = kThreads / kWarp;  // rows a block of max_along's warp-per-row kernel
 constexpr int64_t kMaxBlocks = 4096;
-constexpr int64_t kColumnBlocksWanted = 264;  // column-sum blocks: two an SM of an H200 (132 SMs)
 
-// out[j] = sum_r in[r * row_stride + j] over rows, for j < n, in tiles of
-// `width` columns (32, 16 or 8); see the top of the file. Tile loop bounds
-// are the same for the whole block: every thread reaches every barrier.
+// Column sums' term for sum_to: element (r, j) of (rows, n) at in[r * row_stride + j].
 template <class T>
-__global__ void column_sums(T* out, const T* in, int64_t rows, int64_t n, int64_t row_stride, int width) {
-  __shared__ T share[kThreads];
-  const int t = static_cast<int>(threadIdx.x);
-  const int slices = static_cast<int>(blockDim.x) / width, slice = t / width;
-  for (int64_t first = static_cast<int64_t>(blockIdx.x) * width; first < n;
-       first += static_cast<int64_t>(gridDim.x) * width) {
-    const int64_t j = first + t % width;
-    T acc = T(0);
-    if (j < n) {
-      for (int64_t r = slice; r < rows; r += slices) acc += in[r * row_stride + j];
-    }
-    share[t] = acc;
-    __syncthreads();
-    if (slice == 0 && j < n) {  // the slices in order
-      for (int k = 1; k < slices; ++k) acc += share[t + k * width];
-      out[j] = acc;
-    }
-    __syncthreads();  // the next tile writes share again
-  }
-}
-
-// The column sums' launch: tiles of 32 columns, or 16 or 8 (whole 32-byte
-// sectors still) when wider ones would give fewer than kColumnBlocksWanted
-// blocks; kThreads threads, or fewer (down to a warp) when there are fewer
-// rows than slices.
-struct ColumnGrid {
-  unsigned blocks;
-  unsigned threads;
-  int width;
+struct ColumnOf {
+  const T* in;
+  int64_t row_stride;
+  __device__ void operator()(int64_t r, int64_t j, T (&v)[1]) const { v[0] = in[r * row_stride + j]; }
 };
-
-ColumnGrid column_grid(int64_t rows, int64_t columns) {
-  int width = 32;
-  while (width > 8 && (columns + width - 1) / width < kColumnBlocksWanted) width /= 2;
-  int threads = kThreads;
-  while (threads > kWarp && static_cast<int64_t>(threads / width / 2) >= rows) threads /= 2;
-  return {static_cast<unsigned>(std::min((columns + width - 1) / width, kMaxBlocks)), static_cast<unsigned>(threads),
-          width};
-}
 
 // Whether (v, i) beats (best, best_index) for max_along: a NaN over a
 // number, the larger number, on equal values or two NaNs the smaller index;
@@ -264,10 +228,8 @@ void sum_to(T* out, int64_t out_numel, const T* in, const std::vector<int64_t>& 
   if (out_numel == 0) return;
   // (rows, n) -> (n), the kept axes one contiguous run: columns of a matrix.
   if (kept.rank == 1 && kept.strides[0][0] == 1 && reduced.rank == 1) {
-    const int64_t n = kept.shape[0], rows = reduced.shape[0];
-    const ColumnGrid grid = column_grid(rows, n);
-    launch("sum_to_column_sums", column_sums<T>, {grid.blocks, grid.threads}, stream, out, in, rows, n,
-           reduced.strides[0][0], grid.width);
+    column_sums<T, 1>({"sum_to_column_sums", "sum_to_column_chunks"}, {out}, reduced.shape[0], kept.shape[0],
+                      ColumnOf<T>{in, reduced.strides[0][0]}, stream);
     return;
   }
   // Everything to one value: fixed chunks, then their partials (see the top).
@@ -297,6 +259,8 @@ void sum_to(T* out, int64_t out_numel, const T* in, const std::vector<int64_t>& 
     out[o] = acc;
   });
 }
+
+int64_t column_sum_chunks(int64_t rows, int64_t n) { return column_split(rows, n).chunks; }
 
 template <class T>
 void max_along(T* values, int64_t* indices, const T* x, int64_t outer, int64_t n, int64_t inner, Stream stream) {

@@ -15,6 +15,11 @@ namespace remat::kernels::cuda {
 template <class T>
 void sum_to(T* out, int64_t out_numel, const T* in, const std::vector<int64_t>& in_strides,
             const std::vector<int64_t>& out_strides, const std::vector<int64_t>& shape, Stream stream);
+// The chunks a column sum over (rows, n) cuts its rows into (sum_to over
+// leading axes, layer_norm_backward's dweight and dbias; Note [Column sums
+// in chunks] in reduce.cuh): 1 is one pass, more a second pass adding the
+// chunks' partial sums in order. A function of the shape alone.
+int64_t column_sum_chunks(int64_t rows, int64_t n);
 // values, indices (outer, inner) <- max over n of x (outer, n, inner); ties
 // go to the first index, NaN wins over numbers (as on the CPU).
 template <class T>

@@ -1,8 +1,9 @@
 // The elementwise CUDA kernels' paths (kernels/cuda/elementwise.cuh): the
 // 16-byte path (aligned, dense rows), the element path (a view starting at
 // element 1, odd sizes, rows whose length breaks the alignment) and the
-// per-element-division path (strides that do not merge into two axes) give
-// the same bits as each other and as the CPU, for binary, unary, masked_fill,
+// per-element-division path (strides that do not merge into two axes; for
+// strided_copy the rows path of cuda_copy_test.cpp instead) give the same
+// bits as each other and as the CPU, for binary, unary, masked_fill,
 // strided_copy, dropout and layer_norm_apply, over many blocks (label cuda).
 #include <gtest/gtest.h>
 
@@ -98,7 +99,8 @@ int64_t numel(const std::vector<int64_t>& shape) {
 }
 
 // `values` (dense over shape) stored with the axes reversed: strides that no
-// two neighbouring axes share, so that the kernels take offsets_of's path.
+// two neighbouring axes share, so that the kernels take offsets_of's path
+// (strided_copy: its rows path for three or more axes).
 template <class T>
 std::vector<T> reversed_storage(const std::vector<T>& values, const std::vector<int64_t>& shape,
                                 std::vector<int64_t>& strides) {
@@ -331,7 +333,7 @@ void copy_paths() {
     cuda_k::strided_copy(d_back.ptr, {wide, 37, 1}, d_out.ptr, ds, sizeof(E), shape, stream());
     expect_same_bits(d_back.read(), padded, "into rows of a wider buffer" + p);  // the last 3 columns: 0 in both
   }
-  // Reversed axes: offsets_of's path, against the CPU.
+  // Reversed axes: the rows path of three or more axes, against the CPU.
   std::vector<int64_t> reversed;
   const std::vector<E> stored = reversed_storage(values, shape, reversed);
   Device<E> d_stored(stored), d_out(static_cast<size_t>(n), 0);
