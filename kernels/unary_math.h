@@ -113,10 +113,27 @@ struct Gelu {
   }
 };
 
+// SiLU (swish): silu(x) = x s(x), s(x) = 1 / (1 + e^-x).
+struct Silu {
+  static constexpr const char* kName = "silu";
+  static constexpr UnaryReads kReads = UnaryReads::Input;
+  static constexpr UnaryDomain kDomain{-5, 5};
+  static constexpr int kFlops = 4;  // the exp, the sum, the division, the product
+  static constexpr bool kLanes = true;
+  template <class T, class F, class V> static REMAT_HOST_DEVICE V forward(V x) {
+    return x * (T(1) / (T(1) + F::exp(-x)));
+  }
+  // d silu(x)/dx = s(x) (1 + x (1 - s(x)))
+  template <class T, class F, class V> static REMAT_HOST_DEVICE V backward(V g, V x) {
+    const V s = T(1) / (T(1) + F::exp(-x));
+    return g * s * (T(1) + x * (T(1) - s));
+  }
+};
+
 // Every math above, in order: the CPU and CUDA kernels are instantiated for
 // each (REMAT_UNARY_MATHS(X) expands X(Math) once per entry), and the
 // kernel tests run each.
-#define REMAT_UNARY_MATHS(X) X(Neg) X(Relu) X(Tanh) X(Sigmoid) X(Exp) X(Log) X(Gelu)
+#define REMAT_UNARY_MATHS(X) X(Neg) X(Relu) X(Tanh) X(Sigmoid) X(Exp) X(Log) X(Gelu) X(Silu)
 
 // FLOPs an element of Math's forward: Math::kFlops where given, else one.
 template <class Math>

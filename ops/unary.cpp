@@ -76,6 +76,7 @@ Tensor sigmoid(const Tensor& x) { return unary<kernels::Sigmoid>(x); }
 Tensor exp(const Tensor& x) { return unary<kernels::Exp>(x); }
 Tensor log(const Tensor& x) { return unary<kernels::Log>(x); }
 Tensor gelu(const Tensor& x) { return unary<kernels::Gelu>(x); }
+Tensor silu(const Tensor& x) { return unary<kernels::Silu>(x); }
 
 std::span<const UnaryOp> unary_ops() {
   static constexpr UnaryOp kOps[] = {
@@ -86,6 +87,7 @@ std::span<const UnaryOp> unary_ops() {
       row<kernels::Exp>(&exp),
       row<kernels::Log>(&log),
       row<kernels::Gelu>(&gelu),
+      row<kernels::Silu>(&silu),
   };
   return kOps;
 }

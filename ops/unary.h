@@ -19,6 +19,8 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 // GELU, tanh approximation (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Tensor gelu(const Tensor& x);
+// SiLU (swish): x sigmoid(x).
+Tensor silu(const Tensor& x);
 
 inline Tensor operator-(const Tensor& x) { return neg(x); }
 

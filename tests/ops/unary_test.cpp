@@ -113,6 +113,22 @@ TEST(Unary, GeluFloat32AgreesWithFloat64) {
   for (size_t i = 0; i < ga.size(); ++i) ASSERT_NEAR(gb[i], ga[i], 2e-6) << xs[i];
 }
 
+TEST(Unary, Silu) {
+  // silu(x) = x / (1 + e^-x): silu(0) = 0, silu(1) = 0.7310585786..., silu(-2) = -2 / (1 + e^2);
+  // far out, -0 and x itself, never NaN.
+  const Tensor x = from_vector(std::vector<float>{-2, -0.5f, 0, 0.5f, 1, 3, -200, 200}, {8});
+  expect_near(silu(x).to_vector<float>(),
+              {-0.23840584404f, -0.18877033440f, 0, 0.31122966560f, 0.73105857863f, 2.85772238047f, 0, 200});
+  // d silu/dx = s (1 + x (1 - s)): 1/2 at 0, 0.9276705118... at 1, -0.0907842487... at -2.
+  Tensor xd = from_vector(std::vector<double>{0, 1, -2, 3}, {4}).requires_grad_();
+  sum(silu(xd)).backward();
+  const std::vector<double> g = xd.grad().to_vector<double>();
+  EXPECT_DOUBLE_EQ(g[0], 0.5);
+  EXPECT_NEAR(g[1], 0.9276705118714869, 1e-15);
+  EXPECT_NEAR(g[2], -0.09078424878489547, 1e-15);
+  EXPECT_NEAR(g[3], 1.0881041060151693, 1e-15);
+}
+
 TEST(Unary, NonContiguousInput) {
   // x = [[1, 2, 3], [4, 5, 6]]; x^T = [[1, 4], [2, 5], [3, 6]] is a strided view.
   const Tensor x = from_vector(std::vector<float>{1, -2, 3, -4, 5, -6}, {2, 3});
