@@ -175,9 +175,13 @@ TEST(FastMath, GeluInPlaceAndOnTwoThreadsGivesTheSameBits) {
   EXPECT_EQ(dx2, dx);
 }
 
-// GELU runs four Float32x8 vectors per step and the rest one padded vector
-// at a time: every element must get the bits a lone element gets.
-TEST(FastMath, GeluGivesAnElementTheSameBitsWhereverItSits) {
+// Every unary math, on lanes (GELU's, SiLU's: four Float32x8 vectors per
+// step, the rest one padded vector at a time) or one element a step
+// (vectorised, with a scalar tail): every element must get the bits a lone
+// element gets.
+template <class Math>
+void expect_the_same_bits_wherever_it_sits() {
+  SCOPED_TRACE(Math::kName);
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, -0.0f, 0.0f, 50.0f, -200.0f, -9.6f};
   for (int i = 0; i < 1001; ++i) x.push_back(-12.0f + 0.024f * static_cast<float>(i));
@@ -185,17 +189,23 @@ TEST(FastMath, GeluGivesAnElementTheSameBitsWhereverItSits) {
   std::vector<float> dout(x.size());
   for (size_t i = 0; i < x.size(); ++i) dout[i] = 0.5f + 0.001f * static_cast<float>(i);
   std::vector<float> out(x.size()), dx(x.size());
-  unary_forward<Gelu>(out.data(), x.data(), n);
-  unary_backward<Gelu>(dx.data(), dout.data(), x.data(), n);
+  unary_forward<Math>(out.data(), x.data(), n);
+  unary_backward<Math>(dx.data(), dout.data(), x.data(), n);
   for (size_t i = 0; i < x.size(); ++i) {
     float one = 0, done = 0;
-    unary_forward<Gelu>(&one, &x[i], 1);
-    unary_backward<Gelu>(&done, &dout[i], &x[i], 1);
+    unary_forward<Math>(&one, &x[i], 1);
+    unary_backward<Math>(&done, &dout[i], &x[i], 1);
     if (std::isnan(one)) EXPECT_TRUE(std::isnan(out[i])) << i;
     else EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(one)) << "x = " << x[i];
     if (std::isnan(done)) EXPECT_TRUE(std::isnan(dx[i])) << i;
     else EXPECT_EQ(std::bit_cast<uint32_t>(dx[i]), std::bit_cast<uint32_t>(done)) << "x = " << x[i];
   }
+}
+
+TEST(FastMath, EveryUnaryMathGivesAnElementTheSameBitsWhereverItSits) {
+#define REMAT_SAME_BITS(Math) expect_the_same_bits_wherever_it_sits<Math>();
+  REMAT_UNARY_MATHS(REMAT_SAME_BITS)
+#undef REMAT_SAME_BITS
 }
 
 TEST(FastMath, DoubleUsesTheLibrary) {
