@@ -311,12 +311,16 @@ void bind_ops(nb::module_& m) {
   // The ops (ops/), each recording its node when grad is on.
   m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
   m.def("linear", &linear, nb::arg("x"), nb::arg("weight"), nb::arg("bias") = Tensor());
-  m.def("relu", &relu);
-  m.def("gelu", &gelu);
-  m.def("tanh", &tanh);
-  m.def("sigmoid", &sigmoid);
-  m.def("exp", &exp);
-  m.def("log", &log);
+  // The unary ops, each by its name in ops/unary.cpp's table; python/remat exports those _unary_ops lists.
+  for (const UnaryOp& op : unary_ops()) m.def(op.name, op.fn, nb::arg("x"));
+  m.def("_unary_ops", [] {
+    nb::list ops;
+    for (const UnaryOp& op : unary_ops()) {
+      ops.append(nb::make_tuple(op.name, op.domain.low, op.domain.high, op.domain.kink_at_zero));
+    }
+    return ops;
+  }, "the unary ops as (name, low, high, kink_at_zero): inputs in [low, high] where each is defined and smooth, "
+     "without (-0.1, 0.1) where it has a kink at 0");
   m.def("softmax", &softmax, nb::arg("x"), nb::arg("axis") = -1);
   m.def("log_softmax", &log_softmax, nb::arg("x"), nb::arg("axis") = -1);
   m.def("causal_softmax", &causal_softmax, nb::arg("x"),

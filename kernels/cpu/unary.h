@@ -1,6 +1,6 @@
-// Unary elementwise kernels on dense arrays of n elements, forward and
-// backward side by side. A backward reads whichever of x (the input) or
-// out (the output) gives the cheaper derivative; the op saves that one.
+// Unary elementwise kernels on dense arrays of n elements: one forward and
+// one backward for every element math of kernels/unary_math.h (instantiated
+// for each entry of REMAT_UNARY_MATHS, float and double), then scale and fill.
 #pragma once
 
 #include <cstdint>
@@ -9,21 +9,11 @@
 
 namespace remat::kernels::cpu {
 
-template <class T> void neg_forward(T* out, const T* x, int64_t n, Host = {});
-template <class T> void relu_forward(T* out, const T* x, int64_t n, Host = {});
-template <class T> void relu_backward(T* dx, const T* dout, const T* out, int64_t n, Host = {});  // dout * [out > 0]
-template <class T> void tanh_forward(T* out, const T* x, int64_t n, Host = {});
-template <class T> void tanh_backward(T* dx, const T* dout, const T* out, int64_t n, Host = {});  // dout * (1 - out^2)
-template <class T> void sigmoid_forward(T* out, const T* x, int64_t n, Host = {});
-template <class T> void sigmoid_backward(T* dx, const T* dout, const T* out, int64_t n, Host = {});  // dout * out (1 - out)
-template <class T> void exp_forward(T* out, const T* x, int64_t n, Host = {});
-template <class T> void exp_backward(T* dx, const T* dout, const T* out, int64_t n, Host = {});  // dout * out
-template <class T> void log_forward(T* out, const T* x, int64_t n, Host = {});
-template <class T> void log_backward(T* dx, const T* dout, const T* x, int64_t n, Host = {});  // dout / x
-// GELU, tanh approximation: out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
-template <class T> void gelu_forward(T* out, const T* x, int64_t n, Host = {});
-// dout * (0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))
-template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n, Host = {});
+// out = Math::forward(x); out may equal x.
+template <class Math, class T> void unary_forward(T* out, const T* x, int64_t n, Host = {});
+// dx = Math::backward(dout, v), v the input x or the output out as Math::kReads
+// says (not read where it says Nothing); dx may equal dout.
+template <class Math, class T> void unary_backward(T* dx, const T* dout, const T* v, int64_t n, Host = {});
 
 // out = x * scale (scale may be negative); out may equal x.
 template <class T> void scale(T* out, const T* x, T factor, int64_t n, Host = {});

@@ -1,103 +1,69 @@
-// The unary CUDA kernels; see unary.h. Every operand is dense: one
-// map_rows each (elementwise.cuh), a row of n elements moved 16 bytes at a
-// time where the pointers are aligned, no index arithmetic but i; GELU's
-// math is kernels/math.h's, as on the CPU.
+// The unary CUDA kernels; see unary.h. Every operand is dense: one map_rows
+// each (elementwise.cuh), a row of n elements moved 16 bytes at a time
+// where the pointers are aligned, no index arithmetic but i. One forward
+// and one backward run every math of kernels/unary_math.h.
 #include "kernels/cuda/unary.h"
 
+#include <cmath>
+#include <string>
+
 #include "kernels/cuda/elementwise.cuh"
-#include "kernels/math.h"
+#include "kernels/unary_math.h"
 
 namespace remat::kernels::cuda {
 namespace {
 
-struct DeviceExp {
-  __device__ float operator()(float v) const { return expf(v); }
-  __device__ double operator()(double v) const { return exp(v); }
+// The device functions of the maths: CUDA's.
+struct DeviceFns {
+  __device__ static float exp(float v) { return expf(v); }
+  __device__ static double exp(double v) { return ::exp(v); }
+  __device__ static float tanh(float v) { return tanhf(v); }
+  __device__ static double tanh(double v) { return ::tanh(v); }
+  __device__ static float log(float v) { return logf(v); }
+  __device__ static double log(double v) { return ::log(v); }
 };
 
-// out (n) = f(x), out (n) = f(a, b): dense operands, one row.
-template <class T, class F>
-void map1(const char* name, T* out, const T* x, int64_t n, Stream stream, F f) {
-  map_rows(name, dense_out(out), 1, n, stream, f, dense(x));
-}
-template <class T, class F>
-void map2(const char* name, T* out, const T* a, const T* b, int64_t n, Stream stream, F f) {
-  map_rows(name, dense_out(out), 1, n, stream, f, dense(a), dense(b));
+// "<name>_forward" or "<name>_backward": the launch's name, made once.
+template <class Math>
+const char* launch_name(bool forward) {
+  static const std::string names[2] = {std::string(Math::kName) + "_backward", std::string(Math::kName) + "_forward"};
+  return names[forward ? 1 : 0].c_str();
 }
 
 }  // namespace
 
-template <class T> void neg_forward(T* out, const T* x, int64_t n, Stream stream) {
-  map1("neg_forward", out, x, n, stream, [] __device__(T v) -> T { return -v; });
+template <class Math, class T> void unary_forward(T* out, const T* x, int64_t n, Stream stream) {
+  map_rows(launch_name<Math>(true), dense_out(out), 1, n, stream,
+           [] __device__(T v) -> T { return Math::template forward<T, DeviceFns>(v); }, dense(x));
 }
-template <class T> void relu_forward(T* out, const T* x, int64_t n, Stream stream) {
-  map1("relu_forward", out, x, n, stream, [] __device__(T v) -> T { return v > T(0) ? v : T(0); });
-}
-// d relu(x)/dx = [out > 0]
-template <class T> void relu_backward(T* dx, const T* dout, const T* out, int64_t n, Stream stream) {
-  map2("relu_backward", dx, dout, out, n, stream, [] __device__(T g, T y) -> T { return y > T(0) ? g : T(0); });
-}
-template <class T> void tanh_forward(T* out, const T* x, int64_t n, Stream stream) {
-  map1("tanh_forward", out, x, n, stream, [] __device__(T v) -> T { return tanh(v); });
-}
-// d tanh(x)/dx = 1 - out^2
-template <class T> void tanh_backward(T* dx, const T* dout, const T* out, int64_t n, Stream stream) {
-  map2("tanh_backward", dx, dout, out, n, stream, [] __device__(T g, T y) -> T { return g * (T(1) - y * y); });
-}
-template <class T> void sigmoid_forward(T* out, const T* x, int64_t n, Stream stream) {
-  map1("sigmoid_forward", out, x, n, stream, [] __device__(T v) -> T { return T(1) / (T(1) + DeviceExp{}(-v)); });
-}
-// d sigmoid(x)/dx = out (1 - out)
-template <class T> void sigmoid_backward(T* dx, const T* dout, const T* out, int64_t n, Stream stream) {
-  map2("sigmoid_backward", dx, dout, out, n, stream, [] __device__(T g, T y) -> T { return g * y * (T(1) - y); });
-}
-template <class T> void exp_forward(T* out, const T* x, int64_t n, Stream stream) {
-  map1("exp_forward", out, x, n, stream, [] __device__(T v) -> T { return DeviceExp{}(v); });
-}
-// d exp(x)/dx = out
-template <class T> void exp_backward(T* dx, const T* dout, const T* out, int64_t n, Stream stream) {
-  map2("exp_backward", dx, dout, out, n, stream, [] __device__(T g, T y) -> T { return g * y; });
-}
-template <class T> void log_forward(T* out, const T* x, int64_t n, Stream stream) {
-  map1("log_forward", out, x, n, stream, [] __device__(T v) -> T { return log(v); });
-}
-// d log(x)/dx = 1 / x
-template <class T> void log_backward(T* dx, const T* dout, const T* x, int64_t n, Stream stream) {
-  map2("log_backward", dx, dout, x, n, stream, [] __device__(T g, T v) -> T { return g / v; });
-}
-template <class T> void gelu_forward(T* out, const T* x, int64_t n, Stream stream) {
-  map1("gelu_forward", out, x, n, stream, [] __device__(T v) -> T { return gelu_of<T>(v, DeviceExp{}); });
-}
-template <class T> void gelu_backward(T* dx, const T* dout, const T* x, int64_t n, Stream stream) {
-  map2("gelu_backward", dx, dout, x, n, stream,
-       [] __device__(T g, T v) -> T { return gelu_grad_of<T>(g, v, DeviceExp{}); });
+template <class Math, class T> void unary_backward(T* dx, const T* dout, const T* v, int64_t n, Stream stream) {
+  if constexpr (Math::kReads == UnaryReads::Nothing) {
+    map_rows(launch_name<Math>(false), dense_out(dx), 1, n, stream,
+             [] __device__(T g) -> T { return Math::template backward<T, DeviceFns>(g); }, dense(dout));
+  } else {
+    map_rows(launch_name<Math>(false), dense_out(dx), 1, n, stream,
+             [] __device__(T g, T s) -> T { return Math::template backward<T, DeviceFns>(g, s); }, dense(dout),
+             dense(v));
+  }
 }
 template <class T> void scale(T* out, const T* x, T factor, int64_t n, Stream stream) {
-  map1("scale", out, x, n, stream, [factor] __device__(T v) -> T { return v * factor; });
+  map_rows("scale", dense_out(out), 1, n, stream, [factor] __device__(T v) -> T { return v * factor; }, dense(x));
 }
 template <class T> void fill(T* out, T value, int64_t n, Stream stream) {
   map_rows("fill", dense_out(out), 1, n, stream, [value] __device__() -> T { return value; });  // nothing read
 }
 
-#define REMAT_INSTANTIATE_UNARY(T)                                            \
-  template void neg_forward<T>(T*, const T*, int64_t, Stream);                \
-  template void relu_forward<T>(T*, const T*, int64_t, Stream);               \
-  template void relu_backward<T>(T*, const T*, const T*, int64_t, Stream);    \
-  template void tanh_forward<T>(T*, const T*, int64_t, Stream);               \
-  template void tanh_backward<T>(T*, const T*, const T*, int64_t, Stream);    \
-  template void sigmoid_forward<T>(T*, const T*, int64_t, Stream);            \
-  template void sigmoid_backward<T>(T*, const T*, const T*, int64_t, Stream); \
-  template void exp_forward<T>(T*, const T*, int64_t, Stream);                \
-  template void exp_backward<T>(T*, const T*, const T*, int64_t, Stream);     \
-  template void log_forward<T>(T*, const T*, int64_t, Stream);                \
-  template void log_backward<T>(T*, const T*, const T*, int64_t, Stream);     \
-  template void gelu_forward<T>(T*, const T*, int64_t, Stream);               \
-  template void gelu_backward<T>(T*, const T*, const T*, int64_t, Stream);    \
-  template void scale<T>(T*, const T*, T, int64_t, Stream);                   \
-  template void fill<T>(T*, T, int64_t, Stream);
-REMAT_INSTANTIATE_UNARY(float)
-REMAT_INSTANTIATE_UNARY(double)
+#define REMAT_INSTANTIATE_MATH(Math)                                                                  \
+  template void unary_forward<Math, float>(float*, const float*, int64_t, Stream);                    \
+  template void unary_forward<Math, double>(double*, const double*, int64_t, Stream);                 \
+  template void unary_backward<Math, float>(float*, const float*, const float*, int64_t, Stream);     \
+  template void unary_backward<Math, double>(double*, const double*, const double*, int64_t, Stream);
+REMAT_UNARY_MATHS(REMAT_INSTANTIATE_MATH)
+#undef REMAT_INSTANTIATE_MATH
+template void scale<float>(float*, const float*, float, int64_t, Stream);
+template void scale<double>(double*, const double*, double, int64_t, Stream);
+template void fill<float>(float*, float, int64_t, Stream);
+template void fill<double>(double*, double, int64_t, Stream);
 template void fill<int64_t>(int64_t*, int64_t, int64_t, Stream);
-#undef REMAT_INSTANTIATE_UNARY
 
 }  // namespace remat::kernels::cuda

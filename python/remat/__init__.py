@@ -18,15 +18,19 @@ Engine errors arrive as remat.Error (a RuntimeError) with the engine's message.
 import numpy as _np
 
 from . import _remat
-from ._remat import (Error, Tensor, Generator, from_numpy, no_grad, zeros, ones, normal, randn, randint, matmul, linear, relu,
-                     gelu, tanh, sigmoid, exp, log, softmax, log_softmax, causal_softmax, cross_entropy, layer_norm, dropout,
+from ._remat import (Error, Tensor, Generator, from_numpy, no_grad, zeros, ones, normal, randn, randint, matmul, linear,
+                     softmax, log_softmax, causal_softmax, cross_entropy, layer_norm, dropout,
                      save_safetensors, load_safetensors, read_safetensors, write_safetensors, set_num_threads,
                      get_num_threads, gemm_info, gemm_summary)
 from . import nn, optim, train
 from . import scheduler
 
+# The unary ops (relu, gelu, tanh, ...), each under its name in the C++ table (ops/unary.cpp's unary_ops).
+_UNARY_NAMES = [name for name, *_ in _remat._unary_ops()]
+globals().update({name: getattr(_remat, name) for name in _UNARY_NAMES})
+
 __all__ = ["Error", "Tensor", "tensor", "from_numpy", "Generator", "no_grad", "zeros", "ones", "normal", "randn", "randint",
-           "matmul", "linear", "relu", "gelu", "tanh", "sigmoid", "exp", "log", "softmax", "log_softmax",
+           "matmul", "linear", *_UNARY_NAMES, "softmax", "log_softmax",
            "causal_softmax", "cross_entropy", "layer_norm", "dropout", "save_safetensors", "load_safetensors", "read_safetensors",
            "write_safetensors", "set_num_threads", "get_num_threads", "gemm_info", "gemm_summary", "nn", "optim", "train", "scheduler"]
 

@@ -27,6 +27,7 @@
 #include "kernels/cuda/mask.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/unary.h"
+#include "kernels/unary_math.h"
 #include "tests/support/gpu.h"
 #if REMAT_CUDA_EMULATION
 #include "kernels/cuda/emulation/control.h"
@@ -180,53 +181,41 @@ TEST(CudaElementwise, BinaryPathsGiveTheCpusBits) {
 // n: many blocks, not a multiple of a pack.
 constexpr size_t kN = 200003;
 
+// One math of kernels/unary_math.h, aligned and at element 1: the same
+// bits; the CPU within cuda_kernels_test's tolerance.
+template <class Math, class T>
+void unary_paths_of() {
+  const std::string name = Math::kName;
+  const std::vector<T> x = random_values<T>(kN, Math::kDomain.low, Math::kDomain.high, 5);
+  const std::vector<T> dout = random_values<T>(kN, -1, 1, 7);
+  const int64_t n = static_cast<int64_t>(kN);
+  const cuda_k::Stream s = stream();
+  std::vector<T> y(kN), dx(kN);
+  cpu_k::unary_forward<Math>(y.data(), x.data(), n);
+  Device<T> a_in(x, 0), a_out(kN, 0), u_in(x, 1), u_out(kN, 1);
+  cuda_k::unary_forward<Math>(a_out.ptr, a_in.ptr, n, s);
+  cuda_k::unary_forward<Math>(u_out.ptr, u_in.ptr, n, s);
+  const std::vector<T> aligned = a_out.read();
+  expect_same_bits(u_out.read(), aligned, name + " forward: at element 1 against aligned");
+  expect_close(aligned, y, name + " forward");
+  // Backward reads dout and the input or the CPU's output, as the math says.
+  const std::vector<T>& v = Math::kReads == UnaryReads::Output ? y : x;
+  cpu_k::unary_backward<Math>(dx.data(), dout.data(), v.data(), n);
+  Device<T> a_g(dout, 0), a_v(v, 0), a_dx(kN, 0), u_g(dout, 1), u_v(v, 1), u_dx(kN, 1);
+  cuda_k::unary_backward<Math>(a_dx.ptr, a_g.ptr, a_v.ptr, n, s);
+  cuda_k::unary_backward<Math>(u_dx.ptr, u_g.ptr, u_v.ptr, n, s);
+  const std::vector<T> aligned_dx = a_dx.read();
+  expect_same_bits(u_dx.read(), aligned_dx, name + " backward: at element 1 against aligned");
+  expect_close(aligned_dx, dx, name + " backward");
+}
+
 template <class T>
 void unary_paths() {
-  const std::vector<T> x = random_values<T>(kN, -4, 4, 5), positive = random_values<T>(kN, 0.1, 4, 6);
-  const std::vector<T> dout = random_values<T>(kN, -1, 1, 7), unit = random_values<T>(kN, 0.01, 0.99, 8);
+#define REMAT_PATHS(Math) unary_paths_of<Math, T>();
+  REMAT_UNARY_MATHS(REMAT_PATHS)
+#undef REMAT_PATHS
+  const std::vector<T> x = random_values<T>(kN, -4, 4, 5);
   const cuda_k::Stream s = stream();
-  // Aligned and at element 1: the same bits; the CPU within cuda_kernels_test's tolerance.
-  const auto forward = [&](const char* what, const std::vector<T>& in, auto cpu_f, auto cuda_f) {
-    std::vector<T> cpu(kN);
-    cpu_f(cpu.data(), in.data(), static_cast<int64_t>(kN));
-    Device<T> a_in(in, 0), a_out(kN, 0), u_in(in, 1), u_out(kN, 1);
-    cuda_f(a_out.ptr, a_in.ptr, static_cast<int64_t>(kN));
-    cuda_f(u_out.ptr, u_in.ptr, static_cast<int64_t>(kN));
-    const std::vector<T> aligned = a_out.read();
-    expect_same_bits(u_out.read(), aligned, std::string(what) + ": at element 1 against aligned");
-    expect_close(aligned, cpu, what);
-  };
-#define REMAT_FORWARD(name, in)                                                              \
-  forward(#name, in, [](T* o, const T* i, int64_t n) { cpu_k::name<T>(o, i, n); }, \
-          [s](T* o, const T* i, int64_t n) { cuda_k::name<T>(o, i, n, s); })
-  REMAT_FORWARD(neg_forward, x);
-  REMAT_FORWARD(relu_forward, x);
-  REMAT_FORWARD(tanh_forward, x);
-  REMAT_FORWARD(sigmoid_forward, x);
-  REMAT_FORWARD(exp_forward, x);
-  REMAT_FORWARD(log_forward, positive);
-  REMAT_FORWARD(gelu_forward, x);
-#undef REMAT_FORWARD
-  const auto backward = [&](const char* what, const std::vector<T>& saved, auto cpu_b, auto cuda_b) {
-    std::vector<T> cpu(kN);
-    cpu_b(cpu.data(), dout.data(), saved.data(), static_cast<int64_t>(kN));
-    Device<T> a_g(dout, 0), a_v(saved, 0), a_out(kN, 0), u_g(dout, 1), u_v(saved, 1), u_out(kN, 1);
-    cuda_b(a_out.ptr, a_g.ptr, a_v.ptr, static_cast<int64_t>(kN));
-    cuda_b(u_out.ptr, u_g.ptr, u_v.ptr, static_cast<int64_t>(kN));
-    const std::vector<T> aligned = a_out.read();
-    expect_same_bits(u_out.read(), aligned, std::string(what) + ": at element 1 against aligned");
-    expect_close(aligned, cpu, what);
-  };
-#define REMAT_BACKWARD(name, saved)                                                                        \
-  backward(#name, saved, [](T* d, const T* g, const T* v, int64_t n) { cpu_k::name<T>(d, g, v, n); }, \
-           [s](T* d, const T* g, const T* v, int64_t n) { cuda_k::name<T>(d, g, v, n, s); })
-  REMAT_BACKWARD(relu_backward, x);
-  REMAT_BACKWARD(tanh_backward, unit);
-  REMAT_BACKWARD(sigmoid_backward, unit);
-  REMAT_BACKWARD(exp_backward, positive);
-  REMAT_BACKWARD(log_backward, positive);
-  REMAT_BACKWARD(gelu_backward, x);
-#undef REMAT_BACKWARD
   // scale and fill: one multiply or none, the CPU's bits; sizes below a pack too.
   for (size_t n : {kN, size_t{3}, size_t{1}}) {
     const std::vector<T> v(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
@@ -259,7 +248,7 @@ TEST(CudaElementwise, AlignedDenseOperandsMoveSixteenBytesAThread) {
     Device<float> d_x(x, pad), d_out(kN, pad);
     cuda_k::synchronize(stream());
     const uint64_t before = remat_emulation::counters().blocks;
-    cuda_k::relu_forward<float>(d_out.ptr, d_x.ptr, static_cast<int64_t>(kN), stream());
+    cuda_k::unary_forward<Relu>(d_out.ptr, d_x.ptr, static_cast<int64_t>(kN), stream());
     cuda_k::synchronize(stream());
     return remat_emulation::counters().blocks - before;
   };

@@ -35,6 +35,7 @@
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/cuda/unary.h"
+#include "kernels/unary_math.h"
 #include "tests/support/gpu.h"
 #if REMAT_CUDA_EMULATION
 #include "kernels/cuda/launch.cuh"  // scratch_on, and launch() for a kernel that fails as it runs
@@ -68,48 +69,31 @@ void expect_close(const std::vector<T>& cuda, const std::vector<T>& cpu, const c
 // n elements: more than one grid's worth, and not a multiple of a block.
 constexpr size_t kN = 4096 * 256 + 77;
 
+// One math of kernels/unary_math.h on both devices: inputs from its domain,
+// backward reading the input or the CPU's output as the math says.
+template <class Math, class T>
+void unary_parity_of() {
+  const std::string name = Math::kName;
+  const std::vector<T> x = random_values<T>(kN, Math::kDomain.low, Math::kDomain.high, 1);
+  const std::vector<T> dout = random_values<T>(kN, -1, 1, 3);
+  const int64_t n = static_cast<int64_t>(kN);
+  const cuda_k::Stream s = DeviceBuffer<T>::stream();
+  std::vector<T> y(kN), dx(kN);
+  cpu_k::unary_forward<Math>(y.data(), x.data(), n);
+  DeviceBuffer<T> d_x(x), d_y{std::vector<T>(kN)}, d_dout(dout), d_dx{std::vector<T>(kN)};
+  cuda_k::unary_forward<Math>(d_y.ptr, d_x.ptr, n, s);
+  expect_close(d_y.read(), y, (name + " forward").c_str());
+  const bool reads_output = Math::kReads == UnaryReads::Output;
+  cpu_k::unary_backward<Math>(dx.data(), dout.data(), reads_output ? y.data() : x.data(), n);
+  cuda_k::unary_backward<Math>(d_dx.ptr, d_dout.ptr, reads_output ? d_y.ptr : d_x.ptr, n, s);
+  expect_close(d_dx.read(), dx, (name + " backward").c_str());
+}
+
 template <class T>
 void unary_parity() {
-  const std::vector<T> x = random_values<T>(kN, -4, 4, 1), positive = random_values<T>(kN, 0.1, 4, 2);
-  const std::vector<T> dout = random_values<T>(kN, -1, 1, 3);
-  const auto run = [&](const char* what, const std::vector<T>& in, auto cpu_f, auto cuda_f) {
-    std::vector<T> cpu(kN);
-    cpu_f(cpu.data(), in.data(), static_cast<int64_t>(kN));
-    DeviceBuffer<T> d_in(in), d_out{std::vector<T>(kN)};
-    cuda_f(d_out.ptr, d_in.ptr, static_cast<int64_t>(kN));
-    expect_close(d_out.read(), cpu, what);
-  };
-  const cuda_k::Stream s = DeviceBuffer<T>::stream();
-#define REMAT_FORWARD(name, in)                                                                                       \
-  run(#name, in, [](T* o, const T* i, int64_t n) { cpu_k::name<T>(o, i, n); },                                       \
-      [s](T* o, const T* i, int64_t n) { cuda_k::name<T>(o, i, n, s); })
-  REMAT_FORWARD(neg_forward, x);
-  REMAT_FORWARD(relu_forward, x);
-  REMAT_FORWARD(tanh_forward, x);
-  REMAT_FORWARD(sigmoid_forward, x);
-  REMAT_FORWARD(exp_forward, x);
-  REMAT_FORWARD(log_forward, positive);
-  REMAT_FORWARD(gelu_forward, x);
-#undef REMAT_FORWARD
-  // Backward kernels read dout and the saved value (x, or the output).
-  const auto run_backward = [&](const char* what, const std::vector<T>& saved, auto cpu_b, auto cuda_b) {
-    std::vector<T> cpu(kN);
-    cpu_b(cpu.data(), dout.data(), saved.data(), static_cast<int64_t>(kN));
-    DeviceBuffer<T> d_dout(dout), d_saved(saved), d_dx{std::vector<T>(kN)};
-    cuda_b(d_dx.ptr, d_dout.ptr, d_saved.ptr, static_cast<int64_t>(kN));
-    expect_close(d_dx.read(), cpu, what);
-  };
-  const std::vector<T> unit = random_values<T>(kN, 0.01, 0.99, 4);  // an output of sigmoid or tanh
-#define REMAT_BACKWARD(name, saved)                                                                                   \
-  run_backward(#name, saved, [](T* d, const T* g, const T* v, int64_t n) { cpu_k::name<T>(d, g, v, n); },            \
-               [s](T* d, const T* g, const T* v, int64_t n) { cuda_k::name<T>(d, g, v, n, s); })
-  REMAT_BACKWARD(relu_backward, x);
-  REMAT_BACKWARD(tanh_backward, unit);
-  REMAT_BACKWARD(sigmoid_backward, unit);
-  REMAT_BACKWARD(exp_backward, positive);
-  REMAT_BACKWARD(log_backward, positive);
-  REMAT_BACKWARD(gelu_backward, x);
-#undef REMAT_BACKWARD
+#define REMAT_PARITY(Math) unary_parity_of<Math, T>();
+  REMAT_UNARY_MATHS(REMAT_PARITY)
+#undef REMAT_PARITY
 }
 
 TEST(CudaKernels, UnaryKernelsMatchTheCpu) {

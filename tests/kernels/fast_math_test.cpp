@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/unary.h"
+#include "kernels/unary_math.h"
 
 namespace remat::kernels::cpu {
 namespace {
@@ -76,13 +77,13 @@ TEST(FastMath, VectorisedKernelsAgreeWithTheScalarFunctions) {
   std::vector<float> x = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, -0.0f, 0.0f, 50.0f, -200.0f, 88.9f};
   for (int i = 0; i < 1000; ++i) x.push_back(-12.0f + 0.024f * static_cast<float>(i));
   std::vector<float> out(x.size());
-  tanh_forward(out.data(), x.data(), static_cast<int64_t>(x.size()));
+  unary_forward<Tanh>(out.data(), x.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     const float expected = fast_tanh(x[i]);
     if (std::isnan(expected)) EXPECT_TRUE(std::isnan(out[i])) << i;
     else EXPECT_EQ(out[i], expected) << "x = " << x[i];
   }
-  exp_forward(out.data(), x.data(), static_cast<int64_t>(x.size()));
+  unary_forward<Exp>(out.data(), x.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     const float expected = fast_exp(x[i]);
     if (std::isnan(expected)) EXPECT_TRUE(std::isnan(out[i])) << i;
@@ -131,7 +132,7 @@ TEST(FastMath, GeluAtTheExtremes) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> x = {-inf, -1e30f, -100.0f, 100.0f, 1e30f, inf};
   std::vector<float> out(x.size());
-  gelu_forward(out.data(), x.data(), static_cast<int64_t>(x.size()));
+  unary_forward<Gelu>(out.data(), x.data(), static_cast<int64_t>(x.size()));
   EXPECT_TRUE(std::isnan(out[0]));
   EXPECT_EQ(out[1], 0.0f);
   EXPECT_TRUE(std::signbit(out[1]));
@@ -140,7 +141,7 @@ TEST(FastMath, GeluAtTheExtremes) {
   EXPECT_EQ(out[4], 1e30f);
   EXPECT_EQ(out[5], inf);
   double reference = 0;
-  gelu_forward(&reference, std::vector<double>{-inf}.data(), 1);
+  unary_forward<Gelu>(&reference, std::vector<double>{-inf}.data(), 1);
   EXPECT_TRUE(std::isnan(reference));
 }
 
@@ -156,27 +157,31 @@ TEST(FastMath, GeluInPlaceAndOnTwoThreadsGivesTheSameBits) {
   std::vector<float> out(x.size()), dx(x.size());
   {
     NumThreadsGuard one(1);
-    gelu_forward(out.data(), x.data(), n);
-    gelu_backward(dx.data(), dout.data(), x.data(), n);
+    unary_forward<Gelu>(out.data(), x.data(), n);
+    unary_backward<Gelu>(dx.data(), dout.data(), x.data(), n);
   }
   std::vector<float> in_place = x, dx_in_place = dout;
-  gelu_forward(in_place.data(), in_place.data(), n);
-  gelu_backward(dx_in_place.data(), dx_in_place.data(), x.data(), n);
+  unary_forward<Gelu>(in_place.data(), in_place.data(), n);
+  unary_backward<Gelu>(dx_in_place.data(), dx_in_place.data(), x.data(), n);
   EXPECT_EQ(in_place, out);
   EXPECT_EQ(dx_in_place, dx);
   std::vector<float> out2(x.size()), dx2(x.size());
   {
     NumThreadsGuard two(2);
-    gelu_forward(out2.data(), x.data(), n);
-    gelu_backward(dx2.data(), dout.data(), x.data(), n);
+    unary_forward<Gelu>(out2.data(), x.data(), n);
+    unary_backward<Gelu>(dx2.data(), dout.data(), x.data(), n);
   }
   EXPECT_EQ(out2, out);
   EXPECT_EQ(dx2, dx);
 }
 
-// GELU runs four Float32x8 vectors per step and the rest one padded vector
-// at a time: every element must get the bits a lone element gets.
-TEST(FastMath, GeluGivesAnElementTheSameBitsWhereverItSits) {
+// Every unary math, on lanes (GELU's, SiLU's: four Float32x8 vectors per
+// step, the rest one padded vector at a time) or one element a step
+// (vectorised, with a scalar tail): every element must get the bits a lone
+// element gets.
+template <class Math>
+void expect_the_same_bits_wherever_it_sits() {
+  SCOPED_TRACE(Math::kName);
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, -0.0f, 0.0f, 50.0f, -200.0f, -9.6f};
   for (int i = 0; i < 1001; ++i) x.push_back(-12.0f + 0.024f * static_cast<float>(i));
@@ -184,17 +189,23 @@ TEST(FastMath, GeluGivesAnElementTheSameBitsWhereverItSits) {
   std::vector<float> dout(x.size());
   for (size_t i = 0; i < x.size(); ++i) dout[i] = 0.5f + 0.001f * static_cast<float>(i);
   std::vector<float> out(x.size()), dx(x.size());
-  gelu_forward(out.data(), x.data(), n);
-  gelu_backward(dx.data(), dout.data(), x.data(), n);
+  unary_forward<Math>(out.data(), x.data(), n);
+  unary_backward<Math>(dx.data(), dout.data(), x.data(), n);
   for (size_t i = 0; i < x.size(); ++i) {
     float one = 0, done = 0;
-    gelu_forward(&one, &x[i], 1);
-    gelu_backward(&done, &dout[i], &x[i], 1);
+    unary_forward<Math>(&one, &x[i], 1);
+    unary_backward<Math>(&done, &dout[i], &x[i], 1);
     if (std::isnan(one)) EXPECT_TRUE(std::isnan(out[i])) << i;
     else EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(one)) << "x = " << x[i];
     if (std::isnan(done)) EXPECT_TRUE(std::isnan(dx[i])) << i;
     else EXPECT_EQ(std::bit_cast<uint32_t>(dx[i]), std::bit_cast<uint32_t>(done)) << "x = " << x[i];
   }
+}
+
+TEST(FastMath, EveryUnaryMathGivesAnElementTheSameBitsWhereverItSits) {
+#define REMAT_SAME_BITS(Math) expect_the_same_bits_wherever_it_sits<Math>();
+  REMAT_UNARY_MATHS(REMAT_SAME_BITS)
+#undef REMAT_SAME_BITS
 }
 
 TEST(FastMath, DoubleUsesTheLibrary) {
