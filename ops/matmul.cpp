@@ -2,13 +2,17 @@
 //
 // Both reach BLAS through gemm_into(), which takes 2-D views as they are:
 // a view whose rows or columns are unit-stride goes to GEMM with the matching
-// transpose flag and leading dimension, so transpose() costs no copy.
+// transpose flag and leading dimension, so transpose() costs no copy. On a
+// GPU with fused epilogues on, linear's bias and bias gradient go through
+// gemm_epilogue_into() instead (Note [Fused epilogues]).
 #include "ops/matmul.h"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/autograd.h"
@@ -53,18 +57,68 @@ void check_leading_dimension(const GemmOperand& g, const char* side, const std::
 
 std::string operands_of(const Tensor& a, const Tensor& b) { return str(a.shape()) + " @ " + str(b.shape()); }
 
+// a (n, k) and b (k, m) as GEMM reads them, their sizes checked.
+std::pair<GemmOperand, GemmOperand> gemm_operands(const Tensor& a, const Tensor& b) {
+  check_gemm_sizes(a.shape()[0], a.shape()[1], b.shape()[1], operands_of(a, b));
+  std::pair<GemmOperand, GemmOperand> g{gemm_operand(a), gemm_operand(b)};
+  check_leading_dimension(g.first, "left", operands_of(a, b));
+  check_leading_dimension(g.second, "right", operands_of(a, b));
+  return g;
+}
+
 // c (dense, n * m elements) = alpha * a (n, k) @ b (k, m) + beta * c
 template <class T>
 void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, T alpha, T beta) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
-  check_gemm_sizes(n, k, m, operands_of(a, b));
-  const GemmOperand ga = gemm_operand(a), gb = gemm_operand(b);
-  check_leading_dimension(ga, "left", operands_of(a, b));
-  check_leading_dimension(gb, "right", operands_of(a, b));
+  const auto [ga, gb] = gemm_operands(a, b);
   run_kernel(c, "matmul", [&](auto stream) {
     gemm<T>(ga.trans, gb.trans, n, m, k, alpha, ga.dense.template data<T>(), ga.ld, gb.dense.template data<T>(), gb.ld,
             beta, c.data<T>(), std::max<int64_t>(m, 1), stream);
+  });
+}
+
+// Note [Fused epilogues] (kernels/cuda/gemm.h): on a CUDA tensor, with the
+// flag on, linear's bias and bias gradient ride in its GEMMs' epilogues.
+// Never on the CPU, which has no fused path: its graph and bits stay as
+// they are whatever the flag says.
+bool fused_epilogue(const Tensor& t) {
+#if REMAT_HAVE_CUDA
+  return t.device().type == DeviceType::CUDA && kernels::cuda::fused_epilogues();
+#else
+  return false;
+#endif
+}
+
+// What a fused GEMM's epilogue does with `vector`: adds it (N) to every row
+// of c, or writes into it the sums over k of a's rows (n) or b's columns (m).
+enum class EpilogueKind { Bias, BiasGradOfA, BiasGradOfB };
+
+// c (dense, n * m elements) = a (n, k) @ b (k, m) with `kind`'s epilogue,
+// one cuBLASLt call; GPU only (fused_epilogue() chose it).
+template <class T>
+void gemm_epilogue_into(const Tensor& c, const Tensor& a, const Tensor& b, EpilogueKind kind, const Tensor& vector) {
+  const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
+  if (n == 0 || m == 0) return;
+  const auto [ga, gb] = gemm_operands(a, b);
+  run_kernel(c, "matmul", [&](auto stream) {
+#if REMAT_HAVE_CUDA
+    if constexpr (std::is_same_v<decltype(stream), kernels::cuda::Stream>) {
+      const T* x = ga.dense.template data<T>();
+      const T* y = gb.dense.template data<T>();
+      const int64_t ldc = std::max<int64_t>(m, 1);
+      if (kind == EpilogueKind::Bias) {
+        kernels::cuda::gemm_bias<T>(ga.trans, gb.trans, n, m, k, x, ga.ld, y, gb.ld, vector.data<T>(), c.data<T>(), ldc,
+                                    stream);
+      } else {
+        const auto of = kind == EpilogueKind::BiasGradOfA ? kernels::cuda::BiasGradOf::A : kernels::cuda::BiasGradOf::B;
+        kernels::cuda::gemm_bias_grad<T>(ga.trans, gb.trans, n, m, k, x, ga.ld, y, gb.ld, c.data<T>(), ldc,
+                                         vector.data<T>(), of, stream);
+      }
+      return;
+    }
+#endif
+    REMAT_FAIL("matmul: a fused GEMM epilogue on {}: GPU only (Note [Fused epilogues])", c.str());
   });
 }
 
@@ -198,6 +252,10 @@ class LinearNode final : public Node {
     const Tensor w_in_out = layout_ == WeightLayout::OutIn ? matrix_t(weight) : weight;
     const Tensor bias = has_bias ? dense(in[2]) : Tensor();
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
+      if (has_bias && fused_epilogue(out)) {
+        gemm_epilogue_into<T>(out, rows, w_in_out, EpilogueKind::Bias, bias);
+        return;
+      }
       if (has_bias) {
         run_kernel(out, name(), [&](auto stream) {
           repeat_rows<T>(out.data<T>(), bias.data<T>(), rows.shape()[0], out_features, stream);
@@ -223,13 +281,23 @@ class LinearNode final : public Node {
     const int64_t rows = dout.shape()[0], out_features = dout.shape()[1];
     const bool out_in = layout_ == WeightLayout::OutIn;
     Tensor dx, dweight, dbias;
+    // db in dW's GEMM: the sums over rows of dout, its left operand's rows
+    // for linear (dout^T x), its right operand's columns for affine (x^T dout).
+    const bool fuse_dbias = needs_input_grad(1) && needs_input_grad(2) && fused_epilogue(dout);
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       if (needs_input_grad(1)) {
         {
           const Tensor x = as_rows(saved(0));
           dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
-          if (out_in) gemm_into<T>(dweight, matrix_t(dout), x, T(1), T(0));
-          else gemm_into<T>(dweight, matrix_t(x), dout, T(1), T(0));
+          if (fuse_dbias) {
+            dbias = Tensor({out_features}, dout.dtype(), dout.device());
+            if (out_in) gemm_epilogue_into<T>(dweight, matrix_t(dout), x, EpilogueKind::BiasGradOfA, dbias);
+            else gemm_epilogue_into<T>(dweight, matrix_t(x), dout, EpilogueKind::BiasGradOfB, dbias);
+          } else if (out_in) {
+            gemm_into<T>(dweight, matrix_t(dout), x, T(1), T(0));
+          } else {
+            gemm_into<T>(dweight, matrix_t(x), dout, T(1), T(0));
+          }
         }
         release_saved_now(0);
       }
@@ -238,7 +306,7 @@ class LinearNode final : public Node {
         dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
         gemm_into<T>(dx, dout, out_in ? weight : matrix_t(weight), T(1), T(0));
       }
-      if (needs_input_grad(2)) {
+      if (needs_input_grad(2) && !fuse_dbias) {
         dbias = Tensor({out_features}, dout.dtype(), dout.device());
         run_kernel(dbias, name(), [&](auto stream) {
           sum_rows<T>(dbias.data<T>(), dout.data<T>(), rows, out_features, stream);
