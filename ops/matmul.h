@@ -19,4 +19,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // layout of GPT-2's Conv1D layers, so their weights load without a transpose.
 Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
+// Whether linear, affine and affine_gelu with this weight fold the bias
+// (and GELU) into cuBLASLt's GEMM epilogues: a CUDA weight and
+// kernels::cuda::set_fused_epilogues(true) (Note [Fused epilogues] in
+// kernels/cuda/gemm.h). Always false on the CPU.
+bool fused_epilogues_apply(const Tensor& weight);
+
+// gelu(affine(x, weight, bias)): where fused epilogues apply, one op,
+// "affine_gelu", whose GEMM adds the bias and applies GELU in its epilogue
+// (cuBLASLt's GELU is the tanh form of gelu(), to float rounding);
+// elsewhere, or without a bias, the two ops affine and gelu.
+Tensor affine_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 }  // namespace remat

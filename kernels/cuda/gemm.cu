@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/unary.h"
 #include "kernels/shapes.h"
 
 namespace remat::kernels::cuda {
@@ -125,13 +126,15 @@ void set_attribute(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attri
   REMAT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attribute, &value, sizeof(value)));
 }
 
-// Column-major D (m x n, ld ldd) = op(A) op(B) with `epilogue` and its
-// vector `bias` (read, or written for a gradient), in cuBLAS's own terms
-// (A and B already swapped for row-major). False, with nothing queued,
-// where cuBLASLt's heuristic offers no algorithm for the problem.
+// Column-major D (m x n, ld ldd) = op(A) op(B) with `epilogue`, its
+// vector `bias` (read, or written for a gradient) and its aux matrix (m x n,
+// ld aux_ld; GELU's input), in cuBLAS's own terms (A and B already swapped
+// for row-major). False, with nothing queued, where cuBLASLt's heuristic
+// offers no algorithm for the problem.
 template <class T>
 bool lt_matmul(Stream stream, cublasOperation_t oa, cublasOperation_t ob, int64_t m, int64_t n, int64_t k, const T* a,
-               int64_t lda, const T* b, int64_t ldb, T* d, int64_t ldd, cublasLtEpilogue_t epilogue, const void* bias) {
+               int64_t lda, const T* b, int64_t ldb, T* d, int64_t ldd, cublasLtEpilogue_t epilogue, const void* bias,
+               void* aux = nullptr, int64_t aux_ld = 0) {
   const LtDevice lt = lt_device_for(stream);
   constexpr cudaDataType_t type = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_64F;
   const cublasComputeType_t compute = !std::is_same_v<T, float> ? CUBLAS_COMPUTE_64F
@@ -143,6 +146,10 @@ bool lt_matmul(Stream stream, cublasOperation_t oa, cublasOperation_t ob, int64_
   set_attribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(ob));
   set_attribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(epilogue));
   set_attribute(call.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (aux) {
+    set_attribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+    set_attribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
+  }
   const auto rows = [](cublasOperation_t o, int64_t r, int64_t c) { return static_cast<uint64_t>(o == CUBLAS_OP_N ? r : c); };
   REMAT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.a, type, rows(oa, m, k), rows(oa, k, m), lda));
   REMAT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.b, type, rows(ob, k, n), rows(ob, n, k), ldb));
@@ -241,6 +248,20 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 }
 
 template <class T>
+void gemm_bias_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                    int64_t ldb, const T* bias, T* c, T* pre, Stream stream) {
+  if (m == 0 || n == 0) return;
+  // C^T and pre^T (N x M, ld N): cuBLASLt wants the aux ld a multiple of 8.
+  if (k > 0 && n % 8 == 0 &&
+      lt_matmul(stream, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, b, ldb, a,
+                lda, c, n, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, static_cast<void*>(pre), n)) {
+    return;
+  }
+  gemm_bias(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, pre, n, stream);
+  gelu_forward(c, pre, m * n, stream);
+}
+
+template <class T>
 void gemm_bias_grad(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
                     int64_t ldb, T* c, int64_t ldc, T* dbias, BiasGradOf of, Stream stream) {
   if (m == 0 || n == 0) return;
@@ -285,6 +306,8 @@ void sum_rows(T* out, const T* x, int64_t rows, int64_t n, Stream stream) {
                                 const std::vector<int64_t>&, Stream);                                            \
   template void gemm_bias<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t, const T*, \
                              T*, int64_t, Stream);                                                               \
+  template void gemm_bias_gelu<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t,   \
+                                  const T*, T*, T*, Stream);                                                     \
   template void gemm_bias_grad<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t, T*,   \
                                   int64_t, T*, BiasGradOf, Stream);                                              \
   template void repeat_rows<T>(T*, const T*, int64_t, int64_t, Stream);                                          \

@@ -53,6 +53,17 @@ template <class T>
 void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
                int64_t ldb, const T* bias, T* c, int64_t ldc, Stream stream);
 
+// C (M, N) = gelu(op(A) op(B) + bias) and pre (M, N) = op(A) op(B) + bias,
+// GELU's input kept for backward, both dense, in the GEMM's epilogue:
+// CUBLASLT_EPILOGUE_GELU_AUX_BIAS, pre as its aux matrix. cuBLASLt's GELU
+// is the tanh form, kernels/math.h's gelu_of (to float rounding: its
+// tanh is not our exp-based sigmoid). Falls back to gemm_bias and
+// gelu_forward where N is not a multiple of 8 (cuBLASLt's rule for the aux
+// matrix's leading dimension) or cuBLASLt has no kernel for the problem.
+template <class T>
+void gemm_bias_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                    int64_t ldb, const T* bias, T* c, T* pre, Stream stream);
+
 // Whose sums over K a bias gradient is: op(A)'s rows (dbias (M)) or op(B)'s
 // columns (dbias (N)).
 enum class BiasGradOf { A, B };

@@ -2,9 +2,10 @@
 // kernels/cuda/gemm.h), label cuda: on the GPU, outputs and gradients with
 // the flag on equal those with it off and those of the unfused ops
 // (matmul + add, sums) within float rounding, relative to the largest
-// value, with and without bias, on odd and multi-block shapes; on the CPU the
-// flag changes no bit; and, on the emulated GPU, the flag off launches the
-// same grids as before (repeat_rows, sum_rows) and the flag on none.
+// value, with and without bias, on odd and multi-block shapes; affine_gelu
+// against affine then gelu; on the CPU the flag changes no bit; and, on the
+// emulated GPU, the flag off launches the same grids as before (repeat_rows,
+// sum_rows) and the flag on none.
 #include <gtest/gtest.h>
 
 #if REMAT_HAVE_CUDA
@@ -127,6 +128,34 @@ TEST(CudaFusedEpilogues, TheFusedLinearsGradientsMatchSeparateOps) {
   }
 }
 
+// affine_gelu: one node on the GPU with the flag on, its output and
+// gradients those of gelu(affine(...)) with the flag off within float
+// rounding; out_features 64 takes the fused GELU_AUX_BIAS path, 53 (not a
+// multiple of 8, cuBLASLt's aux ld rule) its fallback.
+TEST(CudaFusedEpilogues, AffineGeluMatchesAffineThenGelu) {
+  REMAT_SKIP_WITHOUT_GPU("fused epilogues");
+  for (const Shape& x_shape : {Shape{2, 150, 40}, Shape{37, 29}}) {
+    for (const int64_t out_features : {int64_t{64}, int64_t{53}}) {
+      Generator g(3);
+      const int64_t in = x_shape.back();
+      const Tensor x0 = uniform(x_shape, -2, 2, DType::Float32, g), w0 = uniform({in, out_features}, -1, 1, DType::Float32, g);
+      const Tensor b0 = uniform({out_features}, -1, 1, DType::Float32, g);
+      Shape out_shape = x_shape;
+      out_shape.back() = out_features;
+      const Tensor weights = to(uniform(out_shape, -1, 1, DType::Float32, g), kGpu);
+      const auto run_once = [&](bool on) {
+        FusedEpilogues fused(on);
+        Tensor x = to(x0, kGpu).requires_grad_(), w = to(w0, kGpu).requires_grad_(), b = to(b0, kGpu).requires_grad_();
+        const Tensor y = affine_gelu(x, w, b);
+        EXPECT_EQ(y.grad_fn()->name(), on ? "affine_gelu" : "gelu");
+        sum(mul(y, weights)).backward();
+        return Result{y.detach(), {x.grad(), w.grad(), b.grad()}};
+      };
+      expect_near(run_once(true), run_once(false), 1e-5, str(x_shape) + " -> " + std::to_string(out_features));
+    }
+  }
+}
+
 TEST(CudaFusedEpilogues, TheFlagChangesNoBitOnTheCpu) {
   for (const Case& c : kCases) {
     for (const Layer layer : {Layer::Linear, Layer::Affine}) {
@@ -171,6 +200,16 @@ TEST(CudaFusedEpilogues, OffTheLaunchesAreTodaysAndOnTheBiasKernelsGo) {
     FusedEpilogues fused(on);
     Tensor y;
     EXPECT_EQ(grids_during([&] { y = linear(x, w); }), 0u);
+  }
+  // affine_gelu: no grid where the GELU rides in the epilogue (out_features
+  // 64); where cuBLASLt's aux ld rule rules it out (53, not a multiple of
+  // 8), the bias still does, and GELU is one grid of its own.
+  FusedEpilogues fused(true);
+  for (const int64_t out_features : {int64_t{64}, int64_t{53}}) {
+    const Tensor wt = to(uniform({33, out_features}, -1, 1, DType::Float32, g), kGpu);
+    const Tensor bt = to(uniform({out_features}, -1, 1, DType::Float32, g), kGpu);
+    Tensor y;
+    EXPECT_EQ(grids_during([&] { y = affine_gelu(x, wt, bt); }), out_features == 64 ? 0u : 1u) << out_features;
   }
 }
 #endif

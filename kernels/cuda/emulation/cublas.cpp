@@ -10,6 +10,8 @@
 // a float GEMM reads A and B rounded to TF32 (10 mantissa bits, to nearest,
 // ties away from zero, as cvt.rna.tf32.f32) and sums in float32, as the
 // tensor cores do (not in their order: within float32 rounding of a GPU).
+// The GEMM itself, reference_gemm (reference_gemm.h), serves the emulated
+// cuBLASLt too (cublaslt.cpp).
 #include <cublas_v2.h>
 
 #include <blis.h>
