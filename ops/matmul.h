@@ -1,5 +1,6 @@
-// matmul (2-D and batched, with broadcast batch axes), linear and affine,
-// through BLAS GEMM. Transposed views are passed to GEMM as transposes, not copied.
+// matmul (2-D and batched, with broadcast batch axes), linear, affine and
+// affine_gelu, through BLAS GEMM. Transposed views are passed to GEMM as
+// transposes, not copied.
 #pragma once
 
 #include "engine/tensor.h"

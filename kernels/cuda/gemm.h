@@ -2,8 +2,9 @@
 // C (M, N) = alpha op(A) op(B) + beta C with the CPU's arguments, TF32 off
 // unless set_allow_tf32 turned it on (cuBLAS's default math: float32
 // products in float32). As on the CPU, K = 0 gives C = beta C, and with
-// beta = 0 C is written, never read. gemm_bias and gemm_bias_grad, GPU-only,
-// fold a bias or its gradient into the GEMM (cuBLASLt's epilogues) where
+// beta = 0 C is written, never read. gemm_bias, gemm_bias_gelu and
+// gemm_bias_grad, GPU-only, fold a bias (and GELU) or the bias gradient into
+// the GEMM through cuBLASLt's epilogues; the ops call them where
 // set_fused_epilogues turned them on (Note [Fused epilogues]).
 #pragma once
 
@@ -29,13 +30,16 @@ bool allow_tf32();
 // sums of an operand over K (a bias gradient), in the same kernel: linear's
 // forward is then one cublasLtMatmul instead of repeat_rows and a GEMM that
 // reads C back (beta = 1), and its weight gradient's GEMM also gives the
-// bias gradient, with no sum_rows pass over dout. Off by default: the
+// bias gradient, with no sum_rows pass over dout; GPT's MLP runs c_fc and
+// GELU as one GEMM (affine_gelu, ops/matmul.h). Off by default: the
 // results differ from the unfused path by float rounding (the epilogue adds
 // the bias to the finished product, and cuBLASLt sums the bias gradient in
 // its own order), so a run is bit-identical to its past only with it off.
-// The op asks fused_epilogues() on a CUDA tensor only; the CPU has no
-// fused path and never changes (ops/matmul.cpp). It has run on the emulated
-// GPU only (kernels/cuda/emulation/cublaslt.cpp), never on a GPU.
+// The ops ask it for a CUDA weight only (fused_epilogues_apply, decided by
+// the weight so that a step rehearsed on the meta device records the
+// nodes the real one does); the CPU has no fused path and never changes.
+// It has run on the emulated GPU only (kernels/cuda/emulation/cublaslt.cpp),
+// never on a GPU; docs/gpu/kernels.md has what it saves at W3.
 void set_fused_epilogues(bool on);
 bool fused_epilogues();
 
