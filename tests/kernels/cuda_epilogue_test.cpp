@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
@@ -230,6 +231,8 @@ TEST(CudaEpilogues, TheEmulatedCublasLtReportsBadArgumentsAsCublasLtDoes) {
   // The aux ld must be a multiple of 8 and at least D's rows.
   EXPECT_EQ(run_lt({m, n, k, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 12}, a, b, d, bias, aux), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(run_lt({m, n, k, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 8}, a, b, d, bias, aux), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_NE(std::string(cublasLtGetStatusString(CUBLAS_STATUS_INVALID_VALUE)).find("aux ld 8"), std::string::npos);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // a status, not a CUDA error that would spoil the next launch
   EXPECT_EQ(run_lt({m, n, k, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 16}, a, b, d, bias, aux), CUBLAS_STATUS_SUCCESS);
   // A bias epilogue without a bias pointer; a compute type that does not fit float data.
   EXPECT_EQ(run_lt({m, n, k, CUBLASLT_EPILOGUE_BIAS, 0, false}, a, b, d, bias, aux), CUBLAS_STATUS_INVALID_VALUE);

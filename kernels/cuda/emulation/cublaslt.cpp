@@ -72,8 +72,14 @@ bool known(uint32_t e) {
          e == (CUBLASLT_EPILOGUE_RELU_AUX | CUBLASLT_EPILOGUE_BIAS) || e == (CUBLASLT_EPILOGUE_DRELU | 16);
 }
 
+// Keeps the reason for cublasLtGetStatusString. cuBLASLt answers with its
+// status alone and leaves CUDA's last error as it was: the error set for
+// the message is taken back at once, and none is set over a pending one.
 cublasStatus_t fail(cublasStatus_t status, const std::string& why) {
-  set_error(cudaErrorInvalidValue, "cublasLtMatmul: " + why);
+  if (cudaPeekAtLastError() == cudaSuccess) {
+    set_error(cudaErrorInvalidValue, "cublasLtMatmul: " + why);
+    cudaGetLastError();
+  }
   return status;
 }
 
