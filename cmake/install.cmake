@@ -49,7 +49,7 @@ set(REMAT_PC_CFLAGS "")
 set(REMAT_PC_EXTRA_LIBS "-fopenmp ${REMAT_BLIS_LIBRARY}")  # BLIS: the GEMM
 if(REMAT_CUDA)
   string(APPEND REMAT_PC_CFLAGS " -DREMAT_HAVE_CUDA=1 -I${CUDAToolkit_INCLUDE_DIRS}")
-  string(APPEND REMAT_PC_EXTRA_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas")
+  string(APPEND REMAT_PC_EXTRA_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcublasLt")
 endif()
 if(REMAT_HAVE_NCCL)
   string(APPEND REMAT_PC_CFLAGS " -DREMAT_HAVE_NCCL=1 -I${NCCL_INCLUDE_DIR}")

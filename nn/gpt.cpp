@@ -78,9 +78,17 @@ GPTMlp::GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout) {
 }
 
 // As attention's: x goes once c_fc has read it, GELU's output once c_proj has.
+// On a GPU with fused epilogues on, c_fc and GELU are one op whose GEMM
+// adds the bias and applies GELU (affine_gelu; Note [Fused epilogues] in
+// kernels/cuda/gemm.h); elsewhere the two ops as always.
 Tensor GPTMlp::forward(Tensor&& x) {
-  Tensor h = c_fc_->forward(std::exchange(x, Tensor()));  // (B, T, 4C)
-  h = gelu(h);
+  Tensor h;
+  if (fused_epilogues_apply(c_fc_->weight())) {
+    h = affine_gelu(std::exchange(x, Tensor()), c_fc_->weight(), c_fc_->bias());  // (B, T, 4C)
+  } else {
+    h = c_fc_->forward(std::exchange(x, Tensor()));  // (B, T, 4C)
+    h = gelu(h);
+  }
   h = c_proj_->forward(h);  // (B, T, C)
   return dropout_->forward(h);
 }

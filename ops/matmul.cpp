@@ -2,19 +2,25 @@
 //
 // Both reach BLAS through gemm_into(), which takes 2-D views as they are:
 // a view whose rows or columns are unit-stride goes to GEMM with the matching
-// transpose flag and leading dimension, so transpose() costs no copy.
+// transpose flag and leading dimension, so transpose() costs no copy. On a
+// GPU with fused epilogues on, linear's bias and bias gradient go through
+// gemm_epilogue_into() instead (Note [Fused epilogues]).
 #include "ops/matmul.h"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
 #include "kernels/gemm.h"
+#include "kernels/unary.h"
 #include "ops/shape.h"
+#include "ops/unary.h"
 
 namespace remat {
 namespace {
@@ -53,18 +59,73 @@ void check_leading_dimension(const GemmOperand& g, const char* side, const std::
 
 std::string operands_of(const Tensor& a, const Tensor& b) { return str(a.shape()) + " @ " + str(b.shape()); }
 
+// a (n, k) and b (k, m) as GEMM reads them, their sizes checked.
+std::pair<GemmOperand, GemmOperand> gemm_operands(const Tensor& a, const Tensor& b) {
+  check_gemm_sizes(a.shape()[0], a.shape()[1], b.shape()[1], operands_of(a, b));
+  std::pair<GemmOperand, GemmOperand> g{gemm_operand(a), gemm_operand(b)};
+  check_leading_dimension(g.first, "left", operands_of(a, b));
+  check_leading_dimension(g.second, "right", operands_of(a, b));
+  return g;
+}
+
 // c (dense, n * m elements) = alpha * a (n, k) @ b (k, m) + beta * c
 template <class T>
 void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, T alpha, T beta) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
-  check_gemm_sizes(n, k, m, operands_of(a, b));
-  const GemmOperand ga = gemm_operand(a), gb = gemm_operand(b);
-  check_leading_dimension(ga, "left", operands_of(a, b));
-  check_leading_dimension(gb, "right", operands_of(a, b));
+  const auto [ga, gb] = gemm_operands(a, b);
   run_kernel(c, "matmul", [&](auto stream) {
     gemm<T>(ga.trans, gb.trans, n, m, k, alpha, ga.dense.template data<T>(), ga.ld, gb.dense.template data<T>(), gb.ld,
             beta, c.data<T>(), std::max<int64_t>(m, 1), stream);
+  });
+}
+
+// Note [Fused epilogues] (kernels/cuda/gemm.h): on a CUDA tensor, with the
+// flag on, linear's bias and bias gradient ride in its GEMMs' epilogues.
+// Never on the CPU, which has no fused path: its graph and bits stay as
+// they are whatever the flag says.
+bool fused_epilogue(const Tensor& t) {
+#if REMAT_HAVE_CUDA
+  return t.device().type == DeviceType::CUDA && kernels::cuda::fused_epilogues();
+#else
+  return false;
+#endif
+}
+
+// What a fused GEMM's epilogue does with `vector`: adds it (N) to every row
+// of c, or writes into it the sums over k of a's rows (n) or b's columns (m).
+// BiasGelu: c = gelu(a b + vector), `pre` = a b + vector (GELU's input).
+enum class EpilogueKind { Bias, BiasGelu, BiasGradOfA, BiasGradOfB };
+
+// c (dense, n * m elements) = a (n, k) @ b (k, m) with `kind`'s epilogue,
+// one cuBLASLt call; GPU only (fused_epilogue() chose it).
+template <class T>
+void gemm_epilogue_into(const Tensor& c, const Tensor& a, const Tensor& b, EpilogueKind kind, const Tensor& vector,
+                        const Tensor& pre = {}) {
+  const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
+  if (n == 0 || m == 0) return;
+  const auto [ga, gb] = gemm_operands(a, b);
+  run_kernel(c, "matmul", [&](auto stream) {
+#if REMAT_HAVE_CUDA
+    if constexpr (std::is_same_v<decltype(stream), kernels::cuda::Stream>) {
+      const T* x = ga.dense.template data<T>();
+      const T* y = gb.dense.template data<T>();
+      const int64_t ldc = std::max<int64_t>(m, 1);
+      if (kind == EpilogueKind::Bias) {
+        kernels::cuda::gemm_bias<T>(ga.trans, gb.trans, n, m, k, x, ga.ld, y, gb.ld, vector.data<T>(), c.data<T>(), ldc,
+                                    stream);
+      } else if (kind == EpilogueKind::BiasGelu) {
+        kernels::cuda::gemm_bias_gelu<T>(ga.trans, gb.trans, n, m, k, x, ga.ld, y, gb.ld, vector.data<T>(), c.data<T>(),
+                                         pre.data<T>(), stream);
+      } else {
+        const auto of = kind == EpilogueKind::BiasGradOfA ? kernels::cuda::BiasGradOf::A : kernels::cuda::BiasGradOf::B;
+        kernels::cuda::gemm_bias_grad<T>(ga.trans, gb.trans, n, m, k, x, ga.ld, y, gb.ld, c.data<T>(), ldc,
+                                         vector.data<T>(), of, stream);
+      }
+      return;
+    }
+#endif
+    REMAT_FAIL("matmul: a fused GEMM epilogue on {}: GPU only (Note [Fused epilogues])", c.str());
   });
 }
 
@@ -171,6 +232,34 @@ class MatmulNode final : public Node {
 // GEMM as they are stored, with the transpose flag that fits; no copy.
 enum class WeightLayout { OutIn, InOut };
 
+// x (..., f) as a dense (rows, f) matrix (a copy only if x is not contiguous).
+Tensor as_rows(const Tensor& x) {
+  const Tensor rows = dense(x);
+  const Shape& shape = x.shape();
+  const int64_t f = shape.back();
+  return rows.alias({numel(Shape(shape.begin(), shape.end() - 1)), f}, {f, 1}, rows.offset());
+}
+
+// Checks a linear layer's inputs (x, weight, bias if given) and returns the
+// output's shape, x's with its last axis out_features.
+Shape linear_output_shape(std::string_view op, const Tensors& in, WeightLayout layout) {
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const size_t in_axis = layout == WeightLayout::OutIn ? 1 : 0;
+  REMAT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.shape().back() == weight.shape()[in_axis], "{}: input {} does "
+              "not fit weight {} (expected input (..., {}))", op, str(x.shape()), str(weight.shape()),
+              weight.dim() == 2 ? weight.shape()[in_axis] : -1);
+  REMAT_CHECK(x.dtype() == weight.dtype(), "{}: dtypes differ: input {} and weight {}", op, x.str(), weight.str());
+  const int64_t out_features = weight.shape()[1 - in_axis];
+  if (in.size() == 3) {
+    REMAT_CHECK(in[2].shape() == Shape{out_features} && in[2].dtype() == x.dtype(), "{}: bias {} does not fit "
+                "weight {} (expected ({}))", op, in[2].str(), str(weight.shape()), out_features);
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  return out_shape;
+}
+
 class LinearNode final : public Node {
  public:
   explicit LinearNode(WeightLayout layout) : layout_(layout) {}
@@ -179,25 +268,22 @@ class LinearNode final : public Node {
   Tensor forward(const Tensors& in) override {
     const Tensor& x = in[0];
     const Tensor& weight = in[1];
-    const size_t in_axis = layout_ == WeightLayout::OutIn ? 1 : 0;
-    REMAT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.shape().back() == weight.shape()[in_axis], "{}: input {} does "
-                "not fit weight {} (expected input (..., {}))", name(), str(x.shape()), str(weight.shape()),
-                weight.dim() == 2 ? weight.shape()[in_axis] : -1);
-    REMAT_CHECK(x.dtype() == weight.dtype(), "{}: dtypes differ: input {} and weight {}", name(), x.str(), weight.str());
-    const int64_t out_features = weight.shape()[1 - in_axis];
+    const Shape out_shape = linear_output_shape(name(), in, layout_);
+    const int64_t out_features = out_shape.back();
     const bool has_bias = in.size() == 3;
-    if (has_bias) {
-      REMAT_CHECK(in[2].shape() == Shape{out_features} && in[2].dtype() == x.dtype(), "{}: bias {} does not fit "
-                  "weight {} (expected ({}))", name(), in[2].str(), str(weight.shape()), out_features);
-    }
+    // Decided by the weight, a parameter made before any rehearsal: a step
+    // rehearsed on the meta device decides as the real one.
+    fused_ = fused_epilogue(weight);
     const Tensor rows = as_rows(x);
-    Shape out_shape = x.shape();
-    out_shape.back() = out_features;
     Tensor out(out_shape, x.dtype(), x.device());
     // (in, out) as GEMM's right operand: W^T for linear, W for affine.
     const Tensor w_in_out = layout_ == WeightLayout::OutIn ? matrix_t(weight) : weight;
     const Tensor bias = has_bias ? dense(in[2]) : Tensor();
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
+      if (has_bias && fused_) {
+        gemm_epilogue_into<T>(out, rows, w_in_out, EpilogueKind::Bias, bias);
+        return;
+      }
       if (has_bias) {
         run_kernel(out, name(), [&](auto stream) {
           repeat_rows<T>(out.data<T>(), bias.data<T>(), rows.shape()[0], out_features, stream);
@@ -223,13 +309,23 @@ class LinearNode final : public Node {
     const int64_t rows = dout.shape()[0], out_features = dout.shape()[1];
     const bool out_in = layout_ == WeightLayout::OutIn;
     Tensor dx, dweight, dbias;
+    // db in dW's GEMM: the sums over rows of dout, its left operand's rows
+    // for linear (dout^T x), its right operand's columns for affine (x^T dout).
+    const bool fuse_dbias = needs_input_grad(1) && needs_input_grad(2) && fused_;
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       if (needs_input_grad(1)) {
         {
           const Tensor x = as_rows(saved(0));
           dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
-          if (out_in) gemm_into<T>(dweight, matrix_t(dout), x, T(1), T(0));
-          else gemm_into<T>(dweight, matrix_t(x), dout, T(1), T(0));
+          if (fuse_dbias) {
+            dbias = Tensor({out_features}, dout.dtype(), dout.device());
+            if (out_in) gemm_epilogue_into<T>(dweight, matrix_t(dout), x, EpilogueKind::BiasGradOfA, dbias);
+            else gemm_epilogue_into<T>(dweight, matrix_t(x), dout, EpilogueKind::BiasGradOfB, dbias);
+          } else if (out_in) {
+            gemm_into<T>(dweight, matrix_t(dout), x, T(1), T(0));
+          } else {
+            gemm_into<T>(dweight, matrix_t(x), dout, T(1), T(0));
+          }
         }
         release_saved_now(0);
       }
@@ -238,7 +334,7 @@ class LinearNode final : public Node {
         dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
         gemm_into<T>(dx, dout, out_in ? weight : matrix_t(weight), T(1), T(0));
       }
-      if (needs_input_grad(2)) {
+      if (needs_input_grad(2) && !fuse_dbias) {
         dbias = Tensor({out_features}, dout.dtype(), dout.device());
         run_kernel(dbias, name(), [&](auto stream) {
           sum_rows<T>(dbias.data<T>(), dout.data<T>(), rows, out_features, stream);
@@ -255,14 +351,91 @@ class LinearNode final : public Node {
 
  private:
   WeightLayout layout_;
+  bool fused_ = false;  // the bias (and its gradient) in the GEMMs' epilogues
+};
 
-  // x (..., f) as a dense (rows, f) matrix (a copy only if x is not contiguous).
-  static Tensor as_rows(const Tensor& x) {
-    const Tensor rows = dense(x);
-    const Shape& shape = x.shape();
-    const int64_t f = shape.back();
-    return rows.alias({numel(Shape(shape.begin(), shape.end() - 1)), f}, {f, 1}, rows.offset());
+// gelu(x W + b), affine's layout, as one op where fused epilogues apply
+// (Note [Fused epilogues]): forward is one cublasLtMatmul
+// (GELU_AUX_BIAS) writing the output and GELU's input `pre`, a side result
+// kept for backward (a replay rebuilds the output from it, one GELU pass);
+// backward takes dpre with gelu_backward, the kernel of the gelu op, then
+// dW with db in its epilogue (BGRADA) and dx. cuBLASLt's DGELU epilogue
+// does not fit here: it multiplies a GEMM's own output by gelu'(aux), and
+// the GEMM whose output is d(gelu output) is the next layer's dx (c_proj's
+// in GPT's MLP), in another op.
+class AffineGeluNode final : public Node {
+ public:
+  std::string_view name() const override { return "affine_gelu"; }
+
+  Tensor forward(const Tensors& in) override {
+    REMAT_CHECK(in.size() == 3, "affine_gelu: needs a bias");
+    const Shape out_shape = linear_output_shape(name(), in, WeightLayout::InOut);
+    Tensor out(out_shape, in[0].dtype(), in[0].device());
+    if (replaying()) {  // the saved pre is this x's: GELU of it, no GEMM
+      const Tensor pre = saved(1);
+      dispatch_floating(out.dtype(), name(), [&]<class T>() {
+        run_kernel(out, name(), [&](auto stream) { gelu_forward(out.data<T>(), pre.data<T>(), out.numel(), stream); });
+      });
+      return out;
+    }
+    pre_ = Tensor(out_shape, out.dtype(), out.device());
+    const Tensor bias = dense(in[2]);
+    dispatch_floating(out.dtype(), name(), [&]<class T>() {
+      gemm_epilogue_into<T>(out, as_rows(in[0]), in[1], EpilogueKind::BiasGelu, bias, pre_);
+    });
+    return out;
   }
+
+  void save(const Tensors& in, const Tensor&) override {
+    save_value(needs_input_grad(1) ? in[0] : Tensor());
+    save_value(pre_);
+    save_value(needs_input_grad(0) ? in[1] : Tensor());
+    pre_ = Tensor();
+  }
+
+  // h = gelu(pre), pre = x W + b:  dpre = gelu'(pre) dh,  dW = x^T dpre,  db = sum over rows of dpre,  dx = dpre W^T
+  Tensors backward(const Tensor& dh) override {
+    const Tensor dout = as_rows(dh);
+    Tensor dpre(dout.shape(), dout.dtype(), dout.device()), dx, dweight, dbias;
+    dispatch_floating(dout.dtype(), name(), [&]<class T>() {
+      {
+        const Tensor pre = saved(1);
+        run_kernel(dpre, name(), [&](auto stream) {
+          gelu_backward(dpre.data<T>(), dout.data<T>(), pre.data<T>(), dpre.numel(), stream);
+        });
+      }
+      release_saved_now(1);  // pre, read for the last time
+      if (needs_input_grad(1)) {
+        dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
+        if (needs_input_grad(2)) dbias = Tensor({dout.shape()[1]}, dout.dtype(), dout.device());
+        const Tensor x = as_rows(saved(0));
+        if (needs_input_grad(2)) gemm_epilogue_into<T>(dweight, matrix_t(x), dpre, EpilogueKind::BiasGradOfB, dbias);
+        else gemm_into<T>(dweight, matrix_t(x), dpre, T(1), T(0));
+      } else if (needs_input_grad(2)) {
+        dbias = Tensor({dout.shape()[1]}, dout.dtype(), dout.device());
+        run_kernel(dbias, name(), [&](auto stream) {
+          sum_rows<T>(dbias.data<T>(), dpre.data<T>(), dpre.shape()[0], dpre.shape()[1], stream);
+        });
+      }
+      if (needs_input_grad(0)) {
+        dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
+        gemm_into<T>(dx, dpre, matrix_t(saved(2)), T(1), T(0));
+      }
+    });
+    return {dx, dweight, dbias};
+  }
+
+  // The GEMM and GELU (about 8 per element, as the gelu op counts); a
+  // replay is the GELU alone, from the saved pre.
+  OpTraits traits() const override {
+    const int64_t out = numel(record().output_shape);
+    return {.compute_bound = true, .flops = 2 * out * record().input_shapes[0].back() + 8 * out,
+            .replay_flops = 8 * out, .replay_reuses_side_results = true};
+  }
+
+ private:
+  void discard_side_results() override { pre_ = Tensor(); }
+  Tensor pre_;  // (..., out): from forward to save(); not kept otherwise
 };
 
 }  // namespace
@@ -277,6 +450,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   auto node = std::make_shared<LinearNode>(WeightLayout::OutIn);
   if (bias.defined()) return apply_op(std::move(node), {x, weight, bias});
   return apply_op(std::move(node), {x, weight});
+}
+
+bool fused_epilogues_apply(const Tensor& weight) { return fused_epilogue(weight); }
+
+Tensor affine_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!bias.defined() || !fused_epilogue(weight)) return gelu(affine(x, weight, bias));
+  return apply_op(std::make_shared<AffineGeluNode>(), {x, weight, bias});
 }
 
 Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias) {

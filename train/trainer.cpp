@@ -93,6 +93,7 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset&
   const Device device = check_device(args_.device, "Trainer");
 #if REMAT_HAVE_CUDA
   if (args_.tf32) kernels::cuda::set_allow_tf32(*args_.tf32);  // for the process, as torch's allow_tf32
+  if (args_.fused_epilogues) kernels::cuda::set_fused_epilogues(*args_.fused_epilogues);  // as tf32
 #endif
   accelerator_ = std::make_unique<Accelerator>(
       AcceleratorOptions{.gradient_accumulation_steps = args_.gradient_accumulation_steps, .device = device});

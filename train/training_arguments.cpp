@@ -252,6 +252,7 @@ const std::vector<Field>& fields() {
       field("max_time", &Args::max_time),
       field("device", &Args::device),
       field("tf32", &Args::tf32),
+      field("fused_epilogues", &Args::fused_epilogues),
   };
   return table;
 }

@@ -88,6 +88,12 @@ struct TrainingArguments {
   // setting is left as it is (off unless set), as Hugging Face's None; no
   // effect on the CPU.
   std::optional<bool> tf32;
+  // cuBLASLt epilogues for linear layers on the GPU: the bias added in the
+  // forward GEMM, the bias gradient taken in the weight gradient's GEMM
+  // (kernels/cuda/gemm.h, Note [Fused epilogues]); float rounding apart
+  // from the unfused kernels. Unset: the process's setting is left as it is
+  // (off unless set); no effect on the CPU.
+  std::optional<bool> fused_epilogues;
 };
 
 // gradient_accumulation_steps, local_sgd_steps and DiLoCo's options (unset:

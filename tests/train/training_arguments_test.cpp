@@ -45,6 +45,18 @@ TEST(TrainingArguments, Tf32IsUnsetUnlessGiven) {
   EXPECT_TRUE(is_bool_training_argument("tf32"));
 }
 
+// fused_epilogues, as tf32: unset (the process's setting, off), or a bool.
+TEST(TrainingArguments, FusedEpiloguesAreUnsetUnlessGiven) {
+  TrainingArguments a;
+  EXPECT_FALSE(a.fused_epilogues.has_value());
+  EXPECT_TRUE(to_json(a)["fused_epilogues"].is_null());
+  apply_flags(a, {"--fused_epilogues"});
+  EXPECT_EQ(a.fused_epilogues, std::optional<bool>(true));
+  apply_json(a, nlohmann::json::parse(R"({"fused_epilogues": false})"), "test");
+  EXPECT_EQ(a.fused_epilogues, std::optional<bool>(false));
+  EXPECT_TRUE(is_bool_training_argument("fused_epilogues"));
+}
+
 TEST(TrainingArguments, FlagsTakeEveryFormAndTheOlderEvaluationStrategy) {
   TrainingArguments a;
   apply_flags(a, {"--per-device-train-batch-size", "64", "--learning_rate=3e-4", "--gradient_checkpointing",

@@ -10,6 +10,8 @@
 // a float GEMM reads A and B rounded to TF32 (10 mantissa bits, to nearest,
 // ties away from zero, as cvt.rna.tf32.f32) and sums in float32, as the
 // tensor cores do (not in their order: within float32 rounding of a GPU).
+// The GEMM itself, reference_gemm (reference_gemm.h), serves the emulated
+// cuBLASLt too (cublaslt.cpp).
 #include <cublas_v2.h>
 
 #include <blis.h>
@@ -22,6 +24,7 @@
 
 #include "kernels/cpu/gemm_blis.h"
 #include "kernels/cuda/emulation/emulator.h"
+#include "kernels/cuda/emulation/reference_gemm.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;
@@ -29,13 +32,13 @@ struct cublasContext {
 };
 
 namespace remat_emulation {
-namespace {
 
-// The bytes a column-major (rows, cols) operand with leading dimension ld spans.
 size_t span_bytes(int64_t rows, int64_t cols, int64_t ld, size_t element) {
   if (rows == 0 || cols == 0) return 0;
   return static_cast<size_t>((cols - 1) * ld + rows) * element;
 }
+
+namespace {
 
 // x rounded to TF32: 10 of float32's 23 mantissa bits kept, to nearest,
 // ties away from zero; infinities and NaN unchanged.
@@ -81,6 +84,29 @@ void gemm_on_host(cublasOperation_t transa, cublasOperation_t transb, int m, int
   }
 }
 
+}  // namespace
+
+template <class T>
+void reference_gemm(cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, T alpha, const T* a,
+                    int lda, const T* b, int ldb, T beta, T* c, int ldc, bool tf32) {
+  const bool na = transa == CUBLAS_OP_N, nb = transb == CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>) {
+    if (tf32 && k > 0 && alpha != T(0)) {
+      const std::vector<float> a32 = tf32_copy(a, static_cast<int64_t>(span_bytes(na ? m : k, na ? k : m, lda, 1)));
+      const std::vector<float> b32 = tf32_copy(b, static_cast<int64_t>(span_bytes(nb ? k : n, nb ? n : k, ldb, 1)));
+      gemm_on_host(transa, transb, m, n, k, alpha, a32.data(), lda, b32.data(), ldb, beta, c, ldc);
+      return;
+    }
+  }
+  gemm_on_host(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+template void reference_gemm<float>(cublasOperation_t, cublasOperation_t, int, int, int, float, const float*, int,
+                                    const float*, int, float, float*, int, bool);
+template void reference_gemm<double>(cublasOperation_t, cublasOperation_t, int, int, int, double, const double*, int,
+                                     const double*, int, double, double*, int, bool);
+
+namespace {
+
 template <class T>
 cublasStatus_t gemm_strided(const char* name, cublasHandle_t handle, cublasOperation_t transa,
                             cublasOperation_t transb, int m, int n, int k, const T* alpha, const T* a, int lda,
@@ -118,15 +144,7 @@ cublasStatus_t gemm_strided(const char* name, cublasHandle_t handle, cublasOpera
       if (e.empty() && reads_ab) e = check_device_range(bi, span_bytes(b_rows, b_cols, ldb, sizeof(T)), "B");
       if (e.empty()) e = check_device_range(ci, span_bytes(m, n, ldc, sizeof(T)), "C");
       if (!e.empty()) return "matrix " + std::to_string(i) + ": " + e;
-      if constexpr (std::is_same_v<T, float>) {
-        if (tf32 && reads_ab) {
-          const std::vector<float> a32 = tf32_copy(ai, static_cast<int64_t>(span_bytes(a_rows, a_cols, lda, 1)));
-          const std::vector<float> b32 = tf32_copy(bi, static_cast<int64_t>(span_bytes(b_rows, b_cols, ldb, 1)));
-          gemm_on_host(transa, transb, m, n, k, alpha_value, a32.data(), lda, b32.data(), ldb, beta_value, ci, ldc);
-          continue;
-        }
-      }
-      gemm_on_host(transa, transb, m, n, k, alpha_value, ai, lda, bi, ldb, beta_value, ci, ldc);
+      reference_gemm(transa, transb, m, n, k, alpha_value, ai, lda, bi, ldb, beta_value, ci, ldc, tf32);
     }
     return std::string();
   };
