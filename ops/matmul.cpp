@@ -358,7 +358,7 @@ class LinearNode final : public Node {
 // (Note [Fused epilogues]): forward is one cublasLtMatmul
 // (GELU_AUX_BIAS) writing the output and GELU's input `pre`, a side result
 // kept for backward (a replay rebuilds the output from it, one GELU pass);
-// backward takes dpre with gelu_backward, the kernel of the gelu op, then
+// backward takes dpre with unary_backward<Gelu>, the kernel of the gelu op, then
 // dW with db in its epilogue (BGRADA) and dx. cuBLASLt's DGELU epilogue
 // does not fit here: it multiplies a GEMM's own output by gelu'(aux), and
 // the GEMM whose output is d(gelu output) is the next layer's dx (c_proj's
@@ -374,7 +374,7 @@ class AffineGeluNode final : public Node {
     if (replaying()) {  // the saved pre is this x's: GELU of it, no GEMM
       const Tensor pre = saved(1);
       dispatch_floating(out.dtype(), name(), [&]<class T>() {
-        run_kernel(out, name(), [&](auto stream) { gelu_forward(out.data<T>(), pre.data<T>(), out.numel(), stream); });
+        run_kernel(out, name(), [&](auto stream) { unary_forward<kernels::Gelu>(out.data<T>(), pre.data<T>(), out.numel(), stream); });
       });
       return out;
     }
@@ -401,7 +401,7 @@ class AffineGeluNode final : public Node {
       {
         const Tensor pre = saved(1);
         run_kernel(dpre, name(), [&](auto stream) {
-          gelu_backward(dpre.data<T>(), dout.data<T>(), pre.data<T>(), dpre.numel(), stream);
+          unary_backward<kernels::Gelu>(dpre.data<T>(), dout.data<T>(), pre.data<T>(), dpre.numel(), stream);
         });
       }
       release_saved_now(1);  // pre, read for the last time

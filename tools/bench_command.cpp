@@ -45,6 +45,7 @@ class BenchCommand : public Command {
     bench_->add_option("--seed", seed_, "seed of weights and batch (0)");
     bench_->add_flag("--json", json_, "print one JSON line");
     bench_->add_flag("--tf32", tf32_, kTf32Help);
+    bench_->add_flag("--fused-epilogues", fused_epilogues_, kFusedEpiloguesHelp);
     bench_->add_option("--trace", options_.trace_path, "write the last step's memory timeline (Chrome trace JSON)");
     bench_->add_option("--first-step", options_.first_step, "how the first step gets its plan: rehearse (planned "
                        "from a rehearsal on the meta device: the first step already runs the policy) or profile (run "
@@ -62,11 +63,10 @@ class BenchCommand : public Command {
     if (!seed_.empty()) options_.seed = parse_seed(seed_, "bench --seed");
     apply_budget(budget_, "bench --budget", options_);
     finish_model_spec(bench_, options_.model, model_);
-    if (tf32_) {
 #if REMAT_HAVE_CUDA
-      kernels::cuda::set_allow_tf32(true);
+    if (tf32_) kernels::cuda::set_allow_tf32(true);
+    if (fused_epilogues_) kernels::cuda::set_fused_epilogues(true);
 #endif
-    }
     run_bench(options_, against_, json_);
   }
 
@@ -77,6 +77,7 @@ class BenchCommand : public Command {
   ModelFlags model_;
   bool json_ = false;
   bool tf32_ = false;
+  bool fused_epilogues_ = false;
 };
 
 }  // namespace

@@ -41,8 +41,9 @@ std::unique_ptr<Command> make_tradeoff_command();
 // The subcommands in the order --help lists them.
 const std::vector<CommandEntry>& commands();
 
-// remat train and remat bench: --tf32.
+// remat train and remat bench: --tf32, --fused-epilogues.
 extern const char* const kTf32Help;
+extern const char* const kFusedEpiloguesHelp;
 
 // A seed: an integer from 0 to 2^64 - 1, nothing else ("bench --seed" names
 // the flag in the error).

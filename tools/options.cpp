@@ -17,6 +17,11 @@ const char* const kTf32Help = "TF32 tensor-core math for float32 matrix products
                               "CUBLAS_TF32_TENSOR_OP_MATH, about 1e-3 relative error; off by default, as in "
                               "PyTorch); no effect on the CPU";
 
+const char* const kFusedEpiloguesHelp = "cuBLASLt GEMM epilogues on the GPU: a linear layer's bias (and GPT's MLP "
+                                        "GELU) applied inside its GEMM, the bias gradient taken in the weight "
+                                        "gradient's GEMM (float rounding apart from the unfused kernels; off by "
+                                        "default); no effect on the CPU";
+
 uint64_t parse_seed(const std::string& text, std::string_view flag) {
   uint64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);

@@ -5,7 +5,7 @@
 // here.
 //
 //   remat train --task fashion-mnist|kjv-gpt [training flags] [--json]
-//   remat bench --workload W1|W2|W3 [--device cuda] [--tf32] --policy none|blocks|sqrt|cost|chain|milp|auto|dtr [--budget 64MiB|50%] [--against none] [--save-profile F | --profile F] [--json]
+//   remat bench --workload W1|W2|W3 [--device cuda] [--tf32] [--fused-epilogues] --policy none|blocks|sqrt|cost|chain|milp|auto|dtr [--budget 64MiB|50%] [--against none] [--save-profile F | --profile F] [--json]
 //   remat explain --workload W1|W2|W3 [--device cuda] --policy P [--budget B] [--format table|csv|json] [--save-profile F | --profile F]
 //   remat tradeoff --workload W1|W2|W3 | --model ... [--policies blocks,cost,chain,milp,auto,dtr] [--budgets 25%,50%,...] [--profile F] --out DIR   (CSV, JSON, DOT of blocks and cost)
 //   (bench, explain, tradeoff: --model gpt [sizes] | --model mlp --dims 784,1024,10 | --hf DIR instead of --workload)

@@ -251,6 +251,7 @@ class TrainCommand : public Command {
                                 "--gradient-checkpointing --output-dir results");
     train_->allow_extras();
     train_->add_flag("--tf32", tf32_, kTf32Help);
+    train_->add_flag("--fused-epilogues", fused_epilogues_, kFusedEpiloguesHelp);
     train_->add_option("--task", task_, "fashion-mnist or kjv-gpt (or give --model or --hf)")
         ->check(CLI::IsMember({"fashion-mnist", "kjv-gpt"}));
     add_model_flags();
@@ -270,6 +271,7 @@ class TrainCommand : public Command {
     // (--eval-strategy epoch, --gradient-checkpointing, --output-dir DIR).
     for (const std::string& flag : train_->remaining()) trainer_flags.push_back(flag);
     if (tf32_) trainer_flags.push_back("--tf32");  // TrainingArguments' tf32
+    if (fused_epilogues_) trainer_flags.push_back("--fused-epilogues");  // and fused_epilogues
     if (task_ == "fashion-mnist") {
       apply(common_, mnist_);
       mnist_.trainer_flags = trainer_flags;
@@ -398,6 +400,7 @@ class TrainCommand : public Command {
   std::string kjv_budget_;
   std::vector<CLI::Option*> mnist_only_, kjv_only_;
   bool tf32_ = false;
+  bool fused_epilogues_ = false;
   bool json_ = false;
 };
 

@@ -62,7 +62,7 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 // CUBLASLT_EPILOGUE_GELU_AUX_BIAS, pre as its aux matrix. cuBLASLt's GELU
 // is the tanh form, kernels/math.h's gelu_of (to float rounding: its
 // tanh is not our exp-based sigmoid). Falls back to gemm_bias and
-// gelu_forward where N is not a multiple of 8 (cuBLASLt's rule for the aux
+// unary_forward<Gelu> where N is not a multiple of 8 (cuBLASLt's rule for the aux
 // matrix's leading dimension) or cuBLASLt has no kernel for the problem.
 template <class T>
 void gemm_bias_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
@@ -82,6 +82,6 @@ void gemm_bias_grad(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 template <class T>
 void repeat_rows(T* out, const T* row, int64_t rows, int64_t n, Stream stream);
 template <class T>
-void sum_rows(T* out, const T* x, int64_t rows, int64_t n, Stream stream);
+void sum_rows(T* out, const T* x, int64_t rows, int64_t n, Stream stream);  // sum_to over the rows (reduce.h)
 
 }  // namespace remat::kernels::cuda

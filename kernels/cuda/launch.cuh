@@ -174,7 +174,7 @@ enum class Scratch {
   EmbeddingStarts,
   EmbeddingPositions,
   SquaredNormPartials,
-  SumPartials,       // reduce.cu: a full sum's per-block partials
+  SumPartials,       // reduce.cu: the per-block partials of a full sum or of column sums in chunks
   MultiTensorTable,  // optim.cu: the tensors of a multi-tensor AdamW step or clip, and the clip's sums
   kCount
 };
