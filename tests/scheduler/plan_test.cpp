@@ -2,6 +2,7 @@
 // with dropout: gradients bit-identical to keeping everything, the
 // simulator's peak equal to the allocator's (within 2%), budgets honoured,
 // errors that name the reachable minimum, a plan per graph signature.
+// Plans from saved profiles and the re-plans: saved_profile_test.cpp.
 #include "scheduler/checkpointer.h"
 
 #include <gtest/gtest.h>
@@ -18,101 +19,13 @@
 #include "ops/ops.h"
 #include "scheduler/profile_json.h"
 #include "tests/support/errors.h"
+#include "tests/support/plan_workloads.h"
 #include "tests/support/plans.h"
 
 namespace remat::scheduler {
 namespace {
 
-using Grads = std::vector<std::vector<float>>;
-
-struct Step {
-  Grads grads;
-  StepReport report;
-  GraphProfile graph;  // the profile the plan was made from
-  std::optional<Plan> plan;
-};
-
-// A model's forward + loss on a fixed batch; a fresh model with the same
-// seed each call, so that weights and dropout masks repeat exactly.
-using Workload = std::function<std::pair<Tensor, std::vector<Tensor>>()>;
-
-// The batch, made as a data loader makes it: data, not activations.
-template <class Make>
-Tensor as_data(Make make) {
-  CategoryGuard data(MemoryCategory::Data);
-  return make();
-}
-
-Workload gpt(int64_t batch = 4) {
-  return [batch] {
-    auto model = std::make_shared<nn::GPT>(nn::GPTConfig{.vocab_size = 17, .block_size = 16, .n_layer = 3,
-                                                         .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 6});
-    Generator g(2);
-    const Tensor ids = as_data([&] { return randint(17, {batch, 16}, g); });
-    const Tensor targets = as_data([&] { return randint(17, {batch, 16}, g); });
-    return std::pair{model->forward(ids, targets).loss, model->parameters()};
-  };
-}
-
-Workload mlp() {
-  return [] {
-    Generator g(3);
-    auto model = std::make_shared<nn::MLP>(std::vector<int64_t>{64, 128, 128, 128, 10}, g);
-    const Tensor x = as_data([&] { return normal({32, 64}, 0.0, 1.0, DType::Float32, g); });
-    const Tensor targets = as_data([&] { return randint(10, {32}, g); });
-    return std::pair{cross_entropy(model->forward(x), targets), model->parameters()};
-  };
-}
-
-Grads grads_of(const std::vector<Tensor>& params) {
-  Grads grads;
-  for (const Tensor& p : params) grads.push_back(p.grad().to_vector<float>());
-  return grads;
-}
-
-// `steps` steps of `workload` under `checkpointer`: each step's report, and
-// the last step's grads.
-std::pair<std::vector<StepReport>, Grads> steps_under(Checkpointer& checkpointer, const Workload& workload, int steps) {
-  std::vector<StepReport> reports;
-  Grads grads;
-  for (int i = 0; i < steps; ++i) {
-    Tensor loss;
-    std::vector<Tensor> params;
-    {
-      const auto recording = checkpointer.record();
-      std::tie(loss, params) = workload();
-    }
-    loss.backward();
-    grads = grads_of(params);
-    reports.push_back(checkpointer.report());
-  }
-  return {reports, grads};
-}
-
-// `steps` steps of `workload` under one checkpointer; the last step's result.
-Step run(const Workload& workload, const PlanOptions& options, int steps = 2) {
-  Checkpointer checkpointer(options);
-  Step step;
-  std::vector<StepReport> reports;
-  std::tie(reports, step.grads) = steps_under(checkpointer, workload, steps);
-  step.report = reports.back();
-  if (checkpointer.plan()) step.plan = *checkpointer.plan();
-  if (checkpointer.profile()) step.graph = *checkpointer.profile();
-  return step;
-}
-
-Grads reference(const Workload& workload) {
-  auto [loss, params] = workload();
-  loss.backward();
-  return grads_of(params);
-}
-
-void expect_prediction_holds(const Step& step) {
-  ASSERT_TRUE(step.report.predicted_peak_bytes.has_value());
-  const double predicted = static_cast<double>(*step.report.predicted_peak_bytes);
-  const double measured = static_cast<double>(step.report.measured_peak_bytes);
-  EXPECT_NEAR(predicted, measured, 0.02 * measured) << step.report.str();
-}
+using namespace plan_testing;
 
 TEST(Plan, EveryPolicyIsBitIdenticalOnGptWithDropoutAndPredictsItsPeak) {
   const Grads expected = reference(gpt());
@@ -194,161 +107,6 @@ TEST(Plan, ABudgetBelowTheMinimumNamesIt) {
   EXPECT_NO_THROW(make_plan(all.graph, {.policy = "cost", .budget = needed}));
 }
 
-// Steps of `workload` under a checkpointer that planned `saved` before the
-// first (Checkpointer::plan_from): each step's report and the last grads.
-std::pair<std::vector<StepReport>, Grads> run_from(const Workload& workload, const PlanOptions& options,
-                                                   const GraphProfile& saved, int steps) {
-  Checkpointer checkpointer(options);
-  checkpointer.plan_from(saved);
-  return steps_under(checkpointer, workload, steps);
-}
-
-// With a saved profile (JSON, as `remat explain --save-profile` writes it)
-// the first step is planned, not profiled: on GPT and the MLP, under cost
-// chain and auto, at the minimum budget and halfway to keep-all's peak, every
-// step from the first measures within the budget and as predicted, with
-// the keep-all gradients. Without one, the first step runs under blocks.
-TEST(Plan, ASavedProfileKeepsTheFirstStepWithinTheBudget) {
-  for (const auto& [name, workload] : {std::pair{"gpt", gpt()}, std::pair{"mlp", mlp()}}) {
-    const Grads expected = reference(workload);
-    const Step all = run(workload, {.policy = "none"});
-    const GraphProfile saved = profile_from_json(profile_to_json(all.graph));
-    const int64_t minimum = minimum_budget(saved), top = all.report.measured_peak_bytes;
-    ASSERT_LT(minimum, top) << name;
-    for (const std::string policy : {"cost", "chain", "auto"}) {
-      for (const int64_t budget : {minimum, (minimum + top) / 2}) {
-        SCOPED_TRACE(fmt::format("{} {} budget {}", name, policy, budget));
-        const auto [reports, grads] = run_from(workload, {.policy = policy, .budget = budget}, saved, 4);
-        EXPECT_EQ(grads, expected);
-        for (const StepReport& report : reports) {
-          EXPECT_FALSE(report.profiling) << report.str();
-          EXPECT_LE(report.measured_peak_bytes, budget) << report.str();
-          ASSERT_TRUE(report.predicted_peak_bytes.has_value()) << report.str();
-          EXPECT_EQ(report.measured_peak_bytes, *report.predicted_peak_bytes) << report.str();
-          EXPECT_EQ(report.minimum_budget_bytes, minimum) << report.str();
-        }
-      }
-    }
-  }
-}
-
-// A plan made from a saved profile is that profile's plan on every step:
-// never re-planned from the run's own times (which differ between runs and
-// machines), so the same profile gives the same plan everywhere.
-TEST(Plan, APlanFromASavedProfileStaysThatPlan) {
-  const Step all = run(gpt(), {.policy = "none"});
-  const GraphProfile saved = profile_from_json(profile_to_json(all.graph));
-  for (const PlanOptions& options : {PlanOptions{.policy = "cost"},
-                                     PlanOptions{.policy = "chain", .budget = minimum_budget(saved)},
-                                     PlanOptions{.policy = "auto", .budget = minimum_budget(saved)}}) {
-    SCOPED_TRACE(options.policy);
-    const Plan expected = make_plan(saved, options);
-    Checkpointer checkpointer(options);
-    checkpointer.plan_from(saved);
-    steps_under(checkpointer, gpt(), 4);
-    ASSERT_NE(checkpointer.plan(), nullptr);
-    EXPECT_EQ(checkpointer.plan()->tags, expected.tags);
-    EXPECT_EQ(checkpointer.plans_made(), 1);
-    // The profile planned from is the saved one, its times untouched by the
-    // steps' (a warm re-plan would have put their medians in).
-    ASSERT_NE(checkpointer.profile(), nullptr);
-    ASSERT_EQ(checkpointer.profile()->size(), saved.size());
-    for (int64_t v = 0; v < saved.size(); ++v) {
-      EXPECT_EQ(checkpointer.profile()->nodes[v].forward_ms, saved.nodes[v].forward_ms) << "node " << v;
-    }
-  }
-}
-
-// A budget below the saved profile's minimum fails when checkpointing is
-// enabled, before any step, naming the minimum.
-TEST(Plan, ASavedProfileRefusesABudgetBelowItsMinimumBeforeTheFirstStep) {
-  const Step all = run(mlp(), {.policy = "none"});
-  const int64_t minimum = minimum_budget(all.graph);
-  for (const std::string policy : {"cost", "chain", "auto"}) {
-    Checkpointer checkpointer({.policy = policy, .budget = minimum - 1});
-    const std::string message = testing::error_of([&] { checkpointer.plan_from(all.graph); });
-    EXPECT_TRUE(testing::contains(message, fmt::format("at least {} bytes", minimum))) << message;
-    EXPECT_EQ(checkpointer.cached_plans(), 0u);
-  }
-}
-
-// The budget a plan reports as the graph's minimum holds over the steps
-// that re-plan from warm times (before: the minimum followed each step's
-// times, and a re-plan refused a budget the step before had met).
-TEST(Plan, TheReportedMinimumBudgetHoldsThroughTheRePlans) {
-  const Step all = run(gpt(), {.policy = "none"});
-  ASSERT_TRUE(all.plan.has_value());
-  const int64_t minimum = all.plan->minimum_budget_bytes;
-  EXPECT_EQ(minimum, minimum_budget(all.graph));
-  for (const std::string policy : {"cost", "chain", "auto"}) {
-    SCOPED_TRACE(policy);
-    Checkpointer checkpointer({.policy = policy, .budget = minimum});
-    try {
-      for (int i = 0; i < 5; ++i) {
-        Tensor loss;
-        {
-          const auto recording = checkpointer.record();
-          loss = gpt()().first;
-        }
-        loss.backward();
-        const StepReport report = checkpointer.report();
-        if (i > 0) {
-          EXPECT_LE(report.measured_peak_bytes, minimum) << report.str();
-          EXPECT_EQ(report.minimum_budget_bytes, minimum) << report.str();
-        }
-      }
-    } catch (const Error& e) {
-      ADD_FAILURE() << e.what();
-    }
-  }
-}
-
-// Small GPTs as the independent check trained them (1-3 layers, 16-48
-// channels): keep-all profiles.
-std::vector<GraphProfile> small_gpt_profiles() {
-  std::vector<GraphProfile> profiles;
-  for (const auto& [layers, channels] : {std::pair{1, 16}, {1, 32}, {2, 16}, {2, 48}, {3, 32}}) {
-    auto model = std::make_shared<nn::GPT>(nn::GPTConfig{.vocab_size = 23, .block_size = 16, .n_layer = layers,
-                                                         .n_head = 2, .n_embd = channels, .dropout = 0.1, .seed = 9});
-    Generator g(3);
-    Profiling profiling;
-    const Tensor ids = as_data([&] { return randint(23, {3, 16}, g); });
-    const Tensor targets = as_data([&] { return randint(23, {3, 16}, g); });
-    const Tensor loss = model->forward(ids, targets).loss;
-    loss.backward();
-    profiles.push_back(profile_graph(loss));
-  }
-  return profiles;
-}
-
-// On each, ten noisy clocks give cost, chain and auto one minimum budget
-// (before: it followed the times), and a plan made at that budget on one
-// clock is re-planned from the next clocks with it as the current plan,
-// never refused and always within the budget.
-TEST(Plan, OnSmallGptsTheMinimumAndTheRePlansDoNotFollowTheClock) {
-  int graph = 0;
-  for (const GraphProfile& profile : small_gpt_profiles()) {
-    SCOPED_TRACE(fmt::format("gpt {}", graph++));
-    const int64_t minimum = minimum_budget(profile);
-    for (const std::string policy : {"cost", "chain", "auto"}) {
-      try {
-        std::optional<Plan> current;
-        for (uint64_t k = 0; k < 10; ++k) {
-          const GraphProfile noisy = testing::with_noisy_times(profile, 100 * graph + k);
-          const std::string message =
-              testing::error_of([&] { make_plan(noisy, {.policy = policy, .budget = minimum - 1}); });
-          EXPECT_TRUE(testing::contains(message, fmt::format("at least {} bytes", minimum)))
-              << policy << ", clock " << k << ": " << message;
-          Plan next = make_plan(noisy, {.policy = policy, .budget = minimum}, current ? &current->tags : nullptr);
-          EXPECT_LE(next.predicted.peak_bytes, minimum) << policy << ", clock " << k;
-          current = std::move(next);
-        }
-      } catch (const Error& e) {
-        ADD_FAILURE() << policy << ": " << e.what();
-      }
-    }
-  }
-}
 
 // It plans for nine tenths of its 5%, so that the 5% holds through timer
 // noise (TheTrainingStepIsTheTimedStepWithinBounds and
