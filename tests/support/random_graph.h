@@ -189,136 +189,172 @@ class RandomGraph {
     }
   }
 
+  // One op drawn on h: kinds 0-15, drawn again where one does not fit h.
   Tensor step(const Tensor& h) {
+    while (true) {
+      if (std::optional<Tensor> out = drawn_op(pick(16), h)) return *out;
+    }
+  }
+
+  std::optional<Tensor> drawn_op(int kind, const Tensor& h) {
+    if (kind <= 2) return product(kind, h);
+    if (kind <= 5 || kind == 12) return elementwise(kind, h);
+    if (kind == 6 || kind == 7 || kind == 13) return along_axes(kind, h);
+    if (kind == 8) {
+      const double p = std::array{0.1, 0.25, 0.5}[pick(3)];
+      note("dropout({})", p);
+      return dropout(h, p, true, dropout_);
+    }
+    return reshaped(kind, h);
+  }
+
+  // Kinds 0-2: a linear layer, a matmul by a parameter, attention-like scores.
+  Tensor product(int kind, const Tensor& h) {
     const int64_t r = h.dim();
     const int64_t d = h.size(-1);
-    while (true) {
-      switch (pick(16)) {
-        case 0: {
-          const int64_t out = dim();
-          note("linear({}->{})", d, out);
-          return linear(h, param({out, d}), chance(0.5) ? param({out}) : Tensor());
+    if (kind == 0) {
+      const int64_t out = dim();
+      note("linear({}->{})", d, out);
+      return linear(h, param({out, d}), chance(0.5) ? param({out}) : Tensor());
+    }
+    if (kind == 1) {
+      const int64_t out = dim();
+      note("matmul({}->{})", d, out);
+      return matmul(h, param({d, out}));
+    }
+    note("matmul(h,hT)");  // (..., n, d) @ (..., d, n)
+    return mul(matmul(h, transpose(h, r - 2, r - 1)), 1.0 / std::sqrt(static_cast<double>(d)));
+  }
+
+  // Kinds 3-5 and 12: additions and products with a residual, a parameter or
+  // a scalar, and the unary functions.
+  Tensor elementwise(int kind, const Tensor& h) {
+    const int64_t d = h.size(-1);
+    switch (kind) {
+      case 3: {
+        if (auto other = same_shape(h)) {
+          note("add(residual)");
+          return add(h, *other);
         }
-        case 1: {
-          const int64_t out = dim();
-          note("matmul({}->{})", d, out);
-          return matmul(h, param({d, out}));
+        note("add(bias)");
+        return add(h, param({d}));
+      }
+      case 4: {
+        if (auto other = same_shape(h); other && chance(0.5)) {
+          note("mul(residual)");
+          return mul(h, *other);
         }
-        case 2: {  // attention-like scores: (..., n, d) @ (..., d, n)
-          note("matmul(h,hT)");
-          return mul(matmul(h, transpose(h, r - 2, r - 1)), 1.0 / std::sqrt(static_cast<double>(d)));
+        if (chance(0.5)) {
+          note("mul(h,h)");
+          return mul(h, h);
         }
-        case 3: {
-          if (auto other = same_shape(h)) {
-            note("add(residual)");
-            return add(h, *other);
-          }
-          note("add(bias)");
-          return add(h, param({d}));
+        note("mul(scale)");
+        return mul(h, param({d}));
+      }
+      case 5: {
+        switch (pick(5)) {
+          case 0: note("relu"); return relu(h);
+          case 1: note("gelu"); return gelu(h);
+          case 2: note("tanh"); return tanh(h);
+          case 3: note("sigmoid"); return sigmoid(h);
+          default: note("neg"); return neg(h);
         }
-        case 4: {
-          if (auto other = same_shape(h); other && chance(0.5)) {
-            note("mul(residual)");
-            return mul(h, *other);
-          }
-          if (chance(0.5)) {
-            note("mul(h,h)");
-            return mul(h, h);
-          }
-          note("mul(scale)");
-          return mul(h, param({d}));
-        }
-        case 5: {
-          switch (pick(5)) {
-            case 0: note("relu"); return relu(h);
-            case 1: note("gelu"); return gelu(h);
-            case 2: note("tanh"); return tanh(h);
-            case 3: note("sigmoid"); return sigmoid(h);
-            default: note("neg"); return neg(h);
-          }
-        }
-        case 6: {
-          const int64_t axis = pick(r);
-          if (chance(0.5)) {
-            note("softmax({})", axis);
-            return softmax(h, axis);
-          }
-          note("log_softmax({})", axis);
-          return log_softmax(h, axis);
-        }
-        case 7: {
-          const bool affine = chance(0.7);
-          note("layer_norm{}", affine ? "" : "(plain)");
-          return affine ? layer_norm(h, param({d}), param({d})) : layer_norm(h, Tensor(), Tensor());
-        }
-        case 8: {
-          const double p = std::array{0.1, 0.25, 0.5}[pick(3)];
-          note("dropout({})", p);
-          return dropout(h, p, true, dropout_);
-        }
-        case 9: {
-          const int64_t a = pick(r), b = (a + 1 + pick(r - 1)) % r;
-          note("transpose({},{})", a, b);
-          return transpose(h, a, b);
-        }
-        case 10: {  // split the last axis (2-D -> 3-D) or merge two (3-D -> 2-D)
-          if (r == 3) {
-            const Shape s = chance(0.5) ? Shape{h.size(0) * h.size(1), h.size(2)} : Shape{h.size(0), h.size(1) * h.size(2)};
-            note("reshape{}", str(s));
-            return reshape(h, s);
-          }
-          std::vector<int64_t> divisors;
-          for (int64_t k = 2; k <= d; ++k) {
-            if (d % k == 0) divisors.push_back(k);
-          }
-          if (divisors.empty()) continue;
-          const int64_t k = divisors[pick(divisors.size())];
-          const Shape s{h.size(0), k, d / k};
-          note("reshape{}", str(s));
-          return reshape(h, s);
-        }
-        case 11: {
-          const int64_t axis = pick(r), size = h.size(axis);
-          if (size < 2) continue;
-          const int64_t start = pick(size - 1), end = start + 1 + pick(size - start), step = 1 + pick(2);
-          note("slice({},{}:{}:{})", axis, start, end, step);
-          return slice(h, axis, start, end, step);
-        }
-        case 12: {
-          switch (pick(3)) {
-            case 0: note("mul(0.5)"); return mul(h, 0.5);
-            case 1: note("add(1)"); return add(h, 1.0);
-            default: note("1-h"); return sub(1.0, h);
-          }
-        }
-        case 13: {  // a reduction broadcast back: the graph forks and joins
-          const int64_t axis = pick(r);
-          switch (pick(3)) {
-            case 0: note("h-mean({})", axis); return sub(h, mean(h, {axis}, true));
-            case 1: note("h*sum({})", axis); return mul(h, sum(h, {axis}, true));
-            default: note("h-max({})", axis); return sub(h, max(h, axis, true));
-          }
-        }
-        case 14: {
-          if (d > 12) continue;
-          if (auto other = same_shape(h); other && chance(0.5)) {
-            note("concat(h,residual)");
-            return concat({h, *other}, r - 1);
-          }
-          note("concat(h,tanh(h))");
-          return concat({h, tanh(h)}, r - 1);
-        }
-        default: {
-          const int64_t n = h.size(-2);
-          if (n != d) {
-            note("contiguous");
-            return contiguous(h);
-          }
-          note("masked_fill(causal)");
-          return masked_fill(h, constant([&] { return causal_mask(n); }), -30.0);
+      }
+      default: {
+        switch (pick(3)) {
+          case 0: note("mul(0.5)"); return mul(h, 0.5);
+          case 1: note("add(1)"); return add(h, 1.0);
+          default: note("1-h"); return sub(1.0, h);
         }
       }
     }
+  }
+
+  // Kinds 6, 7 and 13: softmax, layer norm, and a reduction broadcast back
+  // (the graph forks and joins).
+  Tensor along_axes(int kind, const Tensor& h) {
+    const int64_t r = h.dim();
+    const int64_t d = h.size(-1);
+    if (kind == 6) {
+      const int64_t axis = pick(r);
+      if (chance(0.5)) {
+        note("softmax({})", axis);
+        return softmax(h, axis);
+      }
+      note("log_softmax({})", axis);
+      return log_softmax(h, axis);
+    }
+    if (kind == 7) {
+      const bool affine = chance(0.7);
+      note("layer_norm{}", affine ? "" : "(plain)");
+      return affine ? layer_norm(h, param({d}), param({d})) : layer_norm(h, Tensor(), Tensor());
+    }
+    const int64_t axis = pick(r);
+    switch (pick(3)) {
+      case 0: note("h-mean({})", axis); return sub(h, mean(h, {axis}, true));
+      case 1: note("h*sum({})", axis); return mul(h, sum(h, {axis}, true));
+      default: note("h-max({})", axis); return sub(h, max(h, axis, true));
+    }
+  }
+
+  // Kinds 9-11, 14 and 15: views and copies (transpose, reshape, slice,
+  // concat, contiguous) and the causal mask; nullopt where h does not fit.
+  std::optional<Tensor> reshaped(int kind, const Tensor& h) {
+    const int64_t r = h.dim();
+    const int64_t d = h.size(-1);
+    switch (kind) {
+      case 9: {
+        const int64_t a = pick(r), b = (a + 1 + pick(r - 1)) % r;
+        note("transpose({},{})", a, b);
+        return transpose(h, a, b);
+      }
+      case 10:
+        return split_or_merge(h);
+      case 11: {
+        const int64_t axis = pick(r), size = h.size(axis);
+        if (size < 2) return std::nullopt;
+        const int64_t start = pick(size - 1), end = start + 1 + pick(size - start), step = 1 + pick(2);
+        note("slice({},{}:{}:{})", axis, start, end, step);
+        return slice(h, axis, start, end, step);
+      }
+      case 14: {
+        if (d > 12) return std::nullopt;
+        if (auto other = same_shape(h); other && chance(0.5)) {
+          note("concat(h,residual)");
+          return concat({h, *other}, r - 1);
+        }
+        note("concat(h,tanh(h))");
+        return concat({h, tanh(h)}, r - 1);
+      }
+      default: {
+        const int64_t n = h.size(-2);
+        if (n != d) {
+          note("contiguous");
+          return contiguous(h);
+        }
+        note("masked_fill(causal)");
+        return masked_fill(h, constant([&] { return causal_mask(n); }), -30.0);
+      }
+    }
+  }
+
+  // Split the last axis (2-D -> 3-D) or merge two (3-D -> 2-D).
+  std::optional<Tensor> split_or_merge(const Tensor& h) {
+    const int64_t d = h.size(-1);
+    if (h.dim() == 3) {
+      const Shape s = chance(0.5) ? Shape{h.size(0) * h.size(1), h.size(2)} : Shape{h.size(0), h.size(1) * h.size(2)};
+      note("reshape{}", str(s));
+      return reshape(h, s);
+    }
+    std::vector<int64_t> divisors;
+    for (int64_t k = 2; k <= d; ++k) {
+      if (d % k == 0) divisors.push_back(k);
+    }
+    if (divisors.empty()) return std::nullopt;
+    const int64_t k = divisors[pick(divisors.size())];
+    const Shape s{h.size(0), k, d / k};
+    note("reshape{}", str(s));
+    return reshape(h, s);
   }
 
   Tensor final_op(const Tensor& h) {
