@@ -15,6 +15,9 @@
 #include "engine/allocator.h"
 #include "engine/trace.h"
 #include "kernels/cpu/parallel.h"
+#if REMAT_HAVE_CUDA
+#include "kernels/cuda/gemm.h"
+#endif
 #include "nn/gpt.h"
 #include "nn/gpt2_pretrained.h"
 #include "nn/mlp.h"
@@ -235,6 +238,12 @@ class Run {
     report_.gemm = kernels::cpu::gemm_info();
     report_.device = device_.str();
     report_.gpu = device_description(device_);
+#if REMAT_HAVE_CUDA
+    if (device_.is_cuda()) {
+      report_.tf32 = kernels::cuda::allow_tf32();
+      report_.fused_epilogues = kernels::cuda::fused_epilogues();
+    }
+#endif
     report_.steps = options.steps;
     report_.parameters = workload_.model->num_parameters();
     report_.profile = options.profile_path;

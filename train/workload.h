@@ -83,6 +83,8 @@ struct WorkloadReport {
   // the GEMM library, its kernels and their threads (kernels/cpu/gemm_library.h).
   std::string cpu;
   std::string gpu;  // the GPU, driver, CUDA and cuBLAS versions with --device cuda; "" on the CPU
+  // The GPU's float32 matrix math (--tf32, --fused-epilogues); false on the CPU.
+  bool tf32 = false, fused_epilogues = false;
   kernels::cpu::GemmInfo gemm;
   int steps = 0;
   double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;

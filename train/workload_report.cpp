@@ -51,6 +51,8 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["device"] = device;
   j["cpu"] = cpu;
   j["gpu"] = gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(gpu);
+  j["tf32"] = tf32;
+  j["fused_epilogues"] = fused_epilogues;
   j["gemm"] = gemm_json(gemm);
   j["steps"] = steps;
   j["step_ms_median"] = step_ms_median;

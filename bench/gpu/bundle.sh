@@ -2,7 +2,7 @@
 # Packs what the GPU check needs into one archive, for a GPU machine that has
 # the CUDA driver and NCCL but no package registry: test_comm built here with
 # the NCCL backend (x86-64-v3, the default), the test programs that hold the
-# CUDA tests (test_kernels, test_engine, test_ops) and remat for the GPU
+# CUDA tests (test_kernels, test_engine, test_ops, test_nn, test_optim, test_scheduler) and remat for the GPU
 # bench, Open MPI's mpirun with
 # its plugins and help files, and every shared library these load that a bare
 # machine may lack. Only the C runtime, the CUDA driver and NCCL itself
@@ -25,14 +25,17 @@ if ! grep -q 'REMAT_HAVE_NCCL=1' "$build/build.ninja"; then
   echo "bundle: CMake found no NCCL, so test_comm would have no NCCL tests" >&2
   exit 1
 fi
-ninja -C "$build" test_comm test_kernels test_engine test_ops remat
+ninja -C "$build" test_comm test_kernels test_engine test_ops test_nn test_optim test_scheduler remat
 
 openmpi=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3   # Debian's Open MPI 4.1 plugins
 pmix=/usr/lib/x86_64-linux-gnu/pmix2                     # and PMIx's
 rm -rf "$stage"
 mkdir -p "$stage"/{bin,lib,etc}
 cp "$build/tests/test_comm" "$(readlink -f /usr/bin/orterun)" "$(readlink -f /usr/bin/orted)" "$stage/bin/"
-cp "$build/tests/test_kernels" "$build/tests/test_engine" "$build/tests/test_ops" "$build/remat" "$stage/bin/"
+for program in test_kernels test_engine test_ops test_nn test_optim test_scheduler; do
+  cp "$build/tests/$program" "$stage/bin/"
+done
+cp "$build/remat" "$stage/bin/"
 ln -s orterun "$stage/bin/mpirun"
 cp -r "$openmpi" "$stage/lib/openmpi"
 cp -r /usr/share/openmpi "$stage/share-openmpi"

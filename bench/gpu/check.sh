@@ -82,7 +82,7 @@ fi
 
 # The CUDA tests, each program on its own (a crash in one leaves the others).
 cuda_passed=0 cuda_failed=0 cuda_skipped=0
-for program in test_kernels test_engine test_ops; do
+for program in test_kernels test_engine test_ops test_nn test_optim test_scheduler; do
   timeout 600 "$bin/$program" --gtest_filter='Cuda*' --gtest_color=no >"$logs/cuda_$program.log" 2>&1
   cuda_passed=$((cuda_passed + $(gtest_count "$logs/cuda_$program.log" PASSED)))
   cuda_failed=$((cuda_failed + $(gtest_count "$logs/cuda_$program.log" FAILED)))
@@ -104,6 +104,15 @@ for workload in W1 W2 W3; do
     runs+=("$line")
   done
 done
+# W3 keep-all with TF32, then with cuBLASLt's epilogues too (--fused-epilogues),
+# to read against PyTorch eager with TF32 below.
+for flags in "--tf32" "--tf32 --fused-epilogues"; do
+  # shellcheck disable=SC2086
+  line=$(timeout 300 "$bin/remat" bench --workload W3 --policy none --device cuda --steps 5 --warmup 3 $flags \
+    --json 2>>"$logs/bench.log" | tail -n 1)
+  [[ "$line" == \{* ]] || line="{\"workload\": \"W3\", \"policy\": \"none $flags\", \"failed\": true}"
+  runs+=("$line")
+done
 bench_json="[$(IFS=,; echo "${runs[*]}")]"
 # PyTorch on the same GPU (eager, checkpoint per block, torch.compile with
 # activation_memory_budget 0.5), where the machine's python3 has torch.
@@ -117,6 +126,10 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
       torch_runs+=("$line")
     done
   done
+  line=$(timeout 600 python3 bench/gpu/torch_gpu.py --workload W3 --mode eager --steps 5 --tf32 \
+    2>>"$logs/torch.log" | tail -n 1)
+  [[ "$line" == \{* ]] || line="{\"workload\": \"W3\", \"policy\": \"eager --tf32\", \"failed\": true}"
+  torch_runs+=("$line")
 fi
 torch_json="[$(IFS=,; echo "${torch_runs[*]}")]"
 
