@@ -80,6 +80,8 @@ GPTMlp::GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout) {
 // As attention's: x goes once c_fc has read it, GELU's output once c_proj has.
 Tensor GPTMlp::forward(Tensor&& x) {
   Tensor h = c_fc_->forward(std::exchange(x, Tensor()));  // (B, T, 4C)
+  // A plan may drop this GELU output: c_proj's backward then replays gelu
+  // from c_fc's output to read it (docs/design.md, "One value's walk").
   h = gelu(h);
   h = c_proj_->forward(h);  // (B, T, C)
   return dropout_->forward(h);

@@ -59,7 +59,7 @@ Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::m
 }
 
 Checkpointer::Recording::Recording(Checkpointer& owner)
-    : owner_(owner), scope_(owner.recording_policy()), measuring_(owner.profiler_) {
+    : owner_(owner), scope_(owner.step_context()) {
   REMAT_CHECK(!t_recording, "checkpointing: a Checkpointer is already recording on this thread");
   t_recording = true;
 }
@@ -103,23 +103,20 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   return std::make_unique<Recording>(*this);
 }
 
-RecomputePolicy Checkpointer::recording_policy() {
-  if (pool_) {
-    return {.tag = [this](const Node& node) {
-              records_.push_back(node.shared_record());
-              return Tag::Recompute;
-            },
-            .keep_input = {},
-            .pool = pool_};
-  }
-  RecomputePolicy policy{.tag = [this](const Node& node) { return tag_for(node); }, .keep_input = {}};
-  if (!active_ && options_.policy != "none") {
-    // Profiling under `blocks`: a block's output is kept when read outside it.
-    policy.keep_input = [this](const Node& consumer, const Node& producer) {
-      return !active_ && !same_block(consumer, producer);
-    };
-  }
-  return policy;
+RecordingContext Checkpointer::step_context() {
+  RecordingContext context = remat::recording_context();
+  context.tagger = this;
+  context.residency = pool_;
+  auto observers = context.observers ? std::make_shared<GraphObservers>(*context.observers)
+                                     : std::make_shared<GraphObservers>();
+  observers->push_back(profiler_);
+  context.observers = std::move(observers);
+  return context;
+}
+
+bool Checkpointer::keep_input(const Node& consumer, const Node& producer) {
+  // Profiling under `blocks` (a dtr pool keeps nothing; a plan decides itself).
+  return !pool_ && !active_ && options_.policy != "none" && !same_block(consumer, producer);
 }
 
 namespace {
@@ -189,8 +186,9 @@ bool Checkpointer::fits_so_far(const CachedPlan& plan) const {
   return true;
 }
 
-Tag Checkpointer::tag_for(const Node& node) {
+Tag Checkpointer::tag(const Node& node) {
   records_.push_back(node.shared_record());
+  if (pool_) return Tag::Recompute;  // dtr: the pool decides, at run time
   if (mismatch_) return Tag::Keep;
   if (!active_) return options_.policy != "none" && node.record().block ? Tag::Recompute : Tag::Keep;
   const size_t index = records_.size() - 1;

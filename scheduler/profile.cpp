@@ -261,7 +261,9 @@ GraphProfile profile_graph(const Tensor& root) {
     REMAT_CHECK(node->record().measured.observed, "profile_graph: node {} ({}) of the graph of {} was recorded "
                 "unmeasured; record the graph inside a scheduler::Profiling scope (scheduler/profiler.h) or a "
                 "Checkpointer's record()", node->record().sequence_nr, node->name(), root.str());
-    if (auto* profiler = dynamic_cast<Profiler*>(node->observer())) profilers.insert(profiler);
+    for (const std::shared_ptr<GraphObserver>& observer : node->observers()) {
+      if (auto* profiler = dynamic_cast<Profiler*>(observer.get())) profilers.insert(profiler);
+    }
     records.push_back(&node->record());
     for (const Edge& edge : node->next_edges()) stack.push_back(edge.node.get());
   }

@@ -15,7 +15,7 @@
 
 namespace remat::scheduler {
 
-// One row: the node's recorded facts and measures (engine/autograd.h,
+// One row: the node's recorded facts and measures (engine/record.h,
 // NodeFacts and NodeMeasures: a row is a value, so that a profile outlives
 // its records, loads from JSON and takes medians over steps), and where it
 // sits in the graph. Nodes of the same op, shapes and dtypes (a repeated
@@ -54,7 +54,7 @@ struct NodeProfile : NodeFacts, NodeMeasures {
 };
 
 // An input from outside the graph that its step allocated as activation
-// bytes (a constant operand: engine/autograd.h, Note [Inputs from outside
+// bytes (a constant operand: engine/record.h, Note [Inputs from outside
 // the graph]), one per storage.
 struct OutsideInputProfile {
   int64_t bytes = 0;
@@ -108,7 +108,7 @@ GraphProfile profile_graph(const Tensor& root);
 // The graph of records kept by a planner: the nodes the last record (the
 // root) depends on, in recording order. `step_start`: the mark_sequence()
 // taken as the step began (inputs from outside the graph allocated after
-// it count, engine/autograd.h), else the step begins at its first node.
+// it count, engine/record.h), else the step begins at its first node.
 GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records,
                              uint64_t step_start = InputSource::kNone);
 

@@ -65,11 +65,15 @@ std::vector<Profiler::Frame>& Profiler::frames() {
 
 std::optional<Profiler::Frame> Profiler::take(Node& node) {
   std::vector<Frame>& stack = frames();
-  const auto innermost = std::find_if(stack.rbegin(), stack.rend(), [&](const Frame& f) { return f.node == &node; });
+  const auto mine = [this](const Frame& f) { return f.owner == this; };
+  const auto innermost =
+      std::find_if(stack.rbegin(), stack.rend(), [&](const Frame& f) { return mine(f) && f.node == &node; });
   if (innermost == stack.rend()) return std::nullopt;
   const auto at = std::prev(innermost.base());
   std::optional<Frame> frame(std::move(*at));
-  stack.erase(at, stack.end());
+  // Its own frames above it were left by ops that threw; another Profiler's
+  // (listening to the same nodes) are that one's to close.
+  stack.erase(std::remove_if(at, stack.end(), mine), stack.end());
   return frame;
 }
 
@@ -143,18 +147,25 @@ void Profiler::backward_started(Node& node, const Tensor& grad_output) {
   frames().push_back(std::move(frame));
 }
 
-void Profiler::saved_value_releasing(Node& node) {
+Profiler::Frame* Profiler::open_backward(const Node& node) {
   std::vector<Frame>& stack = frames();
-  if (stack.empty() || stack.back().node != &node || !stack.back().measured) return;
-  Frame& frame = stack.back();
+  const auto innermost = std::find_if(stack.rbegin(), stack.rend(), [this](const Frame& f) { return f.owner == this; });
+  if (innermost == stack.rend() || innermost->node != &node || !innermost->measured) return nullptr;
+  return &*innermost;
+}
+
+void Profiler::saved_value_releasing(Node& node) {
+  Frame* open = open_backward(node);
+  if (!open) return;
+  Frame& frame = *open;
   frame.early_rise = frame.whole->rise();
   frame.live_before_release = frame.allocator->stats().live_transient;
 }
 
 void Profiler::saved_value_released(Node& node, int record_index) {
-  std::vector<Frame>& stack = frames();
-  if (stack.empty() || stack.back().node != &node || !stack.back().measured) return;
-  Frame& frame = stack.back();
+  Frame* open = open_backward(node);
+  if (!open) return;
+  Frame& frame = *open;
   REMAT_CHECK(frame.released < 0, "{}: backward released a second saved value early; the profile has room for one",
               node.name());
   frame.released = record_index;

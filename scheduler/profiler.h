@@ -1,4 +1,4 @@
-// The Profiler: the observer of the engine's graph events (engine/observer.h,
+// The Profiler: the observer of the engine's graph events (engine/recording.h,
 // Note [Graph events]) that measures what the profile and the liveness
 // simulator read, into each node's NodeRecord::measured: forward, replay and
 // backward times less first touches of fresh memory, the rise of transient
@@ -29,7 +29,7 @@
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/device_clock.h"
-#include "engine/observer.h"
+#include "engine/recording.h"
 
 namespace remat::scheduler {
 
@@ -69,7 +69,10 @@ class Profiler final : public GraphObserver {
   static std::vector<Frame>& frames();  // this thread's, innermost last
   // Takes the innermost open frame of `node` off this thread's stack (and
   // any left above it); empty if there is none.
-  static std::optional<Frame> take(Node& node);
+  std::optional<Frame> take(Node& node);
+  // The innermost open frame of this Profiler if it is `node`'s measured
+  // backward, else null.
+  Frame* open_backward(const Node& node);
 
   // A GPU span whose time goes into a record once resolved.
   struct Pending {
