@@ -14,8 +14,9 @@
 // Note [Graph events]
 // The engine records a graph and runs it; it measures nothing. Whoever
 // observes a recording measures it: the scheduler's Profiler times each
-// forward, replay and backward and watches the allocator around them, into
-// NodeRecord::measured, which the profile and the liveness simulator read.
+// forward, replay and backward and watches the allocator around them, and
+// keeps what it measured (scheduler/measures.h), which the profile and the
+// liveness simulator read.
 // A node keeps the observer that was current on its thread when it was
 // recorded (the recording context's observers, engine/recording.h; a
 // GraphObserverScope adds one), and every later event of that node goes

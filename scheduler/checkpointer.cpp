@@ -230,16 +230,15 @@ void Checkpointer::settle_last_step() {
   if (records_.empty()) return;
   report_ = report();  // freeze the last step's measured figures
   if (pool_) return;     // dtr: nothing to plan
-  if (!records_.back()->measured.backward_ran) return;  // no backward: nothing to plan from
+  if (!profiler_->measured(*records_.back()).backward_ran) return;  // no backward: nothing to plan from
   profiler_->resolve();  // a GPU's times, read now that the step has run
-  GraphProfile graph = profile_records(records_, step_start_);
+  GraphProfile graph = profile_records(records_, *profiler_, step_start_);
   // The step's wall time as far as it can be seen from here: the recorded
   // forward and the backward pass, less that step's replays and, as node
   // times leave them out, its first touches of fresh memory (W2's first
   // step under a new plan spent 57 ms of its 1.26 s mapping pages, and the
   // no-budget plan of `cost` had been priced against that).
-  const NodeRecord& root = *records_.back();
-  const NodeMeasures& pass = root.measured;
+  const NodeMeasures pass = profiler_->measured(*records_.back());
   if (pass.backward_pass_ms > 0) {
     graph.step_ms = forward_wall_ms_ + pass.backward_pass_ms - pass.backward_pass_replay_ms -
                     pass.backward_pass_first_touch_ms;
@@ -316,9 +315,9 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
       MetaScope meta;
       step();
     }
-    REMAT_CHECK(!records_.empty() && records_.back()->measured.backward_ran, "checkpointing: the rehearsed step recorded no "
-                "forward under record(), or ran no backward from its loss");
-    GraphProfile graph = profile_records(records_, step_start_);
+    REMAT_CHECK(!records_.empty() && profiler_->measured(*records_.back()).backward_ran, "checkpointing: the rehearsed "
+                "step recorded no forward under record(), or ran no backward from its loss");
+    GraphProfile graph = profile_records(records_, *profiler_, step_start_);
     std::shared_ptr<CachedPlan> planned;
     if (auto it = cache_.find(graph.signature); it != cache_.end()) {
       planned = it->second;

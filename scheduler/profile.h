@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "scheduler/measures.h"
 
 namespace remat::scheduler {
 
-// One row: the node's recorded facts and measures (engine/record.h,
-// NodeFacts and NodeMeasures: a row is a value, so that a profile outlives
-// its records, loads from JSON and takes medians over steps), and where it
-// sits in the graph. Nodes of the same op, shapes and dtypes (a repeated
+// One row: the node's recorded facts and what the Profiler measured of it
+// (NodeFacts, engine/record.h; NodeMeasures, scheduler/measures.h: a row is
+// a value, so that a profile outlives its records, loads from JSON and
+// takes medians over steps), and where it sits in the graph. Nodes of the same op, shapes and dtypes (a repeated
 // layer) share their group's median times (steadier plans, see
 // profile.cpp).
 struct NodeProfile : NodeFacts, NodeMeasures {
@@ -109,7 +110,9 @@ GraphProfile profile_graph(const Tensor& root);
 // root) depends on, in recording order. `step_start`: the mark_sequence()
 // taken as the step began (inputs from outside the graph allocated after
 // it count, engine/record.h), else the step begins at its first node.
-GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records,
+// Their measures are what `profiler` measured of them.
+class Profiler;
+GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records, const Profiler& profiler,
                              uint64_t step_start = InputSource::kNone);
 
 }  // namespace remat::scheduler
