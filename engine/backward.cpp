@@ -10,7 +10,6 @@
 #include <unordered_map>
 
 #include "engine/allocator.h"
-#include "engine/trace.h"
 #include "engine/kernel_call.h"
 #include "kernels/binary.h"
 #include "kernels/unary.h"
@@ -41,21 +40,18 @@ struct LaterFirst {
 // node.backward(grad_output) with its saved values rebuilt first, between
 // the events its observer hears (Note [Graph events]).
 Tensors run_node_backward(Node& node, const Tensor& grad_output) {
-  TraceSpan span("backward", node.name());
   // Note [Eviction]: what it reads stays resident until it has run.
   const SavedValuePins pins(node);
   node.materialize_saved();
-  GraphObserver* observer = node.observer();
-  if (!observer) return node.backward(grad_output);
-  observer->backward_started(node, grad_output);
+  node.notify([&](GraphObserver& o) { o.backward_started(node, grad_output); });
   Tensors grads;
   try {
     grads = node.backward(grad_output);
   } catch (...) {
-    observer->failed(node);
+    node.notify([&](GraphObserver& o) { o.failed(node); });
     throw;
   }
-  observer->backward_finished(node, grad_output, grads);
+  node.notify([&](GraphObserver& o) { o.backward_finished(node, grad_output, grads); });
   return grads;
 }
 
@@ -164,18 +160,17 @@ void run_pass(const Tensor& root, const Tensor& grad, bool retain_graph) {
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   REMAT_CHECK(root.defined(), "backward: called on an undefined tensor");
   REMAT_CHECK(root.requires_grad(), "backward: tensor {} does not require grad and has no grad_fn", root.str());
-  // The root's observer hears the pass (a leaf root has none).
+  // The root's observers hear the pass (a leaf root has none).
   const std::shared_ptr<Node> root_fn = root.grad_fn();
-  GraphObserver* observer = root_fn ? root_fn->observer() : nullptr;
-  if (!observer) return run_pass(root, grad, retain_graph);
-  observer->pass_started(*root_fn, root.device());
+  if (!root_fn || root_fn->observers().empty()) return run_pass(root, grad, retain_graph);
+  root_fn->notify([&](GraphObserver& o) { o.pass_started(*root_fn, root.device()); });
   try {
     run_pass(root, grad, retain_graph);
   } catch (...) {
-    observer->failed(*root_fn);
+    root_fn->notify([&](GraphObserver& o) { o.failed(*root_fn); });
     throw;
   }
-  observer->pass_finished(*root_fn);
+  root_fn->notify([&](GraphObserver& o) { o.pass_finished(*root_fn); });
 }
 
 }  // namespace remat

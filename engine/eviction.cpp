@@ -1,6 +1,7 @@
 // The resident pool of Note [Eviction]; see eviction.h. The pool keeps the
 // books (which values are resident, when each was last read) and frees what
-// its policy picks; Node (autograd.cpp) tells it what happens to each value.
+// its policy picks; Node (recompute.cpp) tells it what happens to each value
+// through the Residency hook.
 #include "engine/eviction.h"
 
 #include <algorithm>
@@ -67,7 +68,7 @@ std::vector<EvictionCandidate> ResidentPool::evictable() const {
   std::vector<long> holders;  // of each group's storage, TensorImpls of any owner
   std::unordered_map<const Storage*, size_t> group_of;
   for (const auto& [sequence_nr, node] : resident_) {
-    const Tensor& value = node->rebuilt_;
+    const Tensor& value = node->resident_output();
     const auto [it, fresh] = group_of.try_emplace(value.storage().get(), groups.size());
     if (fresh) {
       groups.push_back({.bytes = static_cast<int64_t>(value.storage()->nbytes())});
@@ -76,9 +77,9 @@ std::vector<EvictionCandidate> ResidentPool::evictable() const {
     }
     EvictionCandidate& group = groups[it->second];
     group.nodes.push_back(node);
-    group.last_access = std::max(group.last_access, node->last_access_);
+    group.last_access = std::max(group.last_access, last_access_.at(node));
     // Another handle on this TensorImpl (an op reading it) or a pin keeps it.
-    if (node->pins_ > 0 || value.impl_ptr().use_count() != 1) free_to_go[it->second] = false;
+    if (node->pinned() || value.impl_ptr().use_count() != 1) free_to_go[it->second] = false;
   }
   std::vector<EvictionCandidate> candidates;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -92,36 +93,37 @@ std::vector<EvictionCandidate> ResidentPool::evictable() const {
 void ResidentPool::evict(const EvictionCandidate& candidate) {
   for (Node* node : candidate.nodes) {
     resident_.erase(node->record().sequence_nr);
-    node->evicted_ = true;
-    node->rebuilt_ = Tensor();  // the last of them frees the storage
+    node->evict();  // the last of them frees the storage
   }
   ++stats_.evictions;
   stats_.evicted_bytes += candidate.bytes;
 }
 
 void ResidentPool::admit(Node& node) {
-  ++members_;
-  node.in_pool_ = true;
-  if (node.rebuilt_.defined() && node.rebuilt_.storage()) resident_[node.record().sequence_nr] = &node;
+  last_access_[&node] = 0;
+  const Tensor& value = node.resident_output();
+  if (value.defined() && value.storage()) resident_[node.record().sequence_nr] = &node;
   touch(node);
 }
 
 void ResidentPool::rebuilt(Node& node) {
   ++stats_.rebuilds;
-  node.evicted_ = false;
-  if (node.in_pool_ && node.rebuilt_.storage()) resident_[node.record().sequence_nr] = &node;
+  const bool member = last_access_.count(&node) > 0;
+  if (member && node.resident_output().storage()) resident_[node.record().sequence_nr] = &node;
   touch(node);
 }
 
-void ResidentPool::touch(Node& node) { node.last_access_ = ++clock_; }
+void ResidentPool::touch(Node& node) {
+  ++clock_;
+  if (auto it = last_access_.find(&node); it != last_access_.end()) it->second = clock_;
+}
 
 void ResidentPool::dropped(Node& node) { resident_.erase(node.record().sequence_nr); }
 
 void ResidentPool::leave(Node& node) {
-  if (!node.in_pool_) return;
-  node.in_pool_ = false;
+  if (last_access_.erase(&node) == 0) return;
   resident_.erase(node.record().sequence_nr);
-  if (--members_ == 0) active_ = false;  // the step's graph is gone
+  if (last_access_.empty()) active_ = false;  // the step's graph is gone
 }
 
 }  // namespace remat

@@ -3,23 +3,25 @@
 // Tensor Rematerialization", ICLR 2021). Which value goes is a policy's
 // (EvictionPolicy; scheduler/policies/dtr.h has the DTR heuristic). Not a
 // planner: nothing here looks ahead or reads a profile. The Checkpointer of
-// policy "dtr" makes one ResidentPool and hands it to the recording through
-// RecomputePolicy::pool.
+// policy "dtr" makes one ResidentPool and installs it as its recording
+// context's residency hook (engine/recompute.h, RecordingContext::residency).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <vector>
 
 #include "engine/allocator.h"
 #include "engine/device.h"
+#include "engine/recompute.h"
 #include "engine/tensor.h"
 
 namespace remat {
 
 // Note [Eviction]
-// While a ResidentPool is the recording's (RecomputePolicy::pool), every
+// While a ResidentPool is the recording's (RecordingContext::residency), every
 // node recorded is tagged Recompute (Note [Recompute]) but keeps its output
 // resident, as its rebuilt copy, and keeps its replay inputs until its own
 // backward has run: any value can be dropped, and rebuilt again, any number
@@ -70,7 +72,7 @@ struct EvictionStats {
   double evicting_ms = 0;
 };
 
-class ResidentPool final : public MemoryPressureHandler {
+class ResidentPool final : public MemoryPressureHandler, public Residency {
  public:
   // `budget`: transient bytes a step may rise by; on `device`'s allocator.
   ResidentPool(std::shared_ptr<EvictionPolicy> policy, int64_t budget, Device device);
@@ -90,18 +92,14 @@ class ResidentPool final : public MemoryPressureHandler {
   const EvictionStats& stats() const { return stats_; }
   size_t resident_values() const { return resident_.size(); }
 
- private:
-  friend class Node;
-  friend Tensor apply_op(std::shared_ptr<Node> node, const Tensors& inputs);
-  // Called by Node: its output became resident (recorded or rebuilt), was
-  // read, was dropped other than by eviction, or the node left the pool
-  // (its backward ran, it was promoted to Keep, or it is destroyed).
-  void admit(Node& node);
-  void rebuilt(Node& node);
-  void touch(Node& node);
-  void dropped(Node& node);
-  void leave(Node& node);
+  // The residency hook (engine/recompute.h), called by the pool's nodes.
+  void admit(Node& node) override;
+  void rebuilt(Node& node) override;
+  void touch(Node& node) override;
+  void dropped(Node& node) override;
+  void leave(Node& node) override;
 
+ private:
   std::vector<EvictionCandidate> evictable() const;
   void evict(const EvictionCandidate& candidate);
 
@@ -111,7 +109,8 @@ class ResidentPool final : public MemoryPressureHandler {
   Allocator* allocator_ = nullptr;  // device_'s, as placed at begin_step()
   int64_t level_ = 0;
   uint64_t clock_ = 0;
-  int64_t members_ = 0;  // nodes in the pool
+  // The nodes in the pool, each with the clock at its latest access.
+  std::unordered_map<const Node*, uint64_t> last_access_;
   // From begin_step() until the step's last node leaves: allocations outside
   // a step (an optimizer's, the next batch's) are no business of the budget.
   bool active_ = false;

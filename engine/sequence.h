@@ -2,7 +2,7 @@
 // next sequence number (NodeRecord::sequence_nr); storages and handles note
 // the number current when they were made or let go, which is how the
 // scheduler places an input from outside the graph between two nodes
-// (engine/autograd.h, Note [Inputs from outside the graph]). Kept apart from
+// (engine/record.h, Note [Inputs from outside the graph]). Kept apart from
 // autograd.h so that storage.cpp, below it, can read the clock.
 #pragma once
 

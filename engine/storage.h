@@ -40,7 +40,7 @@ class Storage {
   void bump_version() { ++version_; }
   // next_sequence_nr() when it was allocated: how many autograd nodes had
   // been recorded, which places an input made during forward between two
-  // of them (engine/autograd.h, Note [Inputs from outside the graph]).
+  // of them (engine/record.h, Note [Inputs from outside the graph]).
   uint64_t made_before() const { return made_before_; }
   bool borrowed() const { return owner_ != nullptr; }
 

@@ -42,7 +42,7 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;       // non-leaves: the node that made this
   std::weak_ptr<Node> grad_accumulator;  // leaves: cached AccumulateGrad node
   // Set when a recorded node reads this tensor as an input from outside the
-  // graph held in activation bytes (engine/autograd.h, Note [Inputs from
+  // graph held in activation bytes (engine/record.h, Note [Inputs from
   // outside the graph]).
   std::shared_ptr<OutsideInput> outside_input;
 };

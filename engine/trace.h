@@ -1,17 +1,21 @@
 // A memory timeline of a step, for Chrome's trace viewer and Perfetto: one
 // event per forward node, backward node and replay, and a counter of live
-// activation + temporary bytes sampled at each event's start and end.
+// activation + temporary bytes sampled at each event's start and end. The
+// trace is one more observer of the graph (Note [Graph events]): the nodes
+// recorded while a TraceRecorder lives report their forward, replays and
+// backward to it (those that run after it is gone are not traced).
 //
-//   TraceRecorder trace;          // records this thread's events while it lives
+//   TraceRecorder trace;          // listens to the nodes recorded while it lives
 //   ... forward, backward ...
 //   trace.save("step.json");      // open in ui.perfetto.dev or chrome://tracing
 #pragma once
 
-#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "engine/recording.h"
 
 namespace remat {
 
@@ -28,30 +32,15 @@ class TraceRecorder {
     double start_us = 0, end_us = 0;
     int64_t bytes_at_start = 0, bytes_at_end = 0;
   };
-  const std::vector<Event>& events() const { return events_; }
+  const std::vector<Event>& events() const;
   // The Chrome trace-event JSON ("X" events and a "C" counter).
   std::string json() const;
   void save(const std::string& path) const;
 
  private:
-  friend class TraceSpan;
-  std::chrono::steady_clock::time_point origin_;
-  std::vector<Event> events_;
-  TraceRecorder* previous_;
-};
-
-// One event, from construction to destruction, on this thread's recorder
-// (nothing when none is recording). The engine opens one per node it runs.
-class TraceSpan {
- public:
-  TraceSpan(std::string_view category, std::string_view name);
-  ~TraceSpan();
-  TraceSpan(const TraceSpan&) = delete;
-  TraceSpan& operator=(const TraceSpan&) = delete;
-
- private:
-  TraceRecorder* recorder_;
-  size_t index_ = 0;
+  class Listener;  // the GraphObserver the nodes keep (trace.cpp)
+  std::shared_ptr<Listener> listener_;
+  GraphObserverScope scope_;
 };
 
 }  // namespace remat

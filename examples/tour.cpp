@@ -23,7 +23,7 @@
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/factory.h"
-#include "engine/observer.h"
+#include "engine/recording.h"
 #include "nn/gpt.h"
 #include "nn/mlp.h"
 #include "ops/binary.h"

@@ -87,6 +87,8 @@ Tensor GPTMlp::forward(Tensor&& x) {
     h = affine_gelu(std::exchange(x, Tensor()), c_fc_->weight(), c_fc_->bias());  // (B, T, 4C)
   } else {
     h = c_fc_->forward(std::exchange(x, Tensor()));  // (B, T, 4C)
+    // A plan may drop this GELU output: c_proj's backward then replays gelu
+    // from c_fc's output to read it (docs/design.md, "One value's walk").
     h = gelu(h);
   }
   h = c_proj_->forward(h);  // (B, T, C)

@@ -1,6 +1,6 @@
 // remat.scheduler (bindings.h), first part: the engine seen from inside,
 // for whoever studies or teaches it. The allocator's counts come as a dict;
-// observers hear the engine's graph events (engine/observer.h); a Python
+// observers hear the engine's graph events (engine/recording.h); a Python
 // rule tags nodes as they are recorded (RecomputeScope); Profiling measures
 // a step (scheduler/profiler.h). Tags are the words "keep" and "recompute"
 // (tags.h). Profiles, plans and the Checkpointer are plans.cpp's;
@@ -21,7 +21,7 @@
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
-#include "engine/observer.h"
+#include "engine/recording.h"
 #include "nn/module.h"
 #include "python/bindings.h"
 #include "python/convert.h"

@@ -60,7 +60,7 @@ Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::m
 }
 
 Checkpointer::Recording::Recording(Checkpointer& owner)
-    : owner_(owner), scope_(owner.recording_policy()), measuring_(owner.profiler_) {
+    : owner_(owner), scope_(owner.step_context()) {
   REMAT_CHECK(!t_recording, "checkpointing: a Checkpointer is already recording on this thread");
   t_recording = true;
 }
@@ -104,23 +104,20 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   return std::make_unique<Recording>(*this);
 }
 
-RecomputePolicy Checkpointer::recording_policy() {
-  if (pool_) {
-    return {.tag = [this](const Node& node) {
-              records_.push_back(node.shared_record());
-              return Tag::Recompute;
-            },
-            .keep_input = {},
-            .pool = pool_};
-  }
-  RecomputePolicy policy{.tag = [this](const Node& node) { return tag_for(node); }, .keep_input = {}};
-  if (!active_ && options_.policy != "none") {
-    // Profiling under `blocks`: a block's output is kept when read outside it.
-    policy.keep_input = [this](const Node& consumer, const Node& producer) {
-      return !active_ && !same_block(consumer, producer);
-    };
-  }
-  return policy;
+RecordingContext Checkpointer::step_context() {
+  RecordingContext context = remat::recording_context();
+  context.tagger = this;
+  context.residency = pool_;
+  auto observers = context.observers ? std::make_shared<GraphObservers>(*context.observers)
+                                     : std::make_shared<GraphObservers>();
+  observers->push_back(profiler_);
+  context.observers = std::move(observers);
+  return context;
+}
+
+bool Checkpointer::keep_input(const Node& consumer, const Node& producer) {
+  // Profiling under `blocks` (a dtr pool keeps nothing; a plan decides itself).
+  return !pool_ && !active_ && options_.policy != "none" && !same_block(consumer, producer);
 }
 
 namespace {
@@ -190,8 +187,9 @@ bool Checkpointer::fits_so_far(const CachedPlan& plan) const {
   return true;
 }
 
-Tag Checkpointer::tag_for(const Node& node) {
+Tag Checkpointer::tag(const Node& node) {
   records_.push_back(node.shared_record());
+  if (pool_) return Tag::Recompute;  // dtr: the pool decides, at run time
   if (mismatch_) return Tag::Keep;
   if (!active_) return options_.policy != "none" && node.record().block ? Tag::Recompute : Tag::Keep;
   const size_t index = records_.size() - 1;
@@ -233,16 +231,15 @@ void Checkpointer::settle_last_step() {
   if (records_.empty()) return;
   report_ = report();  // freeze the last step's measured figures
   if (pool_) return;     // dtr: nothing to plan
-  if (!records_.back()->measured.backward_ran) return;  // no backward: nothing to plan from
+  if (!profiler_->measured(*records_.back()).backward_ran) return;  // no backward: nothing to plan from
   profiler_->resolve();  // a GPU's times, read now that the step has run
-  GraphProfile graph = profile_records(records_, step_start_);
+  GraphProfile graph = profile_records(records_, *profiler_, step_start_);
   // The step's wall time as far as it can be seen from here: the recorded
   // forward and the backward pass, less that step's replays and, as node
   // times leave them out, its first touches of fresh memory (W2's first
   // step under a new plan spent 57 ms of its 1.26 s mapping pages, and the
   // no-budget plan of `cost` had been priced against that).
-  const NodeRecord& root = *records_.back();
-  const NodeMeasures& pass = root.measured;
+  const NodeMeasures pass = profiler_->measured(*records_.back());
   if (pass.backward_pass_ms > 0) {
     graph.step_ms = forward_wall_ms_ + pass.backward_pass_ms - pass.backward_pass_replay_ms -
                     pass.backward_pass_first_touch_ms;
@@ -319,9 +316,9 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
       MetaScope meta;
       step();
     }
-    REMAT_CHECK(!records_.empty() && records_.back()->measured.backward_ran, "checkpointing: the rehearsed step recorded no "
-                "forward under record(), or ran no backward from its loss");
-    GraphProfile graph = profile_records(records_, step_start_);
+    REMAT_CHECK(!records_.empty() && profiler_->measured(*records_.back()).backward_ran, "checkpointing: the rehearsed "
+                "step recorded no forward under record(), or ran no backward from its loss");
+    GraphProfile graph = profile_records(records_, *profiler_, step_start_);
     std::shared_ptr<CachedPlan> planned;
     if (auto it = cache_.find(graph.signature); it != cache_.end()) {
       planned = it->second;

@@ -104,11 +104,12 @@ struct CachedPlan {
   bool frozen = false;
 };
 
-class Checkpointer {
+// The Checkpointer is the Tagger of the steps it records (engine/recording.h).
+class Checkpointer final : public Tagger {
  public:
   // `device`: where its steps run, whose allocator measures them.
   explicit Checkpointer(PlanOptions options, Device device = Device::cpu());
-  // The tag policy it installs while recording points at it: it stays put.
+  // The context it installs while recording points at it: it stays put.
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
@@ -123,8 +124,9 @@ class Checkpointer {
 
    private:
     Checkpointer& owner_;
-    RecomputeScope scope_;
-    GraphObserverScope measuring_;  // the step's nodes are measured by owner_'s Profiler
+    // The step's context: owner_ tags, owner_'s Profiler listens, and
+    // (dtr) owner_'s pool holds outputs resident.
+    RecordingScope scope_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
     double first_touch_at_start_ = first_touch_ms();
   };
@@ -155,6 +157,12 @@ class Checkpointer {
   void rehearse(const std::function<void()>& step);
   static bool recording_on_this_thread();
 
+  // Tagger: a node's tag by the plan (or the profiling step's rule); under
+  // the profiling step's `blocks`, a block's output is kept once read
+  // outside it.
+  Tag tag(const Node& node) override;
+  bool keep_input(const Node& consumer, const Node& producer) override;
+
   // The latest step's report, its measured peak counted up to now.
   StepReport report() const;
   const PlanOptions& options() const { return options_; }
@@ -170,11 +178,11 @@ class Checkpointer {
  private:
   // Plans (or finds) the graph recorded by the last step, once its backward ran.
   void settle_last_step();
-  Tag tag_for(const Node& node);
   bool fits_so_far(const CachedPlan& plan) const;
   // The step's report takes the figures of the plan it now applies.
   void report_applying(const CachedPlan& cached);
-  RecomputePolicy recording_policy();
+  // The recording context of a step: this tagger, its Profiler, its pool.
+  RecordingContext step_context();
 
   PlanOptions options_;
   Device device_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -92,7 +93,9 @@ std::vector<const NodeRecord*> reached_from_root(const std::vector<const NodeRec
 // only those the root depends on.
 // `step_start`: the mark_sequence() taken as the step began, or kNone when
 // the step is taken to begin at its first node.
-GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) {
+// `measured_by`: what was measured of a record's node.
+using MeasuresOf = std::function<NodeMeasures(const NodeRecord&)>;
+GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start, const MeasuresOf& measured_by) {
   std::sort(records.begin(), records.end(),
             [](const NodeRecord* a, const NodeRecord* b) { return a->sequence_nr < b->sequence_nr; });
   const std::vector<const NodeRecord*> kept = reached_from_root(records);
@@ -136,7 +139,7 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start) 
                            return a->sequence_nr < b->sequence_nr;
                          }) - records.begin();
     static_cast<NodeFacts&>(row) = r;
-    static_cast<NodeMeasures&>(row) = r.measured;
+    static_cast<NodeMeasures&>(row) = measured_by(r);
     row.block = r.block ? *r.block : std::string();
     for (const InputSource& source : r.inputs) {
       auto it = position_of.find(source.producer);
@@ -258,22 +261,37 @@ GraphProfile profile_graph(const Tensor& root) {
     Node* node = stack.back();
     stack.pop_back();
     if (!node || !seen.insert(node).second || dynamic_cast<AccumulateGrad*>(node)) continue;
-    REMAT_CHECK(node->record().measured.observed, "profile_graph: node {} ({}) of the graph of {} was recorded "
-                "unmeasured; record the graph inside a scheduler::Profiling scope (scheduler/profiler.h) or a "
-                "Checkpointer's record()", node->record().sequence_nr, node->name(), root.str());
-    if (auto* profiler = dynamic_cast<Profiler*>(node->observer())) profilers.insert(profiler);
+    bool observed = false;
+    for (const std::shared_ptr<GraphObserver>& observer : node->observers()) {
+      auto* profiler = dynamic_cast<Profiler*>(observer.get());
+      if (profiler && profilers.insert(profiler).second) profiler->resolve();  // a GPU's times, once the work has run
+      observed = observed || (profiler && profiler->measured(node->record()).observed);
+    }
+    REMAT_CHECK(observed, "profile_graph: node {} ({}) of the graph of {} was recorded unmeasured; record the graph "
+                "inside a scheduler::Profiling scope (scheduler/profiler.h) or a Checkpointer's record()",
+                node->record().sequence_nr, node->name(), root.str());
     records.push_back(&node->record());
     for (const Edge& edge : node->next_edges()) stack.push_back(edge.node.get());
   }
-  for (Profiler* profiler : profilers) profiler->resolve();  // a GPU's times, read once the work has run
+  // What the innermost Profiler listening to a node measured of it.
+  std::unordered_map<const NodeRecord*, NodeMeasures> measured;
+  for (Node* node : seen) {
+    for (const std::shared_ptr<GraphObserver>& observer : node->observers()) {
+      if (auto* profiler = dynamic_cast<Profiler*>(observer.get())) {
+        const NodeMeasures m = profiler->measured(node->record());
+        if (m.observed) measured[&node->record()] = m;
+      }
+    }
+  }
   // The root is the latest record; sorting puts it last.
-  return build(std::move(records), InputSource::kNone);
+  return build(std::move(records), InputSource::kNone, [&](const NodeRecord& r) { return measured.at(&r); });
 }
 
-GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records, uint64_t step_start) {
+GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records, const Profiler& profiler,
+                             uint64_t step_start) {
   std::vector<const NodeRecord*> raw;
   for (const auto& r : records) raw.push_back(r.get());
-  return build(std::move(raw), step_start);
+  return build(std::move(raw), step_start, [&](const NodeRecord& r) { return profiler.measured(r); });
 }
 
 }  // namespace remat::scheduler

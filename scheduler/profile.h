@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "scheduler/measures.h"
 
 namespace remat::scheduler {
 
-// One row: the node's recorded facts and measures (engine/autograd.h,
-// NodeFacts and NodeMeasures: a row is a value, so that a profile outlives
-// its records, loads from JSON and takes medians over steps), and where it
-// sits in the graph. Nodes of the same op, shapes and dtypes (a repeated
+// One row: the node's recorded facts and what the Profiler measured of it
+// (NodeFacts, engine/record.h; NodeMeasures, scheduler/measures.h: a row is
+// a value, so that a profile outlives its records, loads from JSON and
+// takes medians over steps), and where it sits in the graph. Nodes of the same op, shapes and dtypes (a repeated
 // layer) share their group's median times (steadier plans, see
 // profile.cpp).
 struct NodeProfile : NodeFacts, NodeMeasures {
@@ -54,7 +55,7 @@ struct NodeProfile : NodeFacts, NodeMeasures {
 };
 
 // An input from outside the graph that its step allocated as activation
-// bytes (a constant operand: engine/autograd.h, Note [Inputs from outside
+// bytes (a constant operand: engine/record.h, Note [Inputs from outside
 // the graph]), one per storage.
 struct OutsideInputProfile {
   int64_t bytes = 0;
@@ -108,8 +109,10 @@ GraphProfile profile_graph(const Tensor& root);
 // The graph of records kept by a planner: the nodes the last record (the
 // root) depends on, in recording order. `step_start`: the mark_sequence()
 // taken as the step began (inputs from outside the graph allocated after
-// it count, engine/autograd.h), else the step begins at its first node.
-GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records,
+// it count, engine/record.h), else the step begins at its first node.
+// Their measures are what `profiler` measured of them.
+class Profiler;
+GraphProfile profile_records(const std::vector<std::shared_ptr<const NodeRecord>>& records, const Profiler& profiler,
                              uint64_t step_start = InputSource::kNone);
 
 }  // namespace remat::scheduler

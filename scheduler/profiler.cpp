@@ -65,12 +65,43 @@ std::vector<Profiler::Frame>& Profiler::frames() {
 
 std::optional<Profiler::Frame> Profiler::take(Node& node) {
   std::vector<Frame>& stack = frames();
-  const auto innermost = std::find_if(stack.rbegin(), stack.rend(), [&](const Frame& f) { return f.node == &node; });
+  const auto mine = [this](const Frame& f) { return f.owner == this; };
+  const auto innermost =
+      std::find_if(stack.rbegin(), stack.rend(), [&](const Frame& f) { return mine(f) && f.node == &node; });
   if (innermost == stack.rend()) return std::nullopt;
   const auto at = std::prev(innermost.base());
   std::optional<Frame> frame(std::move(*at));
-  stack.erase(at, stack.end());
+  // Its own frames above it were left by ops that threw; another Profiler's
+  // (listening to the same nodes) are that one's to close.
+  stack.erase(std::remove_if(at, stack.end(), mine), stack.end());
   return frame;
+}
+
+NodeMeasures& Profiler::measures(const Node& node) {
+  const std::shared_ptr<NodeRecord>& record = node.shared_record();
+  std::lock_guard lock(mutex_);
+  Entry& entry = measures_[record.get()];
+  if (entry.record.lock() == record) return entry.measured;
+  entry = {.record = record, .measured = {}};  // new, or a gone record's address reused
+  // Measures of records no one holds any more go, each time the count has
+  // doubled (a Profiler of a long run sees millions of nodes).
+  if (measures_.size() > 2 * kept_after_pruning_ + 1024) {
+    std::erase_if(measures_, [](const auto& kv) { return kv.second.record.expired(); });
+    kept_after_pruning_ = measures_.size();
+  }
+  return measures_.at(record.get()).measured;
+}
+
+NodeMeasures Profiler::measured(const NodeRecord& record) const {
+  std::lock_guard lock(mutex_);
+  const auto it = measures_.find(&record);
+  const bool mine = it != measures_.end() && it->second.record.lock().get() == &record;
+  return mine ? it->second.measured : NodeMeasures{};
+}
+
+size_t Profiler::nodes_measured() const {
+  std::lock_guard lock(mutex_);
+  return measures_.size();
 }
 
 void Profiler::add_pending(Pending pending) {
@@ -89,11 +120,12 @@ void Profiler::forward_started(Node& node, Device device) {
 void Profiler::forward_finished(Node& node) {
   std::optional<Frame> frame = take(node);
   if (!frame) return;
-  NodeMeasures& measured = node.shared_record()->measured;
+  NodeMeasures& measured = measures(node);
   measured.observed = true;
   measured.forward_peak_bytes = frame->whole->rise();
   if (frame->gpu) {
-    add_pending({.field = Pending::Field::Forward, .record = node.shared_record(), .span = std::move(*frame->gpu)});
+    add_pending({.field = Pending::Field::Forward, .record = node.shared_record(),
+                 .span = std::move(*frame->gpu)});
   } else {
     measured.forward_ms = frame->warm_ms();
   }
@@ -108,7 +140,7 @@ void Profiler::replay_started(Node& node, Device device) {
 void Profiler::replayed(Node& node, bool in_place) {
   std::optional<Frame> frame = take(node);
   if (!frame) return;
-  NodeRecord& record = *node.shared_record();
+  const NodeRecord& record = node.record();
   if (frame->gpu) {
     // Its time, when resolved, goes to the pass it ran in too.
     const std::vector<Frame>& stack = frames();
@@ -125,8 +157,9 @@ void Profiler::replayed(Node& node, bool in_place) {
   }
   // As forward times leave out first touches of fresh memory, so do replays.
   const double ms = frame->warm_ms();
-  record.measured.replay_ms = in_place ? 0.0 : ms;
-  record.measured.replay_in_place_ms = in_place ? ms : 0.0;
+  NodeMeasures& measured = measures(node);
+  measured.replay_ms = in_place ? 0.0 : ms;
+  measured.replay_in_place_ms = in_place ? ms : 0.0;
   std::lock_guard lock(mutex_);
   replays_.nodes += 1;
   replays_.ms += ms;
@@ -135,7 +168,7 @@ void Profiler::replayed(Node& node, bool in_place) {
 
 void Profiler::backward_started(Node& node, const Tensor& grad_output) {
   Frame frame{.kind = Frame::Kind::Backward, .node = &node, .owner = this,
-              .measured = !node.record().measured.backward_ran};
+              .measured = !measures(node).backward_ran};
   if (frame.measured) {
     frame.watch(grad_output.device());
     frame.time_on(grad_output.device());
@@ -143,18 +176,25 @@ void Profiler::backward_started(Node& node, const Tensor& grad_output) {
   frames().push_back(std::move(frame));
 }
 
-void Profiler::saved_value_releasing(Node& node) {
+Profiler::Frame* Profiler::open_backward(const Node& node) {
   std::vector<Frame>& stack = frames();
-  if (stack.empty() || stack.back().node != &node || !stack.back().measured) return;
-  Frame& frame = stack.back();
+  const auto innermost = std::find_if(stack.rbegin(), stack.rend(), [this](const Frame& f) { return f.owner == this; });
+  if (innermost == stack.rend() || innermost->node != &node || !innermost->measured) return nullptr;
+  return &*innermost;
+}
+
+void Profiler::saved_value_releasing(Node& node) {
+  Frame* open = open_backward(node);
+  if (!open) return;
+  Frame& frame = *open;
   frame.early_rise = frame.whole->rise();
   frame.live_before_release = frame.allocator->stats().live_transient;
 }
 
 void Profiler::saved_value_released(Node& node, int record_index) {
-  std::vector<Frame>& stack = frames();
-  if (stack.empty() || stack.back().node != &node || !stack.back().measured) return;
-  Frame& frame = stack.back();
+  Frame* open = open_backward(node);
+  if (!open) return;
+  Frame& frame = *open;
   REMAT_CHECK(frame.released < 0, "{}: backward released a second saved value early; the profile has room for one",
               node.name());
   frame.released = record_index;
@@ -165,7 +205,7 @@ void Profiler::saved_value_released(Node& node, int record_index) {
 void Profiler::backward_finished(Node& node, const Tensor& grad_output, const Tensors& grads) {
   std::optional<Frame> frame = take(node);
   if (!frame || !frame->measured) return;
-  NodeMeasures& measured = node.shared_record()->measured;
+  NodeMeasures& measured = measures(node);
   measured.released_early = frame->released;
   if (frame->released < 0) {
     measured.backward_peak_bytes = frame->whole->rise();
@@ -176,7 +216,8 @@ void Profiler::backward_finished(Node& node, const Tensor& grad_output, const Te
     measured.backward_late_peak_bytes = frame->live_after_release + frame->late->rise() + freed - frame->start_level;
   }
   if (frame->gpu) {
-    add_pending({.field = Pending::Field::Backward, .record = node.shared_record(), .span = std::move(*frame->gpu)});
+    add_pending({.field = Pending::Field::Backward, .record = node.shared_record(),
+                 .span = std::move(*frame->gpu)});
   } else {
     measured.backward_ms = frame->warm_ms();
   }
@@ -192,7 +233,7 @@ void Profiler::backward_finished(Node& node, const Tensor& grad_output, const Te
 
 void Profiler::pass_started(Node& root, Device device) {
   Frame frame{.kind = Frame::Kind::Pass, .node = &root, .owner = this,
-              .measured = !root.record().measured.backward_ran};
+              .measured = !measures(root).backward_ran};
   if (frame.measured) frame.time_on(device);
   if (frame.gpu) {
     frame.pass_replay_ms = std::make_shared<double>(0.0);
@@ -206,7 +247,7 @@ void Profiler::pass_started(Node& root, Device device) {
 void Profiler::pass_finished(Node& root) {
   std::optional<Frame> frame = take(root);
   if (!frame || !frame->measured) return;
-  NodeMeasures& measured = root.shared_record()->measured;
+  NodeMeasures& measured = measures(root);
   if (frame->gpu) {
     add_pending({.field = Pending::Field::Pass, .record = root.shared_record(), .span = std::move(*frame->gpu),
                  .pass_replay_ms = frame->pass_replay_ms});
@@ -232,10 +273,13 @@ void Profiler::resolve() {
     pending.swap(pending_);
   }
   double replay_ms = 0;
+  std::lock_guard lock(mutex_);
   // In the order they were queued: a pass after the replays it ran.
   for (Pending& p : pending) {
     const double ms = p.span.ms();
-    NodeMeasures& measured = p.record->measured;
+    NodeMeasures gone;  // for a node whose measures went with its record
+    const auto it = measures_.find(p.record.get());
+    NodeMeasures& measured = it == measures_.end() ? gone : it->second.measured;
     switch (p.field) {
       case Pending::Field::Forward: measured.forward_ms = ms; break;
       case Pending::Field::Backward: measured.backward_ms = ms; break;
@@ -255,7 +299,6 @@ void Profiler::resolve() {
         break;
     }
   }
-  std::lock_guard lock(mutex_);
   replays_.ms += replay_ms;
 }
 

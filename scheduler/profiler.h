@@ -1,6 +1,7 @@
-// The Profiler: the observer of the engine's graph events (engine/observer.h,
+// The Profiler: the observer of the engine's graph events (engine/recording.h,
 // Note [Graph events]) that measures what the profile and the liveness
-// simulator read, into each node's NodeRecord::measured: forward, replay and
+// simulator read, into its own NodeMeasures per node (scheduler/measures.h,
+// by the node's record; measured() reads them): forward, replay and
 // backward times less first touches of fresh memory, the rise of transient
 // bytes over each forward and over each node's first backward (in two
 // phases around an early release), the bytes of each gradient, and a pass's
@@ -24,12 +25,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/device_clock.h"
-#include "engine/observer.h"
+#include "engine/recording.h"
+#include "scheduler/measures.h"
 
 namespace remat::scheduler {
 
@@ -57,9 +60,14 @@ class Profiler final : public GraphObserver {
   // The replays of nodes it observed, on every thread, since it was made
   // (resolved first).
   ReplayStats replays();
-  // Writes the GPU times still in flight into their records, waiting for
+  // Writes the GPU times still in flight into their measures, waiting for
   // the work they time; nothing to do on the CPU.
   void resolve();
+  // What it measured of the node of `record` (zeros, observed false, for a
+  // node it did not observe). GPU times once resolved.
+  NodeMeasures measured(const NodeRecord& record) const;
+  // How many nodes' measures it holds now.
+  size_t nodes_measured() const;
 
  private:
   // One open event of this thread: a forward, a replay, a backward or a
@@ -69,22 +77,37 @@ class Profiler final : public GraphObserver {
   static std::vector<Frame>& frames();  // this thread's, innermost last
   // Takes the innermost open frame of `node` off this thread's stack (and
   // any left above it); empty if there is none.
-  static std::optional<Frame> take(Node& node);
+  std::optional<Frame> take(Node& node);
+  // The innermost open frame of this Profiler if it is `node`'s measured
+  // backward, else null.
+  Frame* open_backward(const Node& node);
 
-  // A GPU span whose time goes into a record once resolved.
+  // The measures of `node`, made on first use, kept by its record (the
+  // record is filled only after forward, so not by its sequence_nr). The
+  // record, held weakly, says when they may go: once no one holds it (the
+  // node, a planner's list), no profile can be taken of it.
+  NodeMeasures& measures(const Node& node);
+
+  // A GPU span whose time goes into a node's measures once resolved.
   struct Pending {
     enum class Field { Forward, Replay, ReplayInPlace, Backward, Pass };
     Field field = Field::Forward;
-    std::shared_ptr<NodeRecord> record;
+    std::shared_ptr<const NodeRecord> record;
     GpuSpan span;
     // A replay adds its time to its pass's; a pass reads the sum.
     std::shared_ptr<double> pass_replay_ms;
   };
   void add_pending(Pending pending);
 
-  std::mutex mutex_;
+  struct Entry {
+    std::weak_ptr<const NodeRecord> record;
+    NodeMeasures measured;
+  };
+  mutable std::mutex mutex_;
   ReplayStats replays_;
   std::vector<Pending> pending_;
+  std::unordered_map<const NodeRecord*, Entry> measures_;
+  size_t kept_after_pruning_ = 0;  // measures_.size() after the last pruning
 
 };
 

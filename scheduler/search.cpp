@@ -53,7 +53,7 @@ std::vector<int64_t> cuts(const Context& c) {
 }
 
 // The simulator matches the allocator to the byte on every graph tested,
-// but user code can hold memory the profile does not see (engine/autograd.h,
+// but user code can hold memory the profile does not see (engine/record.h,
 // Note [Inputs from outside the graph]): plans aim at the budget less this
 // share of it and a few bytes.
 constexpr double kBudgetMargin = 0.01;

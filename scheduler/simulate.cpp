@@ -119,7 +119,7 @@ class Simulator {
     std::vector<std::vector<int64_t>> released_before(n_ + 1);
     for (int64_t v = 0; v < n_; ++v) released_before[graph_.nodes[v].released_at].push_back(v);
     // Inputs from outside the graph: allocated between two nodes, and held
-    // by the caller until a later gap (engine/autograd.h, Note [Inputs from
+    // by the caller until a later gap (engine/record.h, Note [Inputs from
     // outside the graph]). In one gap the caller lets go first, then
     // allocates: `h = f(h); h = g(h, 0.5)` frees before it makes 0.5.
     std::vector<std::vector<int64_t>> made_before(n_), outside_released_before(n_ + 1);
@@ -250,7 +250,7 @@ class Simulator {
   }
 
   // The storage a replay of v writes its output over, by the engine's rule
-  // (replay_writes_over_input, engine/autograd.h); else kNoStorage.
+  // (replay_writes_over_input, engine/recompute.h); else kNoStorage.
   int overwritten_argument(int64_t v, const std::vector<int>& arguments) const {
     const NodeProfile& node = graph_.nodes[v];
     const int over = node.overwritable_input;

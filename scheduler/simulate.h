@@ -2,16 +2,16 @@
 // hold over one step (forward, backward and the replays backward asks for),
 // predicted from the profile alone.
 //
-// It replays the engine's own rules (Note [Recompute] in engine/autograd.h,
+// It replays the engine's own rules (Note [Recompute] in engine/recompute.h,
 // engine/backward.cpp) on reference-counted storages: an output lives while
 // the caller holds it (NodeProfile::released_at) or a kept saved value reads
 // it; a dropped one is rebuilt, with its dropped inputs, when a backward
 // first reads it and freed after its last reader (a replay writes over an
-// input nothing else holds any more: engine/autograd.h, Note [Replays in
+// input nothing else holds any more: engine/recompute.h, Note [Replays in
 // place]); gradients flow in the executor's order (latest recorded first)
 // and are summed in buffers. A constant made between two nodes
 // (GraphProfile::outside_inputs) lives while the caller, a saved value or a
-// replay input holds it (engine/autograd.h, Note [Inputs from outside the
+// replay input holds it (engine/record.h, Note [Inputs from outside the
 // graph]). Each op's own working memory is the rise measured when it ran
 // (forward_peak_bytes, backward_peak_bytes). Planners call it to honour a
 // budget; the bench compares its peak with the allocator's.
@@ -40,7 +40,7 @@ struct Simulation {
   // Per node: live bytes just before its forward, the peak during its
   // forward, the peak while backward processes it (the replays it asks for
   // included), whether it is replayed, the time of its replay (0 if not),
-  // and whether that replay writes over an input (engine/autograd.h, Note
+  // and whether that replay writes over an input (engine/recompute.h, Note
   // [Replays in place]).
   std::vector<int64_t> level_before_forward;
   std::vector<int64_t> forward_peak_at;

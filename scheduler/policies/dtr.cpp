@@ -25,8 +25,9 @@ int64_t bytes_moved(const NodeRecord& record) {
 
 double DtrPolicy::replay_ms(const Node& node) const {
   const NodeRecord& record = node.record();
-  if (options_.measured_costs && record.measured.observed && record.measured.forward_ms > 0) {
-    return record.measured.forward_ms;
+  if (options_.measured_costs) {
+    const NodeMeasures measured = options_.measured_costs->measured(record);
+    if (measured.observed && measured.forward_ms > 0) return measured.forward_ms;
   }
   return search::roofline_ms(record.replay_flops, bytes_moved(record));  // the nominal clock of search.cpp
 }

@@ -13,6 +13,7 @@
 
 #include "engine/autograd.h"
 #include "engine/eviction.h"
+#include "scheduler/profiler.h"
 
 namespace remat::scheduler {
 
@@ -21,11 +22,12 @@ struct DtrOptions {
   // (DTR's e* neighbourhood, walked exactly through the graph's edges), not
   // only v's own replay.
   bool neighbourhood = true;
-  // Price a replay by the forward time the Profiler measured where it did;
-  // by default by a fixed roofline of its FLOPs and bytes (the nominal clock
-  // of scheduler/search.cpp), the same on every run and machine, so that
-  // which values are evicted, and so the peaks and replays, reproduce.
-  bool measured_costs = false;
+  // Price a replay by the forward time this Profiler measured where it did;
+  // by default (null) by a fixed roofline of its FLOPs and bytes (the
+  // nominal clock of scheduler/search.cpp), the same on every run and
+  // machine, so that which values are evicted, and so the peaks and
+  // replays, reproduce.
+  std::shared_ptr<const Profiler> measured_costs;
 };
 
 class DtrPolicy final : public EvictionPolicy {

@@ -52,7 +52,7 @@ struct TightPool {
       : w(parameter(seed)),
         policy(std::make_shared<EvictFirst>()),
         pool(std::make_shared<ResidentPool>(policy, 1, Device::cpu())),
-        scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool}) {
+        scope(pool) {
     pool->begin_step();
   }
   const Tensor w;
@@ -71,7 +71,7 @@ Chain chain_step(const std::shared_ptr<ResidentPool>& pool, int length) {
   Chain chain{parameter(3), {}};
   Tensor loss;
   {
-    RecomputeScope scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool});
+    RecomputeScope scope(pool);
     if (pool) pool->begin_step();
     Tensor h = chain.w;
     for (int i = 0; i < length; ++i) h = i % 2 == 0 ? exp(h) : tanh(h);
@@ -122,7 +122,7 @@ TEST(Eviction, AValueAHandleHoldsIsNeverACandidate) {
   const std::vector<float> grad = w.grad().to_vector<float>();
   w.set_grad(Tensor());
   {
-    RecomputeScope keep_all(RecomputePolicy{});
+    RecomputeScope keep_all;
     sum(exp(tanh(exp(w)))).backward();
   }
   EXPECT_EQ(grad, w.grad().to_vector<float>());

@@ -1,6 +1,6 @@
 // Note [Graph events]: what the engine tells the observer of a recording,
 // in what order, and to whom.
-#include "engine/observer.h"
+#include "engine/recording.h"
 
 #include <gtest/gtest.h>
 
@@ -73,18 +73,26 @@ TEST(Observer, ANodeRecordedUnderNoObserverTellsNoOne) {
     loss.backward();
   }
   EXPECT_TRUE(log->events.empty());
-  EXPECT_EQ(loss.grad_fn()->observer(), nullptr);
-  EXPECT_FALSE(loss.grad_fn()->record().measured.observed);
+  EXPECT_TRUE(loss.grad_fn()->observers().empty());
 }
 
-TEST(Observer, ScopesNestAndTheInnermostIsCurrent) {
+TEST(Observer, ScopesNestAndEachAddsAListener) {
   const auto outer = std::make_shared<EventLog>(), inner = std::make_shared<EventLog>();
+  const Tensor x = normal({4}).requires_grad_();
   GraphObserverScope a(outer);
   {
     GraphObserverScope b(inner);
-    EXPECT_EQ(current_graph_observer(), inner);
+    EXPECT_EQ(*recording_context().observers, (GraphObservers{outer, inner}));
+    const Tensor y = relu(x);  // both hear it, the outer first
+    EXPECT_EQ(y.grad_fn()->observers(), (GraphObservers{outer, inner}));
+    EXPECT_EQ(inner->events, outer->events);
+    EXPECT_FALSE(inner->events.empty());
   }
-  EXPECT_EQ(current_graph_observer(), outer);
+  EXPECT_EQ(*recording_context().observers, GraphObservers{outer});
+  outer->events.clear();
+  relu(x);
+  EXPECT_FALSE(outer->events.empty());
+  EXPECT_EQ(inner->events.size(), 3u);  // forward_started, forward_finished, recorded: nothing since
 }
 
 // An op whose forward or backward throws, as a bad kernel argument would.

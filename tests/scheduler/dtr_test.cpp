@@ -215,7 +215,7 @@ TEST(Dtr, TheHeuristicPrefersStaleLargeCheapValues) {
   Generator g(9);
   const Tensor w = normal({8, 8}, 0, 1, DType::Float32, g).requires_grad_();
   const auto pool = make_dtr_pool(1 << 30, Device::cpu());
-  RecomputeScope scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool});
+  RecomputeScope scope(pool);
   pool->begin_step();
   const Tensor a = exp(w), b = exp(w);
   Node* an = a.grad_fn().get();
@@ -234,7 +234,7 @@ TEST(Dtr, TheNeighbourhoodCountsEvictedAncestors) {
   Generator g(10);
   const Tensor w = normal({8, 8}, 0, 1, DType::Float32, g).requires_grad_();
   const auto pool = make_dtr_pool(1, Device::cpu());  // evicts whatever it can
-  RecomputeScope scope(RecomputePolicy{.tag = {}, .keep_input = {}, .pool = pool});
+  RecomputeScope scope(pool);
   pool->begin_step();
   Tensor c = exp(w);
   const std::shared_ptr<Node> cn = c.grad_fn();

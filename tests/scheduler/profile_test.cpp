@@ -117,7 +117,7 @@ TEST(Profile, TheMediansIntervalIsTheBinomialOrderStatistics) {
 }
 
 // Constants made between nodes are inputs from outside the graph with rows
-// of their own (engine/autograd.h, Note [Inputs from outside the graph]):
+// of their own (engine/record.h, Note [Inputs from outside the graph]):
 // one per storage, placed by when they were made and when the caller let
 // go; the leaf, made before the graph's first node, has none.
 TEST(Profile, ConstantsMadeBetweenNodesAreOutsideInputs) {

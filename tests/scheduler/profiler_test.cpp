@@ -26,7 +26,7 @@ TEST(Profiler, TheRootRecordsItsPassFirstTouchesApart) {
     Profiling profiling;
     const Tensor loss = sum(mul(w, x));
     loss.backward();
-    return loss.grad_fn()->record().measured;
+    return profiling.profiler()->measured(loss.grad_fn()->record());
   };
   cpu_allocator().empty_cache();
   const NodeMeasures cold = pass();
@@ -49,16 +49,18 @@ TEST(Profiler, AnEarlyReleaseAndTheGradientsBytesAreMeasured) {
   const std::shared_ptr<Node> gelu_node = second_linear->next_edges()[0].node;
   ASSERT_EQ(gelu_node->name(), "gelu");
   loss.backward();
-  const NodeMeasures& linear_measured = second_linear->record().measured;
+  const Profiler& profiler = *profiling.profiler();
+  const NodeMeasures linear_measured = profiler.measured(second_linear->record());
   EXPECT_EQ(linear_measured.released_early, 0);  // its saved input
   // Before the release: dW (32 x 1024 floats); after it, counted from the
   // same start as if the release had freed nothing: dW and dx (64 x 1024).
   EXPECT_EQ(linear_measured.backward_peak_bytes, 32 * 1024 * 4);
   EXPECT_EQ(linear_measured.backward_late_peak_bytes, 32 * 1024 * 4 + 64 * 1024 * 4);
   EXPECT_EQ(linear_measured.grad_bytes, (std::vector<int64_t>{64 * 1024 * 4, 32 * 1024 * 4}));
-  EXPECT_EQ(gelu_node->record().measured.released_early, -1);
-  EXPECT_EQ(gelu_node->record().measured.grad_bytes, std::vector<int64_t>{kGradientAliasesOutput});
-  EXPECT_TRUE(gelu_node->record().measured.backward_ran);
+  const NodeMeasures gelu_measured = profiler.measured(gelu_node->record());
+  EXPECT_EQ(gelu_measured.released_early, -1);
+  EXPECT_EQ(gelu_measured.grad_bytes, std::vector<int64_t>{kGradientAliasesOutput});
+  EXPECT_TRUE(gelu_measured.backward_ran);
 }
 
 TEST(Profiler, OnlyTheFirstBackwardThroughANodeIsMeasured) {
@@ -66,20 +68,37 @@ TEST(Profiler, OnlyTheFirstBackwardThroughANodeIsMeasured) {
   const Tensor x = normal({256, 256}).requires_grad_();
   const Tensor loss = sum(relu(x));
   loss.backward(Tensor(), /*retain_graph=*/true);
-  const NodeMeasures first = loss.grad_fn()->record().measured;
+  const Profiler& profiler = *profiling.profiler();
+  const NodeMeasures first = profiler.measured(loss.grad_fn()->record());
   loss.backward(Tensor(), /*retain_graph=*/true);
-  EXPECT_EQ(loss.grad_fn()->record().measured.backward_ms, first.backward_ms);
-  EXPECT_EQ(loss.grad_fn()->record().measured.backward_pass_ms, first.backward_pass_ms);
+  EXPECT_EQ(profiler.measured(loss.grad_fn()->record()).backward_ms, first.backward_ms);
+  EXPECT_EQ(profiler.measured(loss.grad_fn()->record()).backward_pass_ms, first.backward_pass_ms);
 }
 
 TEST(Profiler, AnUnmeasuredGraphIsNotProfiledButRefusedSayingHowToMeasureIt) {
+  const auto bystander = std::make_shared<Profiler>();  // made, never listening
   const Tensor loss = sum(relu(normal({4, 4}).requires_grad_()));
   loss.backward();
-  EXPECT_FALSE(loss.grad_fn()->record().measured.observed);
-  EXPECT_EQ(loss.grad_fn()->record().measured.backward_ms, 0.0);
+  EXPECT_FALSE(bystander->measured(loss.grad_fn()->record()).observed);
+  EXPECT_EQ(bystander->measured(loss.grad_fn()->record()).backward_ms, 0.0);
   const std::string message = error_of([&] { profile_graph(loss); });
   EXPECT_TRUE(contains(message, "recorded unmeasured")) << message;
   EXPECT_TRUE(contains(message, "scheduler::Profiling")) << message;
+}
+
+// The Profiler keeps its measures by sequence_nr; those of records no one
+// holds any more go as it measures more, so a long run's Profiler stays small.
+TEST(Profiler, MeasuresOfGraphsLetGoAreForgotten) {
+  Profiling profiling;
+  const Tensor x = normal({4}).requires_grad_();
+  std::shared_ptr<const NodeRecord> kept;
+  for (int step = 0; step < 3000; ++step) {
+    const Tensor loss = sum(relu(x));
+    loss.backward();
+    if (step == 0) kept = loss.grad_fn()->shared_record();
+  }
+  EXPECT_LT(profiling.profiler()->nodes_measured(), 3000u);  // 6000 nodes were measured
+  EXPECT_TRUE(profiling.profiler()->measured(*kept).backward_ran);  // a record still held keeps its measures
 }
 
 TEST(Profiler, EachProfilerCountsTheReplaysOfItsOwnNodes) {

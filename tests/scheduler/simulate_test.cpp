@@ -1,6 +1,6 @@
 // The liveness simulator against the allocator, byte for byte, on a graph
 // small enough to follow by hand: constants made between its nodes
-// (engine/autograd.h, Note [Inputs from outside the graph]) under every
+// (engine/record.h, Note [Inputs from outside the graph]) under every
 // plan that replays one node, none or all of them. Random graphs check the
 // same under the planners' plans (random_graph_test.cpp).
 #include "scheduler/simulate.h"
@@ -78,7 +78,7 @@ TEST(Simulate, ConstantsMadeBetweenNodesArePredictedExactly) {
 }
 
 // A constant made inside record() for the graph's first node is the step's
-// (engine/autograd.h, Note [Inputs from outside the graph]): the
+// (engine/record.h, Note [Inputs from outside the graph]): the
 // Checkpointer's profile counts it from position 0, under a plan that keeps
 // everything and one that replays.
 TEST(Simulate, AConstantMadeForTheFirstNodeIsPredicted) {

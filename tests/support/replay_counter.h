@@ -1,5 +1,5 @@
 // A GraphObserver for tests of the engine: counts the replays of the nodes
-// recorded while it is current (engine/observer.h), without measuring.
+// recorded while it is current (engine/recording.h), without measuring.
 //
 //   auto replays = std::make_shared<ReplayCounter>();
 //   { GraphObserverScope observing(replays); loss = f(x); }
@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "engine/autograd.h"
-#include "engine/observer.h"
+#include "engine/recording.h"
 
 namespace remat {
 
