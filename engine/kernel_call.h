@@ -23,7 +23,7 @@ namespace remat {
 // device's compute stream). An op includes the kernels of every device
 // (kernels/unary.h, ...) and writes
 //
-//   run_kernel(out, name(), [&](auto stream) { gelu_forward(out.data<T>(), x.data<T>(), n, stream); });
+//   run_kernel(out, name(), [&](auto stream) { unary_forward<Gelu>(out.data<T>(), x.data<T>(), n, stream); });
 //
 // and the call's name finds the kernel of the stream's device through the
 // stream's type (argument-dependent lookup), so no op body names a device.

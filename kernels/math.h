@@ -50,31 +50,6 @@ REMAT_HOST_DEVICE Words4 philox4x32(uint64_t seed, uint64_t counter) {
 // the integer form of uniform_float(word) >= p, threshold = ceil(p 2^24).
 REMAT_HOST_DEVICE bool dropout_keeps(uint32_t word, uint32_t threshold) { return (word >> 8) >= threshold; }
 
-// GELU, tanh form: gelu(x) = 0.5 x (1 + tanh u) = x sigmoid(2u) with
-// u = sqrt(2/pi) (x + 0.044715 x^3): one exp and one division per element.
-// `exp` is the device's (the CPU's float path: its vectorisable polynomial,
-// kernels/cpu/fast_math.h); V is T or, on the CPU, eight float lanes.
-inline constexpr double kGeluScale = 0.7978845608028654;
-inline constexpr double kGeluCubic = 0.044715;
-
-template <class T, class V, class Exp>
-REMAT_HOST_DEVICE V gelu_gate(V v, Exp exp) {  // sigmoid(2u) = (1 + tanh u) / 2
-  const T s = T(kGeluScale), c = T(kGeluCubic);
-  return T(1) / (T(1) + exp(T(-2) * s * (v + c * v * v * v)));
-}
-template <class T, class V, class Exp>
-REMAT_HOST_DEVICE V gelu_of(V v, Exp exp) {
-  return v * gelu_gate<T>(v, exp);
-}
-// d gelu/dx = p + 2 x p (1 - p) du/dx, p = sigmoid(2u), du/dx = s (1 + 3 c x^2)
-template <class T, class V, class Exp>
-REMAT_HOST_DEVICE V gelu_grad_of(V g, V v, Exp exp) {
-  const T s = T(kGeluScale), c = T(kGeluCubic);
-  const V p = gelu_gate<T>(v, exp);
-  const V du = s * (T(1) + T(3) * c * v * v);
-  return g * (p + T(2) * v * p * (T(1) - p) * du);
-}
-
 // One SGD step of one element (kernels/cpu/optim.h has the formula);
 // `momentum_buf` null when momentum == 0.
 template <class T>

@@ -92,14 +92,40 @@ struct Log {
   template <class T, class F, class V> static REMAT_HOST_DEVICE V backward(V g, V x) { return g / x; }
 };
 
-// F::exp as the callable that math.h's GELU takes.
+// GELU, tanh form: gelu(x) = 0.5 x (1 + tanh u) = x sigmoid(2u) with
+// u = sqrt(2/pi) (x + 0.044715 x^3): one exp and one division per element.
+// The emulated cuBLASLt's GELU epilogue uses it too. `exp` is the device's
+// (the CPU's float path: its vectorisable polynomial, kernels/cpu/fast_math.h);
+// V is T or, on the CPU, eight float lanes.
+inline constexpr double kGeluScale = 0.7978845608028654;
+inline constexpr double kGeluCubic = 0.044715;
+
+template <class T, class V, class Exp>
+REMAT_HOST_DEVICE V gelu_gate(V v, Exp exp) {  // sigmoid(2u) = (1 + tanh u) / 2
+  const T s = T(kGeluScale), c = T(kGeluCubic);
+  return T(1) / (T(1) + exp(T(-2) * s * (v + c * v * v * v)));
+}
+template <class T, class V, class Exp>
+REMAT_HOST_DEVICE V gelu_of(V v, Exp exp) {
+  return v * gelu_gate<T>(v, exp);
+}
+// d gelu/dx = p + 2 x p (1 - p) du/dx, p = sigmoid(2u), du/dx = s (1 + 3 c x^2)
+template <class T, class V, class Exp>
+REMAT_HOST_DEVICE V gelu_grad_of(V g, V v, Exp exp) {
+  const T s = T(kGeluScale), c = T(kGeluCubic);
+  const V p = gelu_gate<T>(v, exp);
+  const V du = s * (T(1) + T(3) * c * v * v);
+  return g * (p + T(2) * v * p * (T(1) - p) * du);
+}
+
+// F::exp as the callable that gelu_of and gelu_grad_of take.
 template <class F>
 struct ExpOf {
   template <class V> REMAT_HOST_DEVICE V operator()(V v) const { return F::exp(v); }
 };
 
 // GELU, tanh approximation (GPT-2's): 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3),
-// computed as x sigmoid(2u) (math.h).
+// computed as x sigmoid(2u) (gelu_of above).
 struct Gelu {
   static constexpr const char* kName = "gelu";
   static constexpr UnaryReads kReads = UnaryReads::Input;

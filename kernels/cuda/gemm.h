@@ -60,7 +60,7 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 // C (M, N) = gelu(op(A) op(B) + bias) and pre (M, N) = op(A) op(B) + bias,
 // GELU's input kept for backward, both dense, in the GEMM's epilogue:
 // CUBLASLT_EPILOGUE_GELU_AUX_BIAS, pre as its aux matrix. cuBLASLt's GELU
-// is the tanh form, kernels/math.h's gelu_of (to float rounding: its
+// is the tanh form, kernels/unary_math.h's gelu_of (to float rounding: its
 // tanh is not our exp-based sigmoid). Falls back to gemm_bias and
 // unary_forward<Gelu> where N is not a multiple of 8 (cuBLASLt's rule for the aux
 // matrix's leading dimension) or cuBLASLt has no kernel for the problem.

@@ -18,7 +18,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/runtime.h"
-#include "kernels/math.h"
+#include "kernels/unary_math.h"
 #include "tests/support/gpu.h"
 
 namespace remat::kernels {

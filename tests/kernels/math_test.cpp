@@ -1,7 +1,8 @@
-// The per-element math both devices share (kernels/math.h), checked on every
+// The per-element math both devices share (kernels/math.h; GELU's in kernels/unary_math.h), checked on every
 // build: Philox against the published answers, the dropout rule at its
 // threshold, and the optimizer updates against their formulas in float64.
 #include "kernels/math.h"
+#include "kernels/unary_math.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 //      bias[j] = sum over k of op(B)[k, j] (from the inputs, k in order);
 //   2. BIAS: D[i, j] += bias[i] (the vector has D's row count);
 //   3. GELU_AUX: aux[i, j] = D[i, j] (GELU's input, bias added);
-//   4. GELU: D = gelu(D), the tanh form of kernels/math.h (cuBLASLt's, as
+//   4. GELU: D = gelu(D), the tanh form of kernels/unary_math.h (cuBLASLt's, as
 //      PyTorch's _addmm_activation relies on);
 //   5. DGELU: D[i, j] *= gelu'(aux[i, j]); DGELU_BGRAD then sums D's rows
 //      into bias.
@@ -22,7 +22,7 @@
 
 #include "kernels/cuda/emulation/emulator.h"
 #include "kernels/cuda/emulation/reference_gemm.h"
-#include "kernels/math.h"
+#include "kernels/unary_math.h"
 
 struct cublasLtContext {};
 
