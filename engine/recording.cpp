@@ -8,6 +8,7 @@ namespace {
 
 // The one piece of recording state per thread: which context is installed.
 thread_local const RecordingContext* t_context = nullptr;
+thread_local int t_open_scopes = 0;
 std::atomic<uint64_t> g_next_region{1};
 
 RecordingContext with_tagger(Tagger* tagger, std::shared_ptr<Residency> residency) {
@@ -47,9 +48,15 @@ const RecordingContext& recording_context() {
 
 RecordingScope::RecordingScope(RecordingContext context) : context_(std::move(context)), previous_(t_context) {
   t_context = &context_;
+  ++t_open_scopes;
 }
 
-RecordingScope::~RecordingScope() { t_context = previous_; }
+RecordingScope::~RecordingScope() {
+  t_context = previous_;
+  --t_open_scopes;
+}
+
+int RecordingScope::open_on_this_thread() { return t_open_scopes; }
 
 RecomputeScope::RecomputeScope(Tagger* tagger, std::shared_ptr<Residency> residency)
     : scope_(with_tagger(tagger, std::move(residency))) {}

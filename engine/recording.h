@@ -138,6 +138,12 @@ class RecordingScope {
   RecordingScope(const RecordingScope&) = delete;
   RecordingScope& operator=(const RecordingScope&) = delete;
   const RecordingContext& context() const { return context_; }
+  // Scopes open on this thread. Scopes close innermost first (C++ blocks
+  // do); a binding whose scopes may close in any order (Python's manual
+  // __exit__) compares this count with its own at entry, so that closing an
+  // outer scope under an open inner one is an error, not a context freed
+  // while still installed.
+  static int open_on_this_thread();
 
  private:
   RecordingContext context_;

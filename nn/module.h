@@ -83,7 +83,9 @@ class Module {
 
   // Activation checkpointing of this module's forward, planned by
   // scheduler/ (policy none, blocks, sqrt, cost, chain, milp, auto or dtr,
-  // and for the last five a byte budget). The first step of a graph profiles it; plans
+  // and for the last five a byte budget). The first step of a graph profiles it
+  // unless rehearse_checkpointing (the Trainer's default: Note [The first
+  // step] in scheduler/checkpointer.h) or a saved profile planned it; plans
   // apply from the next step on. With a saved profile of the graph
   // (scheduler/profile_json.h), every step runs under its plan, the first
   // too, and the plan is kept (never re-planned from this run's times: the

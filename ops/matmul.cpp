@@ -73,7 +73,9 @@ template <class T>
 void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, T alpha, T beta) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
-  const auto [ga, gb] = gemm_operands(a, b);
+  // Named, not a structured binding: clang 14 cannot capture one in a lambda.
+  const std::pair<GemmOperand, GemmOperand> operands = gemm_operands(a, b);
+  const GemmOperand &ga = operands.first, &gb = operands.second;
   run_kernel(c, "matmul", [&](auto stream) {
     gemm<T>(ga.trans, gb.trans, n, m, k, alpha, ga.dense.template data<T>(), ga.ld, gb.dense.template data<T>(), gb.ld,
             beta, c.data<T>(), std::max<int64_t>(m, 1), stream);
@@ -104,7 +106,9 @@ void gemm_epilogue_into(const Tensor& c, const Tensor& a, const Tensor& b, Epilo
                         const Tensor& pre = {}) {
   const int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
-  const auto [ga, gb] = gemm_operands(a, b);
+  // Named, not a structured binding: clang 14 cannot capture one in a lambda.
+  const std::pair<GemmOperand, GemmOperand> operands = gemm_operands(a, b);
+  const GemmOperand &ga = operands.first, &gb = operands.second;
   run_kernel(c, "matmul", [&](auto stream) {
 #if REMAT_HAVE_CUDA
     if constexpr (std::is_same_v<decltype(stream), kernels::cuda::Stream>) {
@@ -357,7 +361,7 @@ class LinearNode final : public Node {
 // gelu(x W + b), affine's layout, as one op where fused epilogues apply
 // (Note [Fused epilogues]): forward is one cublasLtMatmul
 // (GELU_AUX_BIAS) writing the output and GELU's input `pre`, a side result
-// kept for backward (a replay rebuilds the output from it, one GELU pass);
+// kept for backward (a replay runs the same GEMM and epilogue again);
 // backward takes dpre with unary_backward<Gelu>, the kernel of the gelu op, then
 // dW with db in its epilogue (BGRADA) and dx. cuBLASLt's DGELU epilogue
 // does not fit here: it multiplies a GEMM's own output by gelu'(aux), and
@@ -371,13 +375,9 @@ class AffineGeluNode final : public Node {
     REMAT_CHECK(in.size() == 3, "affine_gelu: needs a bias");
     const Shape out_shape = linear_output_shape(name(), in, WeightLayout::InOut);
     Tensor out(out_shape, in[0].dtype(), in[0].device());
-    if (replaying()) {  // the saved pre is this x's: GELU of it, no GEMM
-      const Tensor pre = saved(1);
-      dispatch_floating(out.dtype(), name(), [&]<class T>() {
-        run_kernel(out, name(), [&](auto stream) { unary_forward<kernels::Gelu>(out.data<T>(), pre.data<T>(), out.numel(), stream); });
-      });
-      return out;
-    }
+    // A replay runs this GEMM again rather than our GELU over the saved pre:
+    // cuBLASLt's GELU is ours only to float rounding, and a replay must
+    // give the forward's bits (every policy bit-identical to keep-all).
     pre_ = Tensor(out_shape, out.dtype(), out.device());
     const Tensor bias = dense(in[2]);
     dispatch_floating(out.dtype(), name(), [&]<class T>() {
@@ -426,11 +426,10 @@ class AffineGeluNode final : public Node {
   }
 
   // The GEMM and GELU (about 8 per element, as the gelu op counts); a
-  // replay is the GELU alone, from the saved pre.
+  // replay is all of it again (forward above).
   OpTraits traits() const override {
     const int64_t out = numel(record().output_shape);
-    return {.compute_bound = true, .flops = 2 * out * record().input_shapes[0].back() + 8 * out,
-            .replay_flops = 8 * out, .replay_reuses_side_results = true};
+    return {.compute_bound = true, .flops = 2 * out * record().input_shapes[0].back() + 8 * out};
   }
 
  private:

@@ -11,9 +11,21 @@
 
 #include <nanobind/nanobind.h>
 
+#include "engine/error.h"
+#include "engine/recording.h"
+
 namespace remat::python {
 
 namespace nb = nanobind;
+
+// A `with` block closed while a recording scope opened inside it is still
+// open (manual __exit__ calls, a generator suspended inside a `with`): an
+// error naming it, before anything closes (RecordingScope::open_on_this_thread).
+inline void check_innermost(int open_at_entry, const char* what) {
+  const int open = RecordingScope::open_on_this_thread();
+  REMAT_CHECK(open == open_at_entry, "{}: closed while {} recording scope(s) opened inside it are still open; close "
+              "those first", what, open - open_at_entry);
+}
 
 void bind_tensor(nb::module_& m);
 void bind_nn(nb::module_& m);

@@ -79,12 +79,17 @@ class Recording {
   void enter() {
     REMAT_CHECK(!recording_, "Checkpointer.record(): this recording is open already (one `with` per record())");
     recording_ = owner_.record();
+    open_at_entry_ = RecordingScope::open_on_this_thread();
   }
-  void exit() { recording_.reset(); }
+  void exit() {
+    if (recording_) check_innermost(open_at_entry_, "Checkpointer.record()");
+    recording_.reset();
+  }
 
  private:
   scheduler::Checkpointer& owner_;
   std::unique_ptr<scheduler::Checkpointer::Recording> recording_;
+  int open_at_entry_ = 0;
 };
 
 template <typename T>

@@ -220,10 +220,15 @@ class PythonRecomputeScope {
       return tag_named(answer, "RecomputeScope: the rule's answer for node " + std::string(node.name()) + " (id " +
                                    std::to_string(node.record().sequence_nr) + ")");
     });
+    open_at_entry_ = RecordingScope::open_on_this_thread();
   }
-  void exit() { scope_.reset(); }
+  void exit() {
+    if (scope_) check_innermost(open_at_entry_, "RecomputeScope");
+    scope_.reset();
+  }
 
  private:
+  int open_at_entry_ = 0;
   nb::callable rule_;
   std::unique_ptr<RecomputeScope> scope_;  // after rule_: closed before the rule goes
 };
@@ -237,8 +242,12 @@ class PythonProfiling {
     REMAT_CHECK(!profiling_, "Profiling: this block is open already (one `with` at a time)");
     profiling_ = std::make_unique<scheduler::Profiling>();
     profiler_ = profiling_->profiler();
+    open_at_entry_ = RecordingScope::open_on_this_thread();
   }
-  void exit() { profiling_.reset(); }
+  void exit() {
+    if (profiling_) check_innermost(open_at_entry_, "Profiling");
+    profiling_.reset();
+  }
   nb::dict replays() {
     REMAT_CHECK(profiler_ != nullptr, "Profiling: replays() before the profiling began (use it in a with)");
     const scheduler::ReplayStats r = profiler_->replays();
@@ -252,6 +261,7 @@ class PythonProfiling {
  private:
   std::unique_ptr<scheduler::Profiling> profiling_;
   std::shared_ptr<scheduler::Profiler> profiler_;
+  int open_at_entry_ = 0;
 };
 
 }  // namespace

@@ -279,9 +279,13 @@ void gemm_bias_grad(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   const T* x = of_a ? a : b;
   const int64_t ld = of_a ? lda : ldb, count = of_a ? m : n;
   const bool by_rows = of_a ? !trans_a : trans_b;  // element (i, kk) at x[i ld + kk], else x[kk ld + i]
+  if (!by_rows) {  // a column sum of the (K, count) matrix: reduce.cuh's, in chunks
+    sum_to<T>(dbias, count, x, {ld, 1}, {0, 1}, {k, count}, stream);
+    return;
+  }
   launch_elementwise(count, stream, [=] __device__(int64_t i) {
     T acc = T(0);
-    for (int64_t kk = 0; kk < k; ++kk) acc += by_rows ? x[i * ld + kk] : x[kk * ld + i];
+    for (int64_t kk = 0; kk < k; ++kk) acc += x[i * ld + kk];  // a row of X, in order
     dbias[i] = acc;
   });
 }

@@ -52,7 +52,8 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T
                   int64_t ldb, T* c, const std::vector<int64_t>& batch, Stream stream);
 // C (M, N) = op(A) op(B) + bias, bias (N) added to every row in the GEMM's
 // epilogue: one cublasLtMatmul with CUBLASLT_EPILOGUE_BIAS (falling back to
-// repeat_rows and gemm where cuBLASLt has no kernel for the problem).
+// C filled with the bias and a gemm adding to it where cuBLASLt has no
+// kernel for the problem).
 template <class T>
 void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
                int64_t ldb, const T* bias, T* c, int64_t ldc, Stream stream);

@@ -264,3 +264,17 @@ def test_a_models_profile_and_plan():
     assert set(tags) == {"keep", "recompute"} and tags.count("recompute") >= plan.tags.count("recompute")
     assert {node.block for node in graph.nodes} >= {"transformer.h.0", "transformer.h.1"}
     assert scheduler.Profile.from_json(graph.to_json()).signature == graph.signature
+
+
+def test_closing_a_scope_under_one_opened_inside_it_is_an_error_until_the_inner_one_closes():
+    outer = scheduler.Profiling()
+    inner = scheduler.RecomputeScope(lambda node: "keep")
+    outer.__enter__()
+    inner.__enter__()
+    with pytest.raises(remat.Error, match="Profiling: closed while 1 recording scope"):
+        outer.__exit__(None, None, None)
+    inner.__exit__(None, None, None)
+    outer.__exit__(None, None, None)
+    x = remat.tensor(np.ones(3, dtype=np.float32), requires_grad=True)
+    remat.relu(x).sum().backward()  # the thread's context is whole again
+    assert np.array_equal(x.grad.numpy(), np.ones(3, dtype=np.float32))

@@ -130,7 +130,7 @@ TEST(CudaFusedMlp, EveryPolicysGradientsWithTheFusedMlpAreKeepAllsBitForBit) {
   };
   const auto keep_all = grads_under("none");
   for (const char* policy : {"blocks", "sqrt", "cost", "auto"}) EXPECT_EQ(grads_under(policy), keep_all) << policy;
-  // The fused node dropped and replayed from its saved pre-activation,
+  // The fused node dropped and replayed (its GEMM and epilogue run again),
   // against one step that keeps it.
   const auto one_step = [&](bool drop_fused) {
     nn::GPT model(small_gpt());
