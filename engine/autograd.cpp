@@ -67,6 +67,7 @@ struct Recorder {
     record.op = std::string(node.name());
     record.sequence_nr = take_sequence_nr();
     record.block = context.block;
+    record.module = context.module;
     record.region = context.region;
     record.output_shape = output.shape();
     record.output_dtype = output.dtype();

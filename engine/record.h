@@ -134,6 +134,9 @@ struct NodeRecord : NodeFacts {
   // The block of the recording context when the node was recorded (e.g.
   // "transformer.h.3"), or null: how module boundaries reach the scheduler.
   std::shared_ptr<const std::string> block;
+  // The path of the module whose forward recorded it (Note [Node names] in
+  // engine/recording.h), or null outside every module.
+  std::shared_ptr<const std::string> module;
   // The caller's last handle on the output went before the node with this
   // sequence_nr was recorded (kNone: still held when the graph ended).
   uint64_t output_released_before = InputSource::kNone;

@@ -33,6 +33,12 @@ RecordingContext with_block(std::string name) {
   return context;
 }
 
+RecordingContext in_module(std::string path) {
+  RecordingContext context = recording_context();
+  context.module = std::make_shared<const std::string>(std::move(path));
+  return context;
+}
+
 RecordingContext in_new_region() {
   RecordingContext context = recording_context();
   context.region = g_next_region++;
@@ -68,6 +74,8 @@ GraphObserverScope::GraphObserverScope(std::shared_ptr<GraphObserver> observer)
     : scope_(with_observer(std::move(observer))) {}
 
 BlockScope::BlockScope(std::string name) : scope_(with_block(std::move(name))) {}
+
+ModuleScope::ModuleScope(std::string path) : scope_(in_module(std::move(path))) {}
 
 CheckpointRegion::CheckpointRegion() : scope_(in_new_region()) {}
 

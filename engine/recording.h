@@ -125,6 +125,9 @@ struct RecordingContext {
   // (CheckpointRegion), or 0.
   std::shared_ptr<const std::string> block;
   uint64_t region = 0;
+  // The path of the innermost module whose forward is running (ModuleScope,
+  // e.g. "transformer.h.3.mlp.c_fc"), or null: Note [Node names].
+  std::shared_ptr<const std::string> module;
 };
 
 // The context installed on this thread (an empty one when none is).
@@ -181,6 +184,27 @@ class GraphObserverScope {
 class BlockScope {
  public:
   explicit BlockScope(std::string name);
+
+ private:
+  RecordingScope scope_;
+};
+
+// Note [Node names]
+// Every recorded node has a name that a user can read and write in a rule:
+// the path of the module whose forward recorded it, a slash and its op,
+// and "#k" for the k-th earlier node of the same module and op in the
+// graph ("transformer.h.3.mlp.c_fc/affine", "transformer.h.3.attn/matmul#1",
+// "/cross_entropy" for an op of the outermost forward). Modules open a
+// ModuleScope with their path (nn::Module::name_scope, named like their
+// parameters) at the start of forward(); the node keeps the innermost path
+// (NodeRecord::module) and the scheduler's profile numbers the repeats
+// (scheduler/profile.h, NodeProfile::name). Names depend on the model's
+// code and the graph only, never on a run: the same on every run and
+// machine, from C++ and from Python, so rules (scheduler/rules.h) and saved
+// profiles can use them.
+class ModuleScope {
+ public:
+  explicit ModuleScope(std::string path);
 
  private:
   RecordingScope scope_;

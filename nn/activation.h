@@ -12,7 +12,10 @@ namespace remat::nn {
 class ReLU : public Module {
  public:
   std::string_view type_name() const override { return "ReLU"; }
-  Tensor forward(const Tensor& x) override { return relu(x); }
+  Tensor forward(const Tensor& x) override {
+    const ModuleScope scope = name_scope();
+    return relu(x);
+  }
 };
 
 }  // namespace remat::nn

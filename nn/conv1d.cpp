@@ -15,6 +15,9 @@ Conv1D::Conv1D(int64_t in_features, int64_t out_features, double init_std, Gener
   bias_ = register_parameter("bias", zeros({out_features}, dtype));
 }
 
-Tensor Conv1D::forward(const Tensor& x) { return affine(x, weight_, bias_); }
+Tensor Conv1D::forward(const Tensor& x) {
+  const ModuleScope scope = name_scope();
+  return affine(x, weight_, bias_);
+}
 
 }  // namespace remat::nn

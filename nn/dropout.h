@@ -14,7 +14,10 @@ class Dropout : public Module {
   explicit Dropout(double p, Generator& generator = default_generator()) : p_(p), generator_(&generator) {}
 
   std::string_view type_name() const override { return "Dropout"; }
-  Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training(), *generator_); }
+  Tensor forward(const Tensor& x) override {
+    const ModuleScope scope = name_scope();
+    return dropout(x, p_, is_training(), *generator_);
+  }
   double p() const { return p_; }
 
  private:

@@ -13,6 +13,9 @@ Embedding::Embedding(int64_t num, int64_t dim, double init_std, Generator& gener
   weight_ = register_parameter("weight", normal({num, dim}, 0.0, init_std, dtype, generator));
 }
 
-Tensor Embedding::forward(const Tensor& ids) { return embedding(weight_, ids); }
+Tensor Embedding::forward(const Tensor& ids) {
+  const ModuleScope scope = name_scope();
+  return embedding(weight_, ids);
+}
 
 }  // namespace remat::nn

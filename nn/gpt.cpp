@@ -48,6 +48,7 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& ini
 // value the plan drops is freed at once rather than when forward returns.
 Tensor CausalSelfAttention::forward(Tensor&& x) {
   REMAT_CHECK(x.dim() == 3, "CausalSelfAttention: input must be (B, T, C), got {}", str(x.shape()));
+  const ModuleScope scope = name_scope();
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
   Tensor y;  // (B, H, T, D)
   {
@@ -82,6 +83,7 @@ GPTMlp::GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout) {
 // adds the bias and applies GELU (affine_gelu; Note [Fused epilogues] in
 // kernels/cuda/gemm.h); elsewhere the two ops as always.
 Tensor GPTMlp::forward(Tensor&& x) {
+  const ModuleScope scope = name_scope();
   Tensor h;
   if (fused_epilogues_apply(c_fc_->weight())) {
     h = affine_gelu(std::exchange(x, Tensor()), c_fc_->weight(), c_fc_->bias());  // (B, T, 4C)
@@ -103,6 +105,7 @@ Block::Block(const GPTConfig& config, Generator& init, Generator& dropout) {
 }
 
 Tensor Block::forward(const Tensor& x) {
+  const ModuleScope scope = name_scope();
   const Tensor h = add(x, attn_->forward(ln_1_->forward(x)));
   return add(h, mlp_->forward(ln_2_->forward(h)));
 }
@@ -138,6 +141,7 @@ GPTOutput GPT::forward(const Tensor& ids, const Tensor& targets) {
   REMAT_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length {} is outside [1, block_size {}]", T,
               config_.block_size);
   const auto recording = record_forward();
+  const ModuleScope scope = name_scope();
   if (positions_.device() != ids.device() && !MetaScope::active()) {  // a model moved with Module::to
     CategoryGuard constant(MemoryCategory::Data);
     positions_ = remat::to(arange(config_.block_size), ids.device());

@@ -14,6 +14,9 @@ LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
   bias_ = register_parameter("bias", zeros({dim}, dtype));
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, weight_, bias_, eps_); }
+Tensor LayerNorm::forward(const Tensor& x) {
+  const ModuleScope scope = name_scope();
+  return layer_norm(x, weight_, bias_, eps_);
+}
 
 }  // namespace remat::nn

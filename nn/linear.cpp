@@ -33,6 +33,7 @@ Tensor Linear::forward(const Tensor& x) {
               in_features_);
   REMAT_CHECK(x.dtype() == weight_.dtype(), "Linear({}, {}): input {} has dtype {} but the weight is {}", in_features_,
               out_features_, x.str(), dtype_name(x.dtype()), dtype_name(weight_.dtype()));
+  const ModuleScope scope = name_scope();
   return linear(x, weight_, bias_);
 }
 

@@ -26,6 +26,7 @@ class MLP : public Module {
   // x (..., sizes.front()) -> (..., sizes.back())
   Tensor forward(const Tensor& x) override {
     const auto recording = record_forward();
+    const ModuleScope scope = name_scope();
     return layers_->forward(x);
   }
 

@@ -85,7 +85,23 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   check_new_name(name);
   REMAT_CHECK(module != nullptr, "{}: child module '{}' is null", type_name(), name);
   REMAT_CHECK(module.get() != this, "{}: child module '{}' is the module itself", type_name(), name);
+  if (!module->parent_) {
+    module->parent_ = this;
+    module->name_ = name;
+  }
   children_.emplace_back(name, std::move(module));
+}
+
+Module::~Module() {
+  for (const auto& [name, child] : children_) {
+    if (child->parent_ == this) child->parent_ = nullptr;  // a child shared elsewhere outlives its first path
+  }
+}
+
+std::string Module::path() const {
+  if (!parent_) return "";
+  std::string above = parent_->path();
+  return above.empty() ? name_ : above + "." + name_;
 }
 
 void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {

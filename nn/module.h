@@ -32,7 +32,7 @@ namespace remat::nn {
 class Module {
  public:
   Module() = default;
-  virtual ~Module() = default;
+  virtual ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
@@ -75,6 +75,11 @@ class Module {
   // Total elements over parameters().
   int64_t num_parameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  // The dotted path from the outermost module this one was registered
+  // under, as its parameters are named ("transformer.h.3.mlp"); "" for a
+  // module registered under none. A module registered twice keeps its
+  // first path.
+  std::string path() const;
 
   // Sets training mode on this module and every descendant.
   Module& train(bool training = true);
@@ -122,6 +127,11 @@ class Module {
   // Opened first by forward(): records it under this module's checkpointer,
   // unless checkpointing is off or an outer module's recording is open.
   [[nodiscard]] std::unique_ptr<scheduler::Checkpointer::Recording> record_forward();
+  // Opened by forward() (after record_forward()): the nodes it records are
+  // named by path() and their op (Note [Node names] in engine/recording.h),
+  // in rules, profiles and `remat explain`. A module whose forward opens
+  // none records its nodes under its caller's name.
+  [[nodiscard]] ModuleScope name_scope() const { return ModuleScope(path()); }
 
  private:
   void check_new_name(const std::string& name) const;
@@ -132,6 +142,10 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   std::unique_ptr<scheduler::Checkpointer> checkpointer_;
+  // The module this one was first registered under (it clears this when
+  // it goes) and the name it gave: path().
+  Module* parent_ = nullptr;
+  std::string name_;
 };
 
 }  // namespace remat::nn

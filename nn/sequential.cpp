@@ -9,6 +9,7 @@ namespace remat::nn {
 
 Tensor Sequential::forward(const Tensor& x) {
   const auto recording = record_forward();
+  const ModuleScope scope = name_scope();
   Tensor out = x;
   for (const auto& [name, child] : children()) out = child->forward(out);
   return out;

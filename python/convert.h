@@ -51,6 +51,7 @@ inline nb::dict report_dict(const scheduler::StepReport& r) {
   d["recompute_flops"] = r.recompute_flops;
   d["evictions"] = r.evictions;
   d["rebuilds"] = r.rebuilds;
+  d["warnings"] = r.warnings;
   return d;
 }
 
@@ -79,7 +80,9 @@ inline nb::list profile_rows(const scheduler::GraphProfile& graph) {
   for (const scheduler::NodeProfile& node : graph.nodes) {
     nb::dict d;
     d["position"] = node.position;
+    d["name"] = node.name;  // Note [Node names]: "transformer.h.3.attn/softmax"
     d["op"] = node.op;
+    d["module"] = node.module;
     d["block"] = node.block;
     d["inputs"] = node.inputs;  // positions of the nodes that made its inputs (-1: a leaf or constant)
     d["output_shape"] = dims(node.output_shape);
@@ -119,6 +122,39 @@ inline scheduler::CustomPolicy python_policy(nb::callable rule) {
     }
     return tags;
   };
+}
+
+// Each of the plan's warnings (Note [Nothing silent] in scheduler/plan.cpp)
+// as a Python UserWarning; an error where warnings are errors.
+inline void warn_about(const scheduler::Plan& plan) {
+  if (plan.warnings.empty()) return;
+  nb::gil_scoped_acquire gil;
+  for (const std::string& warning : plan.warnings) {
+    if (PyErr_WarnEx(PyExc_UserWarning, ("remat: " + warning).c_str(), 1) < 0) throw nb::python_error();
+  }
+}
+
+// Rules as Python passes them: must_keep, must_recompute, prefer_keep,
+// prefer_recompute (ops or node-name globs, scheduler/rules.h).
+using Rules = std::vector<std::string>;
+
+// The options a policy (a name, or a callable rule) and budget make, with
+// the rules; every plan made with them warns from Python (warn_about).
+inline scheduler::PlanOptions plan_options(const nb::object& policy, const std::optional<Budget>& budget,
+                                           scheduler::Overrides overrides, const std::string& what) {
+  scheduler::PlanOptions options{.budget = budget_bytes(budget), .overrides = std::move(overrides)};
+  if (nb::isinstance<nb::str>(policy)) {
+    options.policy = nb::cast<std::string>(policy);
+    scheduler::check_policy(options.policy);
+  } else {
+    REMAT_CHECK(nb::isinstance<nb::callable>(policy), "{}: policy {} is neither a name "
+                "(remat.scheduler.policy_names()) nor a callable rule(nodes) -> ['keep' | 'recompute', ...]", what,
+                nb::cast<std::string>(nb::repr(policy)));
+    options.policy = "custom";
+    options.custom = python_policy(nb::borrow<nb::callable>(policy));
+  }
+  options.on_plan = &warn_about;
+  return options;
 }
 
 }  // namespace remat::python

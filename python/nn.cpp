@@ -78,28 +78,21 @@ void bind_module(nb::module_& m) {
         return self.to(device_named(device));
       }, nb::arg("device"), nb::rv_policy::reference, "moves the parameters to `device` (cpu, cuda, cuda:N)")
       .def("gradient_checkpointing_enable",
-           [](nn::Module& self, nb::object policy, std::optional<Budget> budget, std::vector<std::string> must_keep,
-              std::vector<std::string> must_recompute) {
-             scheduler::PlanOptions options{.budget = budget_bytes(budget),
-                                            .overrides = {.must_keep = std::move(must_keep),
-                                                          .must_recompute = std::move(must_recompute)}};
-             if (nb::isinstance<nb::str>(policy)) {
-               options.policy = nb::cast<std::string>(policy);
-             } else {
-               REMAT_CHECK(nb::isinstance<nb::callable>(policy), "gradient_checkpointing_enable: policy must be a "
-                           "name or a callable rule(nodes) -> ['keep' | 'recompute', ...]");
-               options.policy = "custom";
-               options.custom = python_policy(nb::borrow<nb::callable>(policy));
-             }
-             self.gradient_checkpointing_enable(std::move(options));
+           [](nn::Module& self, nb::object policy, std::optional<Budget> budget, Rules must_keep,
+              Rules must_recompute, Rules prefer_keep, Rules prefer_recompute) {
+             self.gradient_checkpointing_enable(plan_options(
+                 policy, budget, {std::move(must_keep), std::move(must_recompute), std::move(prefer_keep),
+                                  std::move(prefer_recompute)}, "gradient_checkpointing_enable"));
            },
-           nb::arg("policy") = "blocks", nb::arg("budget") = nb::none(), nb::arg("must_keep") = std::vector<std::string>{},
-           nb::arg("must_recompute") = std::vector<std::string>{},
-           "checkpoint this module's forward: policy none, blocks, sqrt, cost, chain, milp, auto or dtr, or a callable "
-           "rule(nodes) -> one 'keep' or 'recompute' per node (nodes: dicts of the profile, as Profile.rows(): op, "
-           "block, inputs, output_bytes, read_by_backward, compute_bound, flops, forward_ms, replay_cost_ms, ...); "
+           nb::arg("policy") = "blocks", nb::arg("budget") = nb::none(), nb::arg("must_keep") = Rules{},
+           nb::arg("must_recompute") = Rules{}, nb::arg("prefer_keep") = Rules{}, nb::arg("prefer_recompute") = Rules{},
+           "checkpoint this module's forward: a policy from remat.scheduler.policy_names() (none, blocks, sqrt, cost, "
+           "chain, milp, auto, dtr, save-matmuls, every-n-blocks:N, recompute-modules:attn,mlp,norm), or a callable "
+           "rule(nodes) -> one 'keep' or 'recompute' per node (nodes: dicts of the profile, as Profile.rows(): name, "
+           "op, block, inputs, output_bytes, read_by_backward, compute_bound, flops, forward_ms, replay_cost_ms, ...); "
            "budget in bytes or as "
-           "'64MiB' (cost, chain, milp, auto, dtr, a callable)")
+           "'64MiB' (the policies that take one); rules (must_keep, must_recompute, prefer_keep, prefer_recompute): "
+           "ops (gelu) or node-name globs (h.*.attn/*); each plan's warnings are Python warnings")
       .def("gradient_checkpointing_disable", &nn::Module::gradient_checkpointing_disable)
       .def_prop_ro("is_gradient_checkpointing", &nn::Module::is_gradient_checkpointing)
       .def("checkpointing_report", [](const nn::Module& self) -> std::optional<nb::dict> {

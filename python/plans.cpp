@@ -55,23 +55,6 @@ nb::dict simulation_dict(const scheduler::Simulation& s) {
 
 // The options of a plan, as the Python arguments give them: a policy's
 // name, or a callable rule(nodes) -> one tag per node (profile_rows).
-scheduler::PlanOptions plan_options(const nb::object& policy, const std::optional<Budget>& budget,
-                                    std::vector<std::string> must_keep, std::vector<std::string> must_recompute) {
-  scheduler::PlanOptions options{.budget = budget_bytes(budget),
-                                 .overrides = {.must_keep = std::move(must_keep),
-                                               .must_recompute = std::move(must_recompute)}};
-  if (nb::isinstance<nb::str>(policy)) {
-    options.policy = nb::cast<std::string>(policy);
-    scheduler::check_policy(options.policy);
-  } else {
-    REMAT_CHECK(nb::isinstance<nb::callable>(policy), "policy {}: a name (remat.scheduler.policy_names()) or a "
-                "callable rule(nodes) -> ['keep' | 'recompute', ...]", nb::cast<std::string>(nb::repr(policy)));
-    options.policy = "custom";
-    options.custom = python_policy(nb::borrow<nb::callable>(policy));
-  }
-  return options;
-}
-
 // A Checkpointer's record(), as a `with`.
 class Recording {
  public:
@@ -98,15 +81,20 @@ std::optional<T> copy_of(const T* p) {
   return *p;
 }
 
-const char* kCheckpointerDoc = "policy: a name (none, blocks, sqrt, cost, chain, milp, auto, dtr) or a callable "
-                               "rule(nodes) -> one tag per node; budget: bytes, or text such as '64MiB'; "
-                               "must_keep, must_recompute: ops";
+const char* kCheckpointerDoc = "policy: a name (remat.scheduler.policy_names(): none, blocks, cost, ..., "
+                               "every-n-blocks:2, ...) or a callable rule(nodes) -> one tag per node; budget: bytes, "
+                               "or text such as '64MiB'; must_keep, must_recompute, prefer_keep, prefer_recompute: "
+                               "ops (gelu) or globs over node names (h.*.attn/*); each plan's warnings are Python "
+                               "warnings";
 
 // Profiles: their nodes, simulation, the tags the engine applies.
 void bind_profiles(nb::module_& m) {
   nb::class_<NodeProfile>(m, "ProfileNode", "One node of a Profile: what it is, and its prices (settable)")
       .def_ro("position", &NodeProfile::position)
       .def_prop_ro("op", [](const NodeProfile& n) { return n.op; })
+      .def_ro("name", &NodeProfile::name, "module path and op: 'transformer.h.3.attn/softmax' (stable, the same as "
+              "in C++ and `remat explain`)")
+      .def_ro("module", &NodeProfile::module)
       .def_ro("block", &NodeProfile::block)
       .def_ro("inputs", &NodeProfile::inputs, "positions of the nodes that made its inputs (-1: a leaf or constant)")
       .def_prop_ro("output_shape", [](const NodeProfile& n) { return dims(n.output_shape); })
@@ -177,6 +165,8 @@ void bind_plan(nb::module_& m) {
       .def_ro("reasons", &Plan::reasons, "why each node has its tag")
       .def_ro("chosen_by", &Plan::chosen_by)
       .def_ro("detail", &Plan::detail)
+      .def_ro("warnings", &Plan::warnings, "why the plan may not do what was asked: it drops nothing, or its budget "
+              "binds nothing (each also a Python warning when the plan is made)")
       .def_ro("kept_bytes", &Plan::kept_bytes)
       .def_ro("dropped_bytes", &Plan::dropped_bytes)
       .def_ro("minimum_peak_bytes", &Plan::minimum_peak_bytes)
@@ -191,15 +181,21 @@ void bind_plan(nb::module_& m) {
                " nodes replayed, predicted peak " + std::to_string(p.predicted.peak_bytes) + " bytes>";
       });
   m.def("make_plan",
-        [](const GraphProfile& g, nb::object policy, std::optional<Budget> budget, std::vector<std::string> must_keep,
-           std::vector<std::string> must_recompute) {
-          return scheduler::make_plan(g, plan_options(policy, budget, std::move(must_keep), std::move(must_recompute)));
+        [](const GraphProfile& g, nb::object policy, std::optional<Budget> budget, Rules must_keep,
+           Rules must_recompute, Rules prefer_keep, Rules prefer_recompute) {
+          const scheduler::PlanOptions options = plan_options(
+              policy, budget, {std::move(must_keep), std::move(must_recompute), std::move(prefer_keep),
+                               std::move(prefer_recompute)}, "make_plan");
+          scheduler::Plan plan = scheduler::make_plan(g, options);
+          warn_about(plan);
+          return plan;
         },
-        nb::arg("profile"), nb::arg("policy") = "none", nb::arg("budget") = nb::none(),
-        nb::arg("must_keep") = std::vector<std::string>{}, nb::arg("must_recompute") = std::vector<std::string>{},
-        "the plan of `policy` (none, blocks, sqrt, cost, chain, milp, auto; or a callable rule(nodes) -> one tag "
-        "per node) for the profile, within `budget` (bytes, or text such as '64MiB'); must_keep and "
-        "must_recompute name ops");
+        nb::arg("profile"), nb::arg("policy") = "none", nb::arg("budget") = nb::none(), nb::arg("must_keep") = Rules{},
+        nb::arg("must_recompute") = Rules{}, nb::arg("prefer_keep") = Rules{}, nb::arg("prefer_recompute") = Rules{},
+        "the plan of `policy` (a name from policy_names(), or a callable rule(nodes) -> one tag per node) for the "
+        "profile, within `budget` (bytes, or text such as '64MiB'); the rules name ops (gelu) or node-name globs "
+        "(h.*.attn/*); its warnings (a plan that drops nothing, a budget above keep-all's peak) are Python "
+        "warnings");
   m.def("to_dot", &scheduler::to_dot, nb::arg("profile"), nb::arg("plan"), "the plan as Graphviz DOT text");
 }
 
@@ -214,13 +210,14 @@ void bind_checkpointer(nb::module_& m) {
                                       "record(): the first step of a graph profiles it, unless rehearse() planned "
                                       "it from shapes and bytes first")
       .def("__init__",
-           [](scheduler::Checkpointer* self, nb::object policy, std::optional<Budget> budget,
-              std::vector<std::string> must_keep, std::vector<std::string> must_recompute) {
-             new (self) scheduler::Checkpointer(
-                 plan_options(policy, budget, std::move(must_keep), std::move(must_recompute)));
+           [](scheduler::Checkpointer* self, nb::object policy, std::optional<Budget> budget, Rules must_keep,
+              Rules must_recompute, Rules prefer_keep, Rules prefer_recompute) {
+             new (self) scheduler::Checkpointer(plan_options(
+                 policy, budget, {std::move(must_keep), std::move(must_recompute), std::move(prefer_keep),
+                                  std::move(prefer_recompute)}, "Checkpointer"));
            },
-           nb::arg("policy") = "none", nb::arg("budget") = nb::none(),
-           nb::arg("must_keep") = std::vector<std::string>{}, nb::arg("must_recompute") = std::vector<std::string>{},
+           nb::arg("policy") = "none", nb::arg("budget") = nb::none(), nb::arg("must_keep") = Rules{},
+           nb::arg("must_recompute") = Rules{}, nb::arg("prefer_keep") = Rules{}, nb::arg("prefer_recompute") = Rules{},
            kCheckpointerDoc)
       .def("record", [](scheduler::Checkpointer& c) { return new Recording(c); }, nb::keep_alive<0, 1>(),
            nb::rv_policy::take_ownership, "with checkpointer.record(): the forward of one step, tagged by the plan")

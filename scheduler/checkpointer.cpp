@@ -34,14 +34,16 @@ std::string StepReport::str() const {
                                          max_over_budget_bytes / kMiB)
                            : "");
   }
+  std::string said;
+  for (const std::string& warning : warnings) said += fmt::format("; warning: {}", warning);
   return fmt::format("step {}{}: policy {}{}{}, kept {:.2f} MiB, dropped {:.2f} MiB, peak {:.2f} MiB (predicted {}), "
-                     "{} replays, {:.1f} ms, {:.3g} FLOP",
+                     "{} replays, {:.1f} ms, {:.3g} FLOP{}",
                      step, profiling ? " (profiling)" : "", policy,
                      budget ? fmt::format(" budget {:.2f} MiB", *budget / kMiB) : "",
                      minimum_budget_bytes ? fmt::format(" (minimum {:.2f} MiB)", *minimum_budget_bytes / kMiB) : "",
                      kept_bytes / kMiB,
                      dropped_bytes / kMiB, measured_peak_bytes / kMiB, predicted, replayed_nodes, recompute_ms,
-                     static_cast<double>(recompute_flops));
+                     static_cast<double>(recompute_flops), said);
 }
 
 Checkpointer::Checkpointer(PlanOptions options, Device device) : options_(std::move(options)), device_(device) {
@@ -208,6 +210,7 @@ Tag Checkpointer::tag(const Node& node) {
       report_.predicted_recompute_ms.reset();
       report_.planned_step_ms.reset();
       report_.minimum_budget_bytes.reset();
+      report_.warnings.clear();
       return Tag::Keep;
     }
     active_ = fitting;
@@ -225,6 +228,7 @@ void Checkpointer::report_applying(const CachedPlan& cached) {
   report_.predicted_recompute_ms = plan.predicted.recompute_ms;
   report_.minimum_budget_bytes = plan.minimum_budget_bytes;
   report_.planned_step_ms = cached.graph.training_step_ms();
+  report_.warnings = plan.warnings;
 }
 
 void Checkpointer::settle_last_step() {
@@ -255,6 +259,7 @@ void Checkpointer::settle_last_step() {
     // The plan being applied competes: a budget it meets is never refused
     // by a re-plan from other times, and it stays unless a faster one fits.
     active_->plan = make_plan(active_->graph, options_, &active_->plan.tags);
+    if (options_.on_plan) options_.on_plan(active_->plan);
   }
   if (applied) return;
   if (auto it = cache_.find(graph.signature); it != cache_.end()) {
@@ -264,6 +269,7 @@ void Checkpointer::settle_last_step() {
   auto cached = std::make_shared<CachedPlan>();
   cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);
+  if (options_.on_plan) options_.on_plan(cached->plan);
   cached->graph = std::move(graph);
   ++plans_made_;
   cache_[cached->plan.signature] = cached;
@@ -277,6 +283,7 @@ void Checkpointer::plan_from(GraphProfile graph) {
   auto cached = std::make_shared<CachedPlan>();
   cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);  // a budget below the minimum fails here, before any step
+  if (options_.on_plan) options_.on_plan(cached->plan);
   cached->graph = std::move(graph);
   cached->frozen = true;
   ++plans_made_;
@@ -326,6 +333,7 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
       planned = std::make_shared<CachedPlan>();
       planned->position_at = positions(graph);
       planned->plan = make_plan(search::roofline_times(graph), options_);  // may refuse the budget
+      if (options_.on_plan) options_.on_plan(planned->plan);
       planned->graph = without_times(std::move(graph));
       ++plans_made_;
       cache_[planned->plan.signature] = planned;

@@ -82,6 +82,9 @@ struct StepReport {
   int64_t evictions = 0, evicted_bytes = 0, rebuilds = 0;
   int64_t over_budget_allocations = 0, max_over_budget_bytes = 0;
   double evicting_ms = 0;  // choosing and freeing victims
+  // The plan's warnings (Plan::warnings): it drops nothing, or its budget
+  // binds nothing. str() ends with them.
+  std::vector<std::string> warnings;
   std::string str() const;
 };
 

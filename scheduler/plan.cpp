@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "scheduler/policies/policy.h"
+#include "scheduler/rules.h"
 #include "scheduler/search.h"
 
 namespace remat::scheduler {
@@ -17,17 +18,17 @@ namespace {
 
 using namespace search;
 
-bool contains(const std::vector<std::string>& names, const std::string& name) {
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
 // `policy`: the policy whose plan it is (Plan::chosen_by).
+// `preferred`: the prefer rules were applied.
 std::string reason(const Context& c, const std::string& policy, const std::vector<Tag>& tags, int64_t v,
-                   const std::string& detail) {
+                   const std::string& detail, bool preferred) {
   const NodeProfile& node = c.graph.nodes[v];
   const bool keep = tags[v] == Tag::Keep;
   if (c.forced[v]) return keep ? "kept by a user rule (must-keep or a checkpoint region's output)"
                                : "replayed by a user rule (must-recompute or inside a checkpoint region)";
+  if (preferred && c.preferred[v] == tags[v] && node.view_of < 0) {
+    return keep ? "kept by a prefer-keep rule" : "replayed by a prefer-recompute rule";
+  }
   if (node.view_of >= 0) return keep ? "a view: holds no bytes of its own" : "a view of a dropped value: dropped too";
   if (v == c.root()) return "the root: backward starts from it";
   if (!c.read[v]) {
@@ -49,19 +50,71 @@ std::string reason(const Context& c, const std::string& policy, const std::vecto
   return fmt::format("{} ({}; plan: {})", keep ? "kept" : "replayed", price, detail);
 }
 
-// A rule naming an op the graph does not have is a typo, not a no-op.
-void check_overrides(const GraphProfile& graph, const Overrides& overrides) {
-  std::vector<std::string> ops;
-  for (const NodeProfile& node : graph.nodes) {
-    if (!contains(ops, node.op)) ops.push_back(node.op);
-  }
-  for (const auto& [rule, names] : {std::pair{"must-keep", &overrides.must_keep},
-                                    std::pair{"must-recompute", &overrides.must_recompute}}) {
-    for (const std::string& name : *names) {
-      REMAT_CHECK(contains(ops, name), "plan: the {} rule names op '{}', which this graph does not have (its ops: "
-                  "{})", rule, name, fmt::join(ops, ", "));
+// The tags rules of one strength ask for: `keep` rules, then `recompute`
+// rules; a node named by both is an error naming it and both rules.
+std::vector<std::optional<Tag>> tags_of_rules(const GraphProfile& graph, const std::vector<std::string>& keep,
+                                              const std::vector<std::string>& recompute, std::string_view strength) {
+  std::vector<std::optional<Tag>> tags(graph.size());
+  std::vector<const std::string*> by_rule(graph.size(), nullptr);
+  for (const auto& [rules, tag] : {std::pair{&keep, Tag::Keep}, std::pair{&recompute, Tag::Recompute}}) {
+    const std::string kind = fmt::format("{}-{}", strength, tag == Tag::Keep ? "keep" : "recompute");
+    for (const std::string& rule : *rules) {
+      for (int64_t v : nodes_named(graph, rule, kind)) {
+        REMAT_CHECK(!tags[v] || *tags[v] == tag, "plan: node {} is named by {}-keep rule '{}' and by {} rule '{}'; "
+                    "a node keeps or replays, not both", graph.nodes[v].name, strength, *by_rule[v], kind, rule);
+        tags[v] = tag;
+        by_rule[v] = &rule;
+      }
     }
   }
+  return tags;
+}
+
+// Note [Nothing silent]
+// A request that cannot change anything is said, never quietly run: a
+// rule that names no node is an error (rules.h); a plan that drops nothing
+// backward reads, while its policy is not none, and a budget at or above
+// keep-all's predicted peak, are warnings on the plan (Plan::warnings)
+// that `remat explain`, the step report and Python (warnings.warn) show.
+// The users of other tools met each of these as a policy that did nothing
+// and said nothing (a selective-checkpointing rule naming an op that never
+// matched, a preset mapped to keep-all, a planner an upgrade turned off).
+std::vector<std::string> warnings_of(const GraphProfile& graph, const Plan& plan) {
+  std::vector<std::string> warnings;
+  if (plan.policy != "none" && plan.dropped_bytes == 0) {
+    warnings.push_back(fmt::format("policy {} drops none of the {} bytes backward reads: the plan is keep-all's ({})",
+                                   plan.policy, plan.kept_bytes, plan.detail));
+  }
+  if (plan.budget) {
+    const int64_t keep_all = simulate(graph, effective_tags(graph, std::vector<Tag>(graph.size(), Tag::Keep))).peak_bytes;
+    if (*plan.budget >= keep_all) {
+      warnings.push_back(fmt::format("the budget of {} bytes is at or above keep-all's predicted peak of {} bytes: "
+                                     "nothing has to be dropped to meet it", *plan.budget, keep_all));
+    }
+  }
+  return warnings;
+}
+
+// The policy's answer with the prefer rules applied, unless that misses the
+// target (with a budget): then the answer as it was, saying so. Returns
+// whether they were applied.
+bool apply_preferences(const Context& c, policies::Answer& answer, std::optional<int64_t> budget, int64_t target) {
+  if (std::none_of(c.preferred.begin(), c.preferred.end(), [](const auto& tag) { return tag.has_value(); })) {
+    return false;
+  }
+  std::vector<Tag> tags = answer.tags;
+  for (int64_t v = 0; v < c.graph.size(); ++v) {
+    if (c.preferred[v] && !c.forced[v] && v != c.root()) tags[v] = *c.preferred[v];
+  }
+  const Simulation sim = c.simulate(effective_tags(c.graph, tags));
+  if (budget && sim.peak_bytes > target) {
+    answer.detail += fmt::format("; the prefer rules set aside: with them the plan peaks at {} bytes, above the {} "
+                                 "the budget leaves", sim.peak_bytes, target);
+    return false;
+  }
+  answer.tags = std::move(tags);
+  answer.detail += "; prefer rules applied";
+  return true;
 }
 
 }  // namespace
@@ -99,10 +152,8 @@ bool rehearses_first_step(const PlanOptions& options) {
 
 std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Overrides& overrides) {
   const auto consumers = consumers_of(graph);
-  std::vector<std::optional<Tag>> forced(graph.size());
+  std::vector<std::optional<Tag>> forced = tags_of_rules(graph, overrides.must_keep, overrides.must_recompute, "must");
   for (const NodeProfile& node : graph.nodes) {
-    if (contains(overrides.must_keep, node.op)) forced[node.position] = Tag::Keep;
-    if (contains(overrides.must_recompute, node.op)) forced[node.position] = Tag::Recompute;
     if (node.region != 0) {
       const auto& users = consumers[node.position];
       const bool read_outside = std::any_of(users.begin(), users.end(),
@@ -111,6 +162,10 @@ std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Ove
     }
   }
   return forced;
+}
+
+std::vector<std::optional<Tag>> preferred_tags(const GraphProfile& graph, const Overrides& overrides) {
+  return tags_of_rules(graph, overrides.prefer_keep, overrides.prefer_recompute, "prefer");
 }
 
 std::vector<bool> read_by_backward(const GraphProfile& graph) {
@@ -151,7 +206,6 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std:
               budget_policies());
   REMAT_CHECK(std::isfinite(options.solver_time_limit_s) && options.solver_time_limit_s > 0, "plan: the solver's "
               "time limit must be a positive number of seconds, got {}", options.solver_time_limit_s);
-  check_overrides(graph, options.overrides);
   const auto start = std::chrono::steady_clock::now();
   const Context c(graph, options.overrides);
   Plan plan{.policy = options.policy, .budget = options.budget};
@@ -175,18 +229,21 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std:
     target = planning_target(*options.budget);
     if (target < reachable) fail_budget(options.policy, *options.budget, reachable);
   }
-  const policies::Answer answer = policy.plan({.c = c, .budget = options.budget, .target = target,
+  policies::Answer answer = policy.plan({.c = c, .budget = options.budget, .target = target,
                                                .fallback = fallback, .current = applied ? &*applied : nullptr,
                                                .time_limit_s = options.solver_time_limit_s,
+                                               .argument = policies::argument_of(options.policy),
                                                .custom = &options.custom});
+  const bool preferred = apply_preferences(c, answer, options.budget, target);
   plan.tags = answer.tags;
   plan.chosen_by = answer.chosen_by;
   plan.detail = answer.detail;
   plan.solver = answer.solver;
   for (int64_t v = 0; v < graph.size(); ++v) {
-    plan.reasons.push_back(reason(c, answer.chosen_by, plan.tags, v, answer.detail));
+    plan.reasons.push_back(reason(c, answer.chosen_by, plan.tags, v, answer.detail, preferred));
   }
   plan = finish_plan(graph, std::move(plan));
+  plan.warnings = warnings_of(graph, plan);
   REMAT_CHECK(!options.budget || plan.predicted.peak_bytes <= target, "plan: policy {} chose a plan of {} bytes for "
               "a target of {} ({})", options.policy, plan.predicted.peak_bytes, target, answer.detail);
   plan.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -194,7 +251,6 @@ Plan make_plan(const GraphProfile& graph, const PlanOptions& options, const std:
 }
 
 int64_t minimum_peak(const GraphProfile& graph, const Overrides& overrides) {
-  check_overrides(graph, overrides);
   const Context c(graph, overrides);
   int64_t minimum = std::numeric_limits<int64_t>::max();
   for (const Candidate& candidate : policies::least_memory_plans(c, overrides)) {

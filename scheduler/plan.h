@@ -44,18 +44,32 @@
 
 namespace remat::scheduler {
 
-// Per-op rules: an op named in must_keep always keeps its output, one in
-// must_recompute is always replayed (a view of a dropped value is dropped
-// whatever the rules say).
+// User rules (scheduler/rules.h): each an op ("gelu") or a glob over node
+// names ("h.*.attn/*", Note [Node names] in engine/recording.h), as
+// PyTorch's selective checkpointing has them. A must rule binds every
+// policy: a node it names always keeps its output, or is always replayed
+// (a view of a dropped value is dropped whatever the rules say). A prefer
+// rule sets the tag of the nodes it names in the policy's plan, unless the
+// plan then misses the budget: then the policy's own plan stands and
+// Plan::detail says the preferences were set aside. A rule that names no
+// node is an error listing the nearest names; so is a node that one rule
+// keeps and another replays with the same strength.
 struct Overrides {
   std::vector<std::string> must_keep;
   std::vector<std::string> must_recompute;
+  std::vector<std::string> prefer_keep;
+  std::vector<std::string> prefer_recompute;
+  bool empty() const {
+    return must_keep.empty() && must_recompute.empty() && prefer_keep.empty() && prefer_recompute.empty();
+  }
 };
 
 // Policy "custom": the caller's own rule, one tag per node of the profiled
 // graph (in position order), for researchers who prototype a policy (from
 // Python too: model.gradient_checkpointing_enable(policy=callable)).
 using CustomPolicy = std::function<std::vector<Tag>(const GraphProfile& graph)>;
+
+struct Plan;
 
 struct PlanOptions {
   std::string policy = "none";
@@ -69,6 +83,9 @@ struct PlanOptions {
   // this policy; "profile" runs that step under blocks (keep-all under
   // none) and plans from its measured times.
   std::string first_step = "rehearse";
+  // Told of every plan a Checkpointer makes with these options (Python
+  // turns its warnings into Python warnings); may be empty.
+  std::function<void(const Plan& plan)> on_plan;
 };
 
 // What a solver (milp) said about the plan it returned.
@@ -105,6 +122,11 @@ struct Plan {
   int64_t minimum_peak_bytes = std::numeric_limits<int64_t>::max();
   int64_t minimum_budget_bytes = 0;
   double planning_ms = 0;  // wall time make_plan took
+  // Why the plan may not do what was asked of it, in sentences: it drops
+  // nothing that keep-all keeps, or its budget is at or above keep-all's
+  // peak (Note [Nothing silent]). Empty for policy none, which keeps all by
+  // name. `remat explain`, the step report and Python (a warning) say them.
+  std::vector<std::string> warnings;
 };
 
 std::vector<std::string> policy_names();
@@ -136,8 +158,10 @@ int64_t budget_for(int64_t peak);
 
 // Shared by the planners -----------------------------------------------------
 
-// Per node: the tag user rules force on it, if any.
+// Per node: the tag user rules force on it, if any (must rules, checkpoint
+// regions); and the tag prefer rules ask for, if any.
 std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Overrides& overrides);
+std::vector<std::optional<Tag>> preferred_tags(const GraphProfile& graph, const Overrides& overrides);
 // Per node: true when some backward reads its value (directly or through a
 // view): only such nodes are worth dropping.
 std::vector<bool> read_by_backward(const GraphProfile& graph);

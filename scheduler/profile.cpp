@@ -141,6 +141,7 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start, 
     static_cast<NodeFacts&>(row) = r;
     static_cast<NodeMeasures&>(row) = measured_by(r);
     row.block = r.block ? *r.block : std::string();
+    row.module = r.module ? *r.module : std::string();
     for (const InputSource& source : r.inputs) {
       auto it = position_of.find(source.producer);
       row.inputs.push_back(it == position_of.end() ? -1 : it->second);
@@ -158,11 +159,21 @@ GraphProfile build(std::vector<const NodeRecord*> records, uint64_t step_start, 
   for (int64_t p = 0; p < n; ++p) profile.nodes[p].released_at = position_from(kept[p]->output_released_before);
   profile.leaves = static_cast<int64_t>(leaf_index.size());
   profile.signature = signature_of(profile);
+  name_nodes(profile);
   steady_repeated_times(profile);
   return profile;
 }
 
 }  // namespace
+
+void name_nodes(GraphProfile& graph) {
+  std::map<std::pair<std::string_view, std::string_view>, int64_t> seen;
+  for (NodeProfile& node : graph.nodes) {
+    const int64_t earlier = seen[{node.module, node.op}]++;
+    node.name = earlier == 0 ? fmt::format("{}/{}", node.module, node.op)
+                             : fmt::format("{}/{}#{}", node.module, node.op, earlier);
+  }
+}
 
 uint64_t signature_of(const GraphProfile& graph) {
   uint64_t hash = kFnv1aOffsetBasis;

@@ -40,6 +40,12 @@ struct NodeProfile : NodeFacts, NodeMeasures {
   // recorded (the node count when it was still held as the graph ended).
   int64_t released_at = 0;
   std::string block;  // "" outside any block
+  // Note [Node names] (engine/recording.h): the path of the module that
+  // recorded it ("" outside every module) and the node's name,
+  // "transformer.h.3.mlp.c_fc/affine", with "#k" for the k-th earlier node
+  // of the same module and op (name_nodes).
+  std::string module;
+  std::string name;
 
   // Bytes of a dense tensor of the output's shape (a gradient of it).
   int64_t dense_output_bytes() const;
@@ -83,6 +89,10 @@ struct GraphProfile {
   // times the latter (whatever else a forward does is not the graph's).
   double training_step_ms() const;
 };
+
+// Names every node from its module and op (NodeProfile::name), in
+// position order; profile_graph, profile_records and load_profile call it.
+void name_nodes(GraphProfile& graph);
 
 // The signature of a graph of these rows: its ops, shapes, dtypes, edges
 // and which nodes are in checkpoint regions (GraphProfile::signature).

@@ -44,7 +44,8 @@ Json node_json(const NodeProfile& n) {
            {"backward_ran", n.backward_ran}, {"backward_ms", n.backward_ms},
            {"backward_peak_bytes", n.backward_peak_bytes}, {"released_early", n.released_early},
            {"backward_late_peak_bytes", n.backward_late_peak_bytes}, {"grad_bytes", n.grad_bytes},
-           {"block", n.block}, {"region", n.region}, {"tag", tag_name(n.tag)}};
+           {"block", n.block}, {"module", n.module}, {"name", n.name}, {"region", n.region},
+           {"tag", tag_name(n.tag)}};
   write_traits(out, n);
   return out;
 }
@@ -83,6 +84,7 @@ class Reader {
                  e.what());
     }
   }
+  bool has(const char* key) const { return object_.contains(key); }
   // A count of bytes or FLOPs: an integer >= 0.
   int64_t count(const char* key) const {
     const auto value = get<int64_t>(key);
@@ -207,6 +209,9 @@ NodeProfile node_from(const Json& object, int64_t index, int64_t nodes, int64_t 
     REMAT_CHECK(bytes >= 0, "profile JSON: field '{}' of {} is {}, below 0", key, r.where(), bytes);
   }
   n.block = r.get<std::string>("block");
+  // Profiles saved before nodes had names hold no module: their nodes are
+  // named as ops of the outermost forward (Note [Node names]).
+  n.module = r.has("module") ? r.get<std::string>("module") : std::string();
   n.region = r.get<uint64_t>("region");
   const std::string tag = r.get<std::string>("tag");
   REMAT_CHECK(tag == "keep" || tag == "recompute", "profile JSON: {} has tag '{}' (keep or recompute)", r.where(), tag);
@@ -267,6 +272,7 @@ GraphProfile profile_from_json(std::string_view text) {
     REMAT_CHECK(recorded > previous && recorded >= v, "profile JSON: node {} has recorded_index {} after {}: they "
                 "increase and are at least the position", v, recorded, previous);
   }
+  name_nodes(graph);
   const uint64_t signature = signature_of(graph);
   REMAT_CHECK(signature == graph.signature, "profile JSON: signature {:016x} does not match its nodes' ({:016x}): "
               "edited, or written by another version", graph.signature, signature);

@@ -20,11 +20,16 @@ std::vector<std::vector<int64_t>> consumers_of(const GraphProfile& graph);
 struct Context {
   const GraphProfile& graph;
   std::vector<std::optional<Tag>> forced;
+  std::vector<std::optional<Tag>> preferred;  // by prefer rules (applied by make_plan)
   std::vector<bool> read;
   std::vector<std::vector<int64_t>> consumers;
 
   Context(const GraphProfile& g, const Overrides& overrides)
-      : graph(g), forced(forced_tags(g, overrides)), read(read_by_backward(g)), consumers(consumers_of(g)) {}
+      : graph(g),
+        forced(forced_tags(g, overrides)),
+        preferred(preferred_tags(g, overrides)),
+        read(read_by_backward(g)),
+        consumers(consumers_of(g)) {}
 
   int64_t root() const { return graph.size() - 1; }
   // Worth deciding: owns bytes that backward reads, and no rule binds it.

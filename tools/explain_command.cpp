@@ -1,6 +1,8 @@
 // remat explain: one row per node of a workload's graph, what it costs and
 // what the policy decided and why, as a table, CSV or JSON lines. With
 // --profile the saved profile is planned instead of running the workload.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,13 @@ namespace {
 
 // The plan, before the rows: one JSON line, a CSV header, or the table's
 // summary lines and header.
+// The table's name column: as wide as the longest name.
+size_t name_width(const scheduler::GraphProfile& graph) {
+  size_t width = 4;
+  for (const scheduler::NodeProfile& n : graph.nodes) width = std::max(width, n.name.size());
+  return width;
+}
+
 void print_plan(const scheduler::GraphProfile& graph, const scheduler::Plan& plan, const std::string& format) {
   if (format == "json") {  // the plan first, then one line per node
     fmt::print("{}\n", nlohmann::json{{"policy", plan.policy}, {"budget", plan.budget ? nlohmann::json(*plan.budget)
@@ -24,11 +33,13 @@ void print_plan(const scheduler::GraphProfile& graph, const scheduler::Plan& pla
                                        {"planning_ms", plan.planning_ms},
                                        {"chosen_by", plan.chosen_by},
                                        {"detail", plan.detail},
+                                       {"warnings", plan.warnings},
                                        {"solver", plan.solver ? nlohmann::json(train::solver_json(*plan.solver))
                                                              : nlohmann::json(nullptr)}}.dump());
   }
   if (format == "csv") {
-    fmt::print("position,op,block,output_shape,output_bytes,flops,replay_flops,forward_ms,replay_ms,"
+    for (const std::string& warning : plan.warnings) fmt::print(stderr, "warning: {}\n", warning);
+    fmt::print("position,name,op,block,output_shape,output_bytes,flops,replay_flops,forward_ms,replay_ms,"
                "replay_in_place_ms,ms_per_mib,decision,reason\n");
   } else if (format == "table") {
     fmt::print("{} nodes, {} of outputs, {:.1f} ms of forward, signature {:016x}\n", graph.nodes.size(),
@@ -40,19 +51,21 @@ void print_plan(const scheduler::GraphProfile& graph, const scheduler::Plan& pla
     fmt::print("minimum feasible budget {} bytes ({}; smallest peak {}), from the graph's bytes alone\n",
                plan.minimum_budget_bytes, mib(plan.minimum_budget_bytes), mib(plan.minimum_peak_bytes));
     fmt::print("plan of {}: {}\n", plan.chosen_by, plan.detail);
+    for (const std::string& warning : plan.warnings) fmt::print("warning: {}\n", warning);
     if (plan.solver) {
       const scheduler::SolverReport& r = *plan.solver;
       fmt::print("solver (CBC): {}; objective {:.3f} ms of recompute, bound {:.3f} ms, gap {:.2f}%, {:.2f} s, {} "
                  "variables, {} constraints, {} solves\n", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
                  r.solve_seconds, r.variables, r.constraints, r.solves);
     }
-    fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block",
+    fmt::print("{:>5} {:<{}} {:<18} {:>10} {:>9} {:>8} {:>8} {:>9} {:<9} {}\n", "pos", "name", name_width(graph),
                "output", "MiB", "MFLOP", "ms", "replay", "ms/MiB", "decision", "reason");
   }
 }
 
 // One node's row: what it costs and what the plan decided.
-void print_node(const scheduler::NodeProfile& n, const scheduler::Plan& plan, const std::string& format) {
+void print_node(const scheduler::NodeProfile& n, const scheduler::Plan& plan, const std::string& format,
+                size_t name_width) {
   const double out_mib = static_cast<double>(n.output_bytes) / (1024.0 * 1024.0);
   const char* decision = plan.tags[n.position] == Tag::Keep ? "KEEP" : "RECOMPUTE";
   const bool in_place = plan.predicted.replayed_in_place[static_cast<size_t>(n.position)];
@@ -63,7 +76,7 @@ void print_node(const scheduler::NodeProfile& n, const scheduler::Plan& plan, co
   const auto csv = [](double ms) { return ms > 0 ? fmt::format("{:.6f}", ms) : std::string(); };
   const bool replay_timed = n.replay_ms > 0 || n.replay_in_place_ms > 0;
   if (format == "json") {
-    fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"op", n.op}, {"block", n.block},
+    fmt::print("{}\n", nlohmann::json{{"position", n.position}, {"name", n.name}, {"op", n.op}, {"block", n.block},
                                        {"output_shape", n.output_shape}, {"output_bytes", n.output_bytes},
                                        {"flops", n.flops}, {"replay_flops", n.replay_flops},
                                        {"forward_ms", n.forward_ms},
@@ -72,12 +85,12 @@ void print_node(const scheduler::NodeProfile& n, const scheduler::Plan& plan, co
                                        {"ms_per_mib", n.output_bytes ? nlohmann::json(n.ms_per_mib()) : nullptr},
                                        {"decision", decision}, {"replays_in_place", in_place}, {"reason", reason}}.dump());
   } else if (format == "csv") {
-    fmt::print("{},{},{},\"{}\",{},{},{},{:.6f},{},{},{:.6f},{},\"{}\"\n", n.position, n.op, n.block,
+    fmt::print("{},{},{},{},\"{}\",{},{},{},{:.6f},{},{},{:.6f},{},\"{}\"\n", n.position, n.name, n.op, n.block,
                str(n.output_shape), n.output_bytes, n.flops, n.replay_flops, n.forward_ms, csv(n.replay_ms),
                csv(n.replay_in_place_ms), n.ms_per_mib(), decision, reason);
   } else {
-    fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>8} {:>9.3f} {:<9} {}\n", n.position,
-               n.op, n.block, str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
+    fmt::print("{:>5} {:<{}} {:<18} {:>10.3f} {:>9.2f} {:>8.3f} {:>8} {:>9.3f} {:<9} {}\n", n.position,
+               n.name, name_width, str(n.output_shape), out_mib, static_cast<double>(n.flops) / 1e6, n.forward_ms,
                replay_timed ? fmt::format("{:.3f}", n.priced_replay_ms()) : "-", n.ms_per_mib(), decision, reason);
   }
 }
@@ -88,7 +101,7 @@ void run_explain(const train::WorkloadOptions& options, const std::string& forma
   const auto [graph, plan] = train::plan_workload(options);
   if (!options.save_profile_path.empty()) scheduler::save_profile(graph, options.save_profile_path);
   print_plan(graph, plan, format);
-  for (const scheduler::NodeProfile& n : graph.nodes) print_node(n, plan, format);
+  for (const scheduler::NodeProfile& n : graph.nodes) print_node(n, plan, format, name_width(graph));
 }
 
 class ExplainCommand : public Command {

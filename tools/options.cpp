@@ -47,14 +47,19 @@ void add_plan_options(CLI::App* command, train::WorkloadOptions& options, std::s
   command->add_option("--workload", options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")->capture_default_str();
   command->add_option("--device", options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
       ->capture_default_str();
-  command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost, chain, milp, auto or "
-                      "dtr")->capture_default_str();
+  command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost, chain, milp, auto, "
+                      "dtr, or a preset: save-matmuls, every-n-blocks:N, recompute-modules:attn,mlp,norm")
+      ->capture_default_str();
   command->add_option("--budget", budget, "peak activation bytes for cost, chain, milp, auto or dtr, e.g. 64MiB, or "
                       "50% (a share of keep-all's peak)");
-  command->add_option("--must-keep", options.overrides.must_keep, "ops whose outputs every plan keeps, e.g. gelu")
-      ->delimiter(',');
+  command->add_option("--must-keep", options.overrides.must_keep, "nodes every plan keeps: ops (gelu) or globs over "
+                      "node names (h.*.mlp.c_fc/*; `remat explain` lists them)")->delimiter(',');
   command->add_option("--must-recompute", options.overrides.must_recompute,
-                      "ops whose outputs every plan replays, e.g. layer_norm")->delimiter(',');
+                      "nodes every plan replays: ops (layer_norm) or node-name globs (h.*.attn/*)")->delimiter(',');
+  command->add_option("--prefer-keep", options.overrides.prefer_keep, "nodes kept unless the budget then fails: ops "
+                      "or node-name globs")->delimiter(',');
+  command->add_option("--prefer-recompute", options.overrides.prefer_recompute, "nodes replayed unless the budget "
+                      "then fails: ops or node-name globs")->delimiter(',');
   command->add_option("--solver-time-limit", options.solver_time_limit_s, "milp: seconds per plan for CBC (the best "
                       "plan found by then, with its bound and gap)")
       ->capture_default_str()

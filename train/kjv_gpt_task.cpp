@@ -233,7 +233,7 @@ void enable_saved_plan(nn::GPT& model, const TrainingArguments& args, const std:
   const GradientCheckpointingKwargs& k = args.gradient_checkpointing_kwargs;
   const scheduler::GraphProfile saved = scheduler::load_profile(profile_path);
   model.gradient_checkpointing_enable(
-      {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute}},
+      {.policy = k.policy, .budget = k.budget, .overrides = k.overrides()},
       &saved);
 }
 

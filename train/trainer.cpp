@@ -100,7 +100,7 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset&
   if (args_.gradient_checkpointing && !model_.is_gradient_checkpointing()) {
     const GradientCheckpointingKwargs& k = args_.gradient_checkpointing_kwargs;
     model_.gradient_checkpointing_enable(
-        {.policy = k.policy, .budget = k.budget, .overrides = {.must_keep = k.must_keep, .must_recompute = k.must_recompute},
+        {.policy = k.policy, .budget = k.budget, .overrides = k.overrides(),
          .first_step = k.first_step});
   }
   REMAT_CHECK(!args_.load_best_model_at_end || !args_.output_dir.empty(), "Trainer: load_best_model_at_end needs an "

@@ -152,16 +152,15 @@ struct Reader<GradientCheckpointingKwargs> {
         else if (value.is_number_integer()) kwargs.budget = value.get<int64_t>();
         else if (value.is_string()) kwargs.budget = parse_bytes(value.get<std::string>(), field);
         else bad_value(field, value.dump(), "a byte count (4096 or \"64MiB\")");
-      } else if (key == "must_keep" || key == "must_recompute") {
-        if (!value.is_array()) bad_value(field, value.dump(), "a list of op names");
-        std::vector<std::string> ops;
-        for (const Json& op : value) ops.push_back(Reader<std::string>::from_json(field, op));
-        (key == "must_keep" ? kwargs.must_keep : kwargs.must_recompute) = std::move(ops);
+      } else if (std::vector<std::string>* rules = kwargs.rules(key)) {
+        if (!value.is_array()) bad_value(field, value.dump(), "a list of ops or node-name globs (\"h.*.attn/*\")");
+        rules->clear();
+        for (const Json& rule : value) rules->push_back(Reader<std::string>::from_json(field, rule));
       } else if (key == "first_step") {
         kwargs.first_step = Reader<std::string>::from_json(field, value);
       } else {
         REMAT_FAIL("training argument {}: unknown key '{}' (known: policy, budget, must_keep, must_recompute, "
-                   "first_step)", name, key);
+                   "prefer_keep, prefer_recompute, first_step)", name, key);
       }
     }
     return kwargs;
@@ -175,6 +174,8 @@ struct Reader<GradientCheckpointingKwargs> {
     j["budget"] = k.budget ? nlohmann::ordered_json(*k.budget) : nlohmann::ordered_json(nullptr);
     j["must_keep"] = k.must_keep;
     j["must_recompute"] = k.must_recompute;
+    j["prefer_keep"] = k.prefer_keep;
+    j["prefer_recompute"] = k.prefer_recompute;
     j["first_step"] = k.first_step;
     return j;
   }

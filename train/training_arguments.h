@@ -22,19 +22,31 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/averaging.h"
+#include "scheduler/plan.h"
 
 namespace remat::train {
 
 // gradient_checkpointing_kwargs: how the model checkpoints its activations
-// (scheduler/plan.h): a policy, a byte budget for the policies that take one ("64MiB"
-// or a number of bytes in JSON), ops every plan keeps or replays, and how
-// the first step is planned ("rehearse", or "profile": Note [The first
-// step] in scheduler/checkpointer.h).
+// (scheduler/plan.h): a policy (a preset too: "every-n-blocks:2"), a byte
+// budget for the policies that take one ("64MiB" or a number of bytes in
+// JSON), rules (ops or node-name globs, scheduler/rules.h) every plan
+// obeys or prefers, and how the first step is planned ("rehearse", or
+// "profile": Note [The first step] in scheduler/checkpointer.h).
 struct GradientCheckpointingKwargs {
   std::string policy = "cost";
   std::optional<int64_t> budget;
-  std::vector<std::string> must_keep, must_recompute;
+  std::vector<std::string> must_keep, must_recompute, prefer_keep, prefer_recompute;
   std::string first_step = "rehearse";
+  // The rules as the scheduler takes them.
+  scheduler::Overrides overrides() const { return {must_keep, must_recompute, prefer_keep, prefer_recompute}; }
+  // The list of rules under a JSON key ("must_keep", ...), or null.
+  std::vector<std::string>* rules(std::string_view key) {
+    if (key == "must_keep") return &must_keep;
+    if (key == "must_recompute") return &must_recompute;
+    if (key == "prefer_keep") return &prefer_keep;
+    if (key == "prefer_recompute") return &prefer_recompute;
+    return nullptr;
+  }
 };
 
 // lr_scheduler_kwargs: cosine_with_min_lr's floor, as a fraction of the

@@ -357,6 +357,7 @@ class Run {
       report_.chosen_by = plan->chosen_by;
       report_.planning_ms = plan->planning_ms;
       report_.solver = plan->solver;
+      report_.warnings = plan->warnings;
     }
   }
 

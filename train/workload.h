@@ -113,6 +113,9 @@ struct WorkloadReport {
   std::string chosen_by;
   double planning_ms = 0;
   std::optional<scheduler::SolverReport> solver;
+  // Its warnings (scheduler::Plan::warnings): it drops nothing, or its
+  // budget binds nothing.
+  std::vector<std::string> warnings;
   // Bytes backward reads that the plan keeps, and that it drops (replays).
   int64_t kept_bytes = 0, dropped_bytes = 0;
   int64_t replayed_nodes = 0;

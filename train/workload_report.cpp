@@ -85,6 +85,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["planned_step_ms"] = planned_step_ms ? nlohmann::ordered_json(*planned_step_ms) : nullptr;
   j["chosen_by"] = chosen_by;
   j["planning_ms"] = planning_ms;
+  if (!warnings.empty()) j["warnings"] = warnings;
   if (solver) {
     j["solver"] = solver_json(*solver);
   }

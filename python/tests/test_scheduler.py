@@ -3,6 +3,10 @@ engine's events in order with their bytes, a Python tag rule changes what
 is replayed (never the gradients), the simulator's peak equals the
 allocator's, plans read prices set by hand, the Checkpointer plans from a
 rehearsal, and bad tags, policies and categories are errors that name them."""
+import json
+import os
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -264,6 +268,33 @@ def test_a_models_profile_and_plan():
     assert set(tags) == {"keep", "recompute"} and tags.count("recompute") >= plan.tags.count("recompute")
     assert {node.block for node in graph.nodes} >= {"transformer.h.0", "transformer.h.1"}
     assert scheduler.Profile.from_json(graph.to_json()).signature == graph.signature
+
+
+def test_node_names_are_the_command_lines_and_a_plan_that_changes_nothing_warns():
+    ids, targets = remat.randint(32, [4, 16], seed=1), remat.randint(32, [4, 16], seed=2)
+    model = remat.nn.GPT(vocab_size=32, block_size=16, n_layer=2, n_head=2, n_embd=32, tie_weights=False, seed=4)
+    model.gradient_checkpointing_enable(policy="every-n-blocks:2", prefer_keep=["h.*.mlp/gelu"])
+    for _ in range(2):
+        model(ids, targets)[1].backward()
+    graph = scheduler.checkpointing_profile(model)
+    names = [node.name for node in graph.nodes]
+    assert "transformer.h.1.attn/causal_softmax" in names and names[-1] == "/cross_entropy"
+    assert [row["name"] for row in graph.rows()] == names
+    program = os.environ.get("REMAT_PROGRAM")  # ctest gives the C++ program: the same names from C++
+    if program:
+        out = subprocess.run([program, "explain", "--model", "gpt", "--n-layer", "2", "--n-head", "2", "--n-embd",
+                              "32", "--block-size", "16", "--vocab-size", "32", "--batch-size", "4", "--head",
+                              "untied", "--format", "json"], capture_output=True, text=True, check=True)
+        assert [json.loads(line)["name"] for line in out.stdout.splitlines()[1:]] == names
+    with pytest.warns(UserWarning, match="policy chain drops none"):
+        scheduler.make_plan(graph, policy="chain")
+    with pytest.raises(remat.Error, match="nearest"):
+        scheduler.make_plan(graph, must_recompute=["h.*.atn/*"])
+    with pytest.raises(remat.Error, match="'atn' names no module"):
+        scheduler.make_plan(graph, policy="recompute-modules:atn")
+    plan = scheduler.checkpointing_plan(model)
+    gelu = names.index("transformer.h.0.mlp/gelu")
+    assert plan.tags[gelu] == "keep" and "prefer-keep" in plan.reasons[gelu]
 
 
 def test_closing_a_scope_under_one_opened_inside_it_is_an_error_until_the_inner_one_closes():

@@ -12,6 +12,8 @@
 //   auto    the fastest fitting plan of the others, naming it (auto.cpp)
 //   dtr     no plan: eviction at run time within the budget (dtr.cpp; the
 //           Checkpointer runs it, make_plan refuses it: Policy::plan null)
+//   save-matmuls, every-n-blocks:N, recompute-modules:attn,mlp,norm
+//           the presets of other tools, by name (presets.cpp)
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,9 @@ struct Request {
   // plan that fits is faster.
   const search::Candidate* current = nullptr;
   double time_limit_s = 60;  // for solvers (milp)
+  // What follows the policy's name and a colon ("every-n-blocks:2" -> "2"),
+  // or "" (Policy::argument).
+  std::string_view argument;
   const CustomPolicy* custom = nullptr;  // policy custom's rule (PlanOptions::custom)
 };
 
@@ -55,11 +60,19 @@ struct Policy {
   std::string_view summary;
   bool takes_budget = false;
   Answer (*plan)(const Request& request);
+  // What it takes after a colon, for messages ("N", "modules"), or "" for
+  // nothing; whether it must be given (without a budget).
+  std::string_view argument = "";
+  bool argument_required = false;
 };
 
 const std::vector<Policy>& registry();
-// The policy of that name, or an error listing the known ones.
+// The policy a policy string names, its argument after a colon
+// ("every-n-blocks:2"), or an error listing the known ones; an argument
+// given to a policy that takes none is an error too.
 const Policy& find(const std::string& name);
+// What follows the first colon of `name`, or "".
+std::string_view argument_of(std::string_view name);
 
 // `pool` with request.current added (a copy), for a policy to choose from.
 std::vector<search::Candidate> with_current(const Request& request, std::vector<search::Candidate> pool);
@@ -93,6 +106,9 @@ Answer fall_back(const Request& request, std::string_view policy);
 // The plans each policy makes, for `auto` and the least-memory search to
 // pool (each simulated on c.graph, its origin naming the policy).
 std::vector<Tag> blocks_tags(const search::Context& c);
+// The same with only the blocks named in `replayed` replayed (every block
+// when it is empty), the others kept.
+std::vector<Tag> some_blocks_tags(const search::Context& c, const std::vector<std::string>& replayed);
 std::vector<Tag> sqrt_tags(const search::Context& c);
 // cost's: the greedy path from keep-all, its static descent, the cost rule.
 std::vector<search::Candidate> cost_plans(const search::Context& c);
@@ -127,5 +143,9 @@ Answer plan_chain(const Request& request);
 Answer plan_milp(const Request& request);
 Answer plan_auto(const Request& request);
 Answer plan_custom(const Request& request);
+// The presets (presets.cpp): the anchors of other tools, named.
+Answer plan_save_matmuls(const Request& request);
+Answer plan_every_n_blocks(const Request& request);
+Answer plan_recompute_modules(const Request& request);
 
 }  // namespace remat::scheduler::policies

@@ -19,6 +19,12 @@ const std::vector<Policy>& registry() {
       {"auto", "the fastest fitting plan of cost, chain, blocks, sqrt and the least-memory search", true,
        &plan_auto},
       {"custom", "the caller's own rule: a tag per node from the profile (PlanOptions::custom)", true, &plan_custom},
+      {"save-matmuls", "keep compute-bound outputs, replay the rest (torchtitan's op-level selective checkpointing)",
+       true, &plan_save_matmuls},
+      {"every-n-blocks", "replay every N-th block from its input, keep the others (transformers' every_n_layers)",
+       true, &plan_every_n_blocks, "N", true},
+      {"recompute-modules", "replay the named modules, e.g. attn,mlp,norm (Megatron's --recompute-modules)", true,
+       &plan_recompute_modules, "modules", true},
       // No plan: eviction at run time within the budget (dtr.h); the
       // Checkpointer runs it, make_plan refuses it.
       {"dtr", "evict at run time within the budget (Kirisame et al. 2021)", true, nullptr},
@@ -26,18 +32,30 @@ const std::vector<Policy>& registry() {
   return policies;
 }
 
-const Policy& find(const std::string& name) {
+std::string_view argument_of(std::string_view name) {
+  const size_t colon = name.find(':');
+  return colon == std::string_view::npos ? std::string_view() : name.substr(colon + 1);
+}
+
+const Policy& find(const std::string& text) {
   const std::vector<Policy>& policies = registry();
+  const std::string name = text.substr(0, text.find(':'));
   const auto found = std::find_if(policies.begin(), policies.end(), [&](const Policy& p) { return p.name == name; });
-  if (found != policies.end()) return *found;
-  std::vector<std::string_view> names;
-  for (const Policy& p : policies) names.push_back(p.name);
+  if (found != policies.end()) {
+    REMAT_CHECK(!found->argument.empty() || text.find(':') == std::string::npos, "recompute policy '{}': {} takes "
+                "nothing after a colon", text, name);
+    return *found;
+  }
+  std::vector<std::string> names;
+  for (const Policy& p : policies) {
+    names.push_back(p.argument.empty() ? std::string(p.name) : fmt::format("{}:{}", p.name, p.argument));
+  }
   if (name == "optimal") {
     REMAT_FAIL("recompute policy 'optimal' is gone: it was the fastest of a pool of plans, now policy 'auto' "
                "(which names the plan it chose); the exact optimum over a chain of stages is 'chain', over the "
                "whole graph 'milp' (available: {})", fmt::join(names, ", "));
   }
-  REMAT_FAIL("unknown recompute policy '{}' (available: {})", name, fmt::join(names, ", "));
+  REMAT_FAIL("unknown recompute policy '{}' (available: {})", text, fmt::join(names, ", "));
 }
 
 std::vector<search::Candidate> with_current(const Request& request, std::vector<search::Candidate> pool) {

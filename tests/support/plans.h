@@ -26,7 +26,16 @@ inline std::vector<Tag> replay_memory_bound(const scheduler::GraphProfile& graph
 
 // Plan options of `policy` (policy custom with the rule above).
 inline scheduler::PlanOptions options_of(const std::string& policy) {
-  return {.policy = policy, .custom = policy == "custom" ? scheduler::CustomPolicy(replay_memory_bound) : nullptr};
+  // The presets that need an argument get one that names parts of a GPT.
+  const std::string named = policy == "every-n-blocks"      ? "every-n-blocks:2"
+                            : policy == "recompute-modules" ? "recompute-modules:attn,mlp,norm"
+                                                            : policy;
+  return {.policy = named, .custom = policy == "custom" ? scheduler::CustomPolicy(replay_memory_bound) : nullptr};
+}
+
+// The presets that name blocks or modules, which an MLP has none of.
+inline bool names_gpt_parts(const std::string& policy) {
+  return policy == "every-n-blocks" || policy == "recompute-modules";
 }
 
 // The positions a plan replays, e.g. " 0 3 7" (" none" if it replays

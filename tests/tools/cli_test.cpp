@@ -191,7 +191,8 @@ TEST(Cli, ExplainPrintsOneRowPerNode) {
   // W1: 16 linear, 15 relu, 1 cross-entropy: 32 nodes, after a header line.
   EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1 + 32) << run.output;
   // flops, then replay_flops: a linear layer's replay is its forward.
-  EXPECT_TRUE(contains(run.output, "0,linear,,\"(256, 1024)\",1048576,536870912,536870912,")) << run.output;
+  EXPECT_TRUE(contains(run.output, "0,layers.0/linear,linear,,\"(256, 1024)\",1048576,536870912,536870912,")) << run.output;
+  EXPECT_TRUE(contains(run.output, "31,/cross_entropy,cross_entropy,")) << run.output;
 }
 
 // --solver-time-limit reaches milp's solver (its plan says the limit), and a
