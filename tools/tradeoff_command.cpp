@@ -161,14 +161,15 @@ void print_batches(const train::BatchSweepOptions& options, const train::BatchSw
   }
   fmt::print("(MiB; peak: every byte the allocator held at the step's peak, parameters, gradients, optimizer state, "
              "batch and activations; resident: all but the activations; * the fastest fitting batch of its policy)\n");
-  for (const train::BatchRow& row : sweep.rows) {
-    if (row.fastest) fmt::print("fastest that fits under {}: batch {}, {:.1f} samples/s\n", row.policy, row.batch_size,
-                                row.samples_per_s);
-  }
   for (const std::string& policy : options.policies) {
-    const bool any = std::any_of(sweep.rows.begin(), sweep.rows.end(),
-                                 [&](const train::BatchRow& row) { return row.policy == policy && row.fits; });
-    if (!any) fmt::print("no batch fits under {}\n", policy);
+    const auto best = std::find_if(sweep.rows.begin(), sweep.rows.end(),
+                                   [&](const train::BatchRow& row) { return row.policy == policy && row.fastest; });
+    if (best == sweep.rows.end()) {
+      fmt::print("no batch fits under {}\n", policy);
+    } else {
+      fmt::print("fastest that fits under {}: batch {}, {:.1f} samples/s\n", policy, best->batch_size,
+                 best->samples_per_s);
+    }
   }
   if (sweep.fastest) {
     const train::BatchRow& best = sweep.rows[*sweep.fastest];
