@@ -364,8 +364,8 @@ void Trainer::train_micro_batch(Run& run, const data::Batch& batch, PreparedOpti
   optimizer.step();
   if (batch_fit_ && accelerator_->sync_gradients()) {  // auto_find_batch_size's choice, as it ran
     using enum MemoryCategory;
-    check_batch_fit(peak_total - before.live_of(Data) + static_cast<int64_t>(batch.inputs.nbytes() +
-                    batch.targets.nbytes()) + allocator.stats().live_of(OptimizerState) - before.live_of(OptimizerState));
+    check_batch_fit(peak_total - before.live_of(Data) + allocator.stats().live_of(OptimizerState) -
+                    before.live_of(OptimizerState));
   }
   scheduler.step();
   optimizer.zero_grad();

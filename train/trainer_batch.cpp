@@ -122,9 +122,10 @@ void Trainer::find_batch_size() {
 }
 
 // The first real step at the batch found: what the allocator counted
-// against the prediction. The device's bytes less the data set's (which a
-// GPU would hold on the host), plus the batch, plus AdamW's state, made
-// after its first step's peak but alive at every later one.
+// against the prediction. The device's bytes at the peak of forward and
+// backward (the batch among them) less the data sets' (Data: a GPU would
+// hold them on the host), plus AdamW's state, made after that first peak
+// but alive at every later one.
 void Trainer::check_batch_fit(int64_t measured) {
   const BatchFit& fit = *batch_fit_;
   const int64_t limit = *args_.memory_limit;
