@@ -390,7 +390,8 @@ void Trainer::end_step(Run& run, int64_t epoch, int64_t b) {
     callbacks_.on_step_end({.step = global_step_, .steps = run.total_steps, .loss = step_loss,
                             .mean_loss = run.run_loss / static_cast<double>(global_step_ - run.first_step),
                             .grad_norm = run.grad_norm, .learning_rate = run.schedule->last_lr(),
-                            .peak_activation_bytes = run.step_peak, .seconds = seconds_since(run.start)});
+                            .peak_activation_bytes = run.step_peak, .seconds = seconds_since(run.start),
+                            .batch_size = args_.per_device_train_batch_size});
   }
   run.step_peak = 0;
   run.window_loss = 0;

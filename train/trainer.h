@@ -97,6 +97,9 @@ struct StepStats {
   // micro-batches' forward and backward (the allocator's figure).
   int64_t peak_activation_bytes = 0;
   double seconds = 0;  // since train() started
+  // Rows of each micro-batch on this rank (per_device_train_batch_size,
+  // or the batch auto_find_batch_size chose).
+  int64_t batch_size = 0;
 };
 
 // Hooks of a training run (Hugging Face's TrainerCallback, in small).
