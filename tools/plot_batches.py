@@ -93,6 +93,7 @@ def plot(rows, output, title):
         ax.scatter([best["batch"]], [best["samples"]], marker="*", s=320, color="gold", edgecolors="black",
                    label=f"fastest that fits: {best['policy']}, batch {best['batch']}", zorder=4)
     ax.scatter([], [], marker="o", s=50, facecolors="none", edgecolors="gray", label="over the limit (hollow)")
+    ax.set_ylim(bottom=0)  # from zero: a shared machine's noise is not a trend
     ax.set_xscale("log", base=2)
     batches = sorted({r["batch"] for r in rows})
     ax.set_xticks(batches, [str(b) for b in batches])

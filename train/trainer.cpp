@@ -181,7 +181,7 @@ TrainOutput Trainer::train() {
   REMAT_CHECK(!training_, "Trainer::train: this Trainer is training already (train() called from its own "
               "callback?)");
   prepare_model();
-  if (args_.auto_find_batch_size && !batch_found_) {
+  if (args_.memory_limit && !batch_found_) {
     find_batch_size();  // before the loader is made with the batch it sets
     batch_found_ = true;
   }

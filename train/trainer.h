@@ -197,9 +197,10 @@ class Trainer {
   // step: the one to name (default: the step being taken).
   [[noreturn]] void stop_on_non_finite(const char* what, double value, std::optional<int64_t> step = {}) const;
   std::unique_ptr<RunLock> lock_output_dir();
-  // auto_find_batch_size (trainer_batch.cpp): the largest batch that fits
-  // memory_limit, into args_ (and the budget the limit leaves, for a policy
-  // that takes one and has none); the check of the first step.
+  // memory_limit (trainer_batch.cpp): the largest batch that fits it with
+  // auto_find_batch_size (else the batch given, checked), into args_, and
+  // the budget the limit leaves for a policy that takes one and has none;
+  // the check of the first step.
   void find_batch_size();
   void check_batch_fit(int64_t measured);
 
@@ -222,7 +223,7 @@ class Trainer {
   int64_t evaluated_at_ = -1;
   nn::SafetensorsMetadata run_description_;
   std::string saved_checkpoint_;  // the newest this run wrote or resumed from
-  bool batch_found_ = false;      // auto_find_batch_size ran (once per Trainer)
+  bool batch_found_ = false;      // find_batch_size ran (once per Trainer)
   std::optional<BatchFit> batch_fit_;  // its choice, until the first step checks it
 };
 

@@ -1,5 +1,6 @@
-// The Trainer's auto_find_batch_size (training_arguments.h): the largest
-// per-device batch whose step fits memory_limit, decided before training
+// The Trainer's memory_limit and auto_find_batch_size (training_arguments.h):
+// the largest per-device batch whose step fits memory_limit (or, without
+// auto_find_batch_size, whether the batch given does), decided before training
 // by rehearsing the step on the meta device (scheduler::Checkpointer::
 // rehearse: shapes and bytes, nothing computed), and checked against the
 // allocator on the first real step. Hugging Face's find_executable_batch_size
@@ -83,9 +84,11 @@ Trainer::BatchFit Trainer::predict_step(int64_t batch_size) {
 void Trainer::find_batch_size() {
   const int64_t limit = *args_.memory_limit;
   const bool main = accelerator_->is_main_process();
+  const bool search = args_.auto_find_batch_size;  // else the batch given is only checked
+  const char* who = search ? "auto_find_batch_size" : "memory_limit";
   auto say = [&](const std::string& line) {
     if (!main) return;
-    fmt::print("auto_find_batch_size: {}\n", line);
+    fmt::print("{}: {}\n", who, line);
     std::fflush(stdout);
   };
   const auto describe = [&](const BatchFit& fit) {
@@ -95,7 +98,7 @@ void Trainer::find_batch_size() {
                        fit.budget ? fmt::format(" with the budget the limit leaves, {:.2f} MiB", mib(*fit.budget)) : "");
   };
   std::optional<BatchFit> smallest;
-  for (int64_t batch = args_.per_device_train_batch_size; batch >= 1; batch /= 2) {
+  for (int64_t batch = args_.per_device_train_batch_size; batch >= 1; batch = search ? batch / 2 : 0) {
     BatchFit fit = predict_step(batch);
     if (fit.refused.empty() && fit.total() <= limit) {
       say(fmt::format("per_device_train_batch_size {} (of {}): {}, within memory_limit {:.2f} MiB", batch,
@@ -115,6 +118,9 @@ void Trainer::find_batch_size() {
                     fit.refused.empty() ? describe(fit) : fit.refused));
     smallest = std::move(fit);
   }
+  REMAT_CHECK(search, "Trainer: memory_limit: per_device_train_batch_size {} does not fit memory_limit {:.2f} MiB: {}; "
+              "give auto_find_batch_size to train at the largest batch that fits", args_.per_device_train_batch_size,
+              mib(limit), smallest->refused.empty() ? describe(*smallest) : smallest->refused);
   REMAT_FAIL("Trainer: auto_find_batch_size: no batch from per_device_train_batch_size {} down to 1 fits memory_limit "
              "{:.2f} MiB: batch 1 {}; give a larger memory_limit{}", args_.per_device_train_batch_size, mib(limit),
              smallest->refused.empty() ? describe(*smallest) : "cannot plan: " + smallest->refused,
@@ -130,11 +136,12 @@ void Trainer::check_batch_fit(int64_t measured) {
   const BatchFit& fit = *batch_fit_;
   const int64_t limit = *args_.memory_limit;
   if (accelerator_->is_main_process()) {
-    fmt::print("auto_find_batch_size: the first step at batch {} held {:.2f} MiB at its peak (predicted {:.2f} MiB, "
-               "memory_limit {:.2f} MiB)\n", fit.batch_size, mib(measured), mib(fit.total()), mib(limit));
+    fmt::print("{}: the first step at batch {} held {:.2f} MiB at its peak (predicted {:.2f} MiB, memory_limit "
+               "{:.2f} MiB)\n", args_.auto_find_batch_size ? "auto_find_batch_size" : "memory_limit", fit.batch_size,
+               mib(measured), mib(fit.total()), mib(limit));
     std::fflush(stdout);
   }
-  REMAT_CHECK(measured <= limit, "Trainer: auto_find_batch_size: the first step at batch {} held {:.2f} MiB, over "
+  REMAT_CHECK(measured <= limit, "Trainer: memory_limit: the first step at batch {} held {:.2f} MiB, over "
               "memory_limit {:.2f} MiB, though {:.2f} MiB was predicted (please report this)", fit.batch_size,
               mib(measured), mib(limit), mib(fit.total()));
   batch_fit_.reset();  // checked once

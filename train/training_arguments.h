@@ -60,7 +60,9 @@ struct TrainingArguments {
   // The bytes a training step may hold on its device at its peak: the
   // parameters, their gradients, AdamW's state, the batch, activations and
   // temporaries ("256MiB" or a number of bytes). remat's; unset: no limit.
-  // A policy that takes a budget and was given none plans within what the
+  // Without auto_find_batch_size the batch given is checked the same way
+  // (an error before training if its step would not fit). Either way a
+  // policy that takes a budget and was given none plans within what the
   // limit leaves for activations.
   std::optional<int64_t> memory_limit;
   int64_t per_device_eval_batch_size = 8;

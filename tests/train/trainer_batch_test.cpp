@@ -84,6 +84,24 @@ TEST(TrainerBatch, ALimitBelowEveryBatchIsAnErrorNamingBatchOnesNeed) {
   EXPECT_TRUE(contains(error, "turn gradient_checkpointing on")) << error;
 }
 
+TEST(TrainerBatch, ALimitAloneChecksTheBatchGiven) {
+  const Trainer::BatchFit b64 = predicted(64), b128 = predicted(128);
+  const auto run = [&](int64_t limit) {
+    Generator g(3);
+    nn::MLP model(widths(), g);
+    const data::Dataset data = rows();
+    TrainingArguments args = args_at(128, limit);
+    args.auto_find_batch_size = false;
+    Trainer trainer(model, args, data);
+    trainer.train();
+    return trainer.args().per_device_train_batch_size;
+  };
+  EXPECT_EQ(run(b128.total()), 128);
+  const std::string error = error_of([&] { run((b64.total() + b128.total()) / 2); });
+  EXPECT_TRUE(contains(error, "per_device_train_batch_size 128 does not fit memory_limit")) << error;
+  EXPECT_TRUE(contains(error, "give auto_find_batch_size")) << error;
+}
+
 TEST(TrainerBatch, TheArgumentsReadByteCountsAndNeedALimit) {
   TrainingArguments a;
   apply_flags(a, {"--auto-find-batch-size", "--memory-limit", "1.5GiB"});
