@@ -1,9 +1,13 @@
 // remat tradeoff: sweep recompute policies and budgets on a workload (or a
 // model of the user's) and write tradeoff.csv, tradeoff.json and the DOT
 // graphs of blocks and cost into --out, with a table of what it measured;
-// progress on stderr. The sweep itself is train/tradeoff.h's.
+// progress on stderr. With --memory-limit and --batch-sizes, the batch
+// sweep instead: batches.csv and batches.json, a table, and the fastest
+// configuration that fits. The sweeps themselves are train/tradeoff.h's
+// and train/batch_sweep.h's.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +17,8 @@
 #include "engine/error.h"
 #include "scheduler/dot.h"
 #include "tools/command.h"
+#include "train/batch_sweep.h"
+#include "train/parse.h"
 #include "train/tradeoff.h"
 
 namespace remat::tools {
@@ -44,6 +50,17 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   file << text;
   file.close();
   REMAT_CHECK(file.good(), "tradeoff: cannot write {}", path.string());
+}
+
+// --out, made if it is not there.
+std::filesystem::path make_out_dir(const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  const fs::path out(out_dir);
+  std::error_code error;
+  fs::create_directories(out, error);
+  REMAT_CHECK(!error && fs::is_directory(out), "tradeoff --out: cannot create folder '{}' ({})", out_dir,
+              error ? error.message() : "not a folder");
+  return out;
 }
 
 // graph_blocks.dot and graph_cost.dot: the graph with each plan's tags.
@@ -91,12 +108,7 @@ void print_rows(const train::TradeoffOptions& options, const std::vector<train::
 
 // The sweep, its files, and a table of what it measured; progress on stderr.
 void run_tradeoff(train::TradeoffOptions options, const std::string& out_dir) {
-  namespace fs = std::filesystem;
-  const fs::path out(out_dir);
-  std::error_code error;
-  fs::create_directories(out, error);
-  REMAT_CHECK(!error && fs::is_directory(out), "tradeoff --out: cannot create folder '{}' ({})", out_dir,
-              error ? error.message() : "not a folder");
+  const std::filesystem::path out = make_out_dir(out_dir);
   options.progress = [](const std::string& line) {
     fmt::print(stderr, "{}\n", line);
     std::fflush(stderr);
@@ -107,6 +119,80 @@ void run_tradeoff(train::TradeoffOptions options, const std::string& out_dir) {
   std::vector<std::string> written{(out / "tradeoff.csv").string(), (out / "tradeoff.json").string()};
   write_graphs(options, out, written);
   print_rows(options, rows, out, written);
+}
+
+// "8,16,32" -> {8, 16, 32}; each a whole number (sweep_batches checks the range).
+std::vector<int64_t> parse_batch_sizes(const std::string& text) {
+  std::vector<int64_t> sizes;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    REMAT_CHECK(!item.empty() && error == std::errc() && end == item.data() + item.size(), "tradeoff --batch-sizes: "
+                "'{}' in '{}' is not a whole number (example: 8,16,32,64)", item, text);
+    sizes.push_back(value);
+    if (comma == std::string::npos) return sizes;
+    start = comma + 1;
+  }
+}
+
+std::string in_mib(std::optional<int64_t> bytes) {
+  return bytes ? fmt::format("{:.2f}", static_cast<double>(*bytes) / (1024.0 * 1024.0)) : std::string("-");
+}
+
+// The batch sweep's table, each policy's fastest fitting batch, and how to plot it.
+void print_batches(const train::BatchSweepOptions& options, const train::BatchSweep& sweep,
+                   const std::filesystem::path& out) {
+  fmt::print("batch sweep of {} under a memory limit of {} MiB, {}, {} thread(s), median of {} step(s) after {} "
+             "warm-up(s)\n", sweep.model, in_mib(sweep.memory_limit), options.device, options.threads, options.steps,
+             options.warmup);
+  fmt::print("{:>6} {:<8} {:>10} {:>9} {:>10} {:>10} {:>9} {:>10} {:<5}\n", "batch", "policy", "budget", "resident",
+             "peak", "peak_act", "step_ms", "samples/s", "fits");
+  for (const train::BatchRow& row : sweep.rows) {
+    const train::WorkloadReport* r = row.report ? &*row.report : nullptr;
+    fmt::print("{:>6} {:<8} {:>10} {:>9} {:>10} {:>10} {:>9} {:>10} {:<5}{}\n", row.batch_size, row.policy,
+               in_mib(row.budget), in_mib(row.resident_bytes), in_mib(r ? std::optional(r->peak_total_bytes) : std::nullopt),
+               in_mib(r ? std::optional(r->peak_activation_bytes) : std::nullopt),
+               r ? fmt::format("{:.1f}", r->step_ms_median) : "-", r ? fmt::format("{:.1f}", row.samples_per_s) : "-",
+               row.fits ? "yes" : "no", row.fastest ? " *" : "");
+    if (!r) fmt::print("{:>6} {}\n", "", row.reason);
+  }
+  fmt::print("(MiB; peak: every byte the allocator held at the step's peak, parameters, gradients, optimizer state, "
+             "batch and activations; resident: all but the activations; * the fastest fitting batch of its policy)\n");
+  for (const std::string& policy : options.policies) {
+    const auto best = std::find_if(sweep.rows.begin(), sweep.rows.end(),
+                                   [&](const train::BatchRow& row) { return row.policy == policy && row.fastest; });
+    if (best == sweep.rows.end()) {
+      fmt::print("no batch fits under {}\n", policy);
+    } else {
+      fmt::print("fastest that fits under {}: batch {}, {:.1f} samples/s\n", policy, best->batch_size,
+                 best->samples_per_s);
+    }
+  }
+  if (sweep.fastest) {
+    const train::BatchRow& best = sweep.rows[*sweep.fastest];
+    fmt::print("fastest that fits: {} at batch {}, {:.1f} samples/s\n", best.policy, best.batch_size,
+               best.samples_per_s);
+  } else {
+    fmt::print("nothing fits in {} MiB\n", in_mib(sweep.memory_limit));
+  }
+  fmt::print("wrote {}, {}\n", (out / "batches.csv").string(), (out / "batches.json").string());
+  fmt::print("plot:   /usr/bin/python3 tools/plot_batches.py {} -o {}\n", (out / "batches.csv").string(),
+             (out / "batches.svg").string());
+}
+
+void run_batches(train::BatchSweepOptions options, const std::string& out_dir) {
+  const std::filesystem::path out = make_out_dir(out_dir);
+  options.progress = [](const std::string& line) {
+    fmt::print(stderr, "{}\n", line);
+    std::fflush(stderr);
+  };
+  const train::BatchSweep sweep = train::sweep_batches(options);
+  write_file(out / "batches.csv", train::batch_csv(sweep));
+  write_file(out / "batches.json", train::batch_json(sweep).dump(2) + "\n");
+  print_batches(options, sweep, out);
 }
 
 class TradeoffCommand : public Command {
@@ -138,21 +224,47 @@ class TradeoffCommand : public Command {
         ->capture_default_str()->check(CLI::Range(0.001, 86400.0));
     tradeoff_->add_option("--profile", options_.profile_path, "plan every run from this saved profile (JSON, "
                           "from bench or explain --save-profile): the same plans on every sweep");
-    tradeoff_->add_option("--out", out_dir_, "folder for tradeoff.csv, tradeoff.json and graph_<policy>.dot")
-        ->required();
+    tradeoff_->add_option("--memory-limit", memory_limit_, "with --batch-sizes: the bytes a run may hold at its peak, "
+                          "every category counted (256MiB, 1.5GiB, or bytes)");
+    tradeoff_->add_option("--batch-sizes", batch_sizes_, "with --memory-limit: the batch sweep, each policy at each "
+                          "batch size (8,16,32,64): whether it fits, its peak, samples/s; default policies "
+                          "none,blocks,cost,auto");
+    tradeoff_->add_option("--out", out_dir_, "folder for tradeoff.csv, tradeoff.json and graph_<policy>.dot (with "
+                          "--batch-sizes: batches.csv and batches.json)")->required();
   }
 
   void run() override {
     if (!seed_.empty()) options_.seed = parse_seed(seed_, "tradeoff --seed");
     finish_model_spec(tradeoff_, options_.model, model_);
+    if (!memory_limit_.empty() || !batch_sizes_.empty()) return run_batches(batch_options(), out_dir_);
     if (!fractions_.empty()) options_.budget_fractions = parse_fractions(fractions_);
     run_tradeoff(options_, out_dir_);
+  }
+
+  // The batch sweep's options from the flags; the old sweep's flags that
+  // mean nothing here are errors.
+  train::BatchSweepOptions batch_options() const {
+    REMAT_CHECK(!memory_limit_.empty() && !batch_sizes_.empty(), "tradeoff: --memory-limit and --batch-sizes go "
+                "together (the batch sweep: tradeoff --memory-limit 256MiB --batch-sizes 8,16,32,64)");
+    for (const char* flag : {"--budgets", "--fractions", "--rounds", "--paired", "--profile", "--batch-size"}) {
+      REMAT_CHECK(tradeoff_->get_option(flag)->count() == 0, "tradeoff: {} is not a flag of the batch sweep "
+                  "(--batch-sizes){}", flag, std::string_view(flag) == "--batch-size" ? ": give the sizes there"
+                  : ": each run's budget is what --memory-limit leaves for activations");
+    }
+    train::BatchSweepOptions batch{
+        .model = options_.model.kind.empty() ? train::workload_model(options_.workload) : options_.model,
+        .batch_sizes = parse_batch_sizes(batch_sizes_),
+        .memory_limit = train::parse_bytes(memory_limit_, "tradeoff --memory-limit"),
+        .device = options_.device, .threads = options_.threads, .steps = options_.steps, .warmup = options_.warmup,
+        .seed = options_.seed, .solver_time_limit_s = options_.solver_time_limit_s};
+    if (tradeoff_->get_option("--policies")->count() > 0) batch.policies = options_.policies;
+    return batch;
   }
 
  private:
   CLI::App* tradeoff_ = nullptr;
   train::TradeoffOptions options_;
-  std::string fractions_, out_dir_, seed_;
+  std::string fractions_, out_dir_, seed_, memory_limit_, batch_sizes_;
   ModelFlags model_;
 };
 

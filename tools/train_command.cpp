@@ -188,6 +188,9 @@ void train_kjv_gpt(const train::KjvGptOptions& options, bool json) {
     print_kjv_eval(e, json);
   };
   auto on_step = [&](const train::StepStats& step) {
+    // The Trainer's batch: auto_find_batch_size may have chosen another.
+    progress.set_samples_per_step(static_cast<double>(step.batch_size * options.gradient_accumulation_steps *
+                                                      std::max(1, comm::Mpi::launch_size())));
     if (!json) progress.update(step.step, step.steps, step.mean_loss);
   };
   // The table says what the Trainer's dicts would (they are in

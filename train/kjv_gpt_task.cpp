@@ -279,7 +279,7 @@ struct EvalRows {
     if (!val_loss) return;
     const comm::CommStats& traffic = running->accelerator().communicator().stats();
     const int64_t tokens = (last.step - first_step.value_or(last.step)) * args.gradient_accumulation_steps *
-                           args.per_device_train_batch_size * block_size;
+                           last.batch_size * block_size;  // the Trainer's batch (auto_find_batch_size's choice)
     KjvEval eval{.step = running->global_step(), .train_loss = losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0,
                  .val_loss = *val_loss, .val_perplexity = value("eval_perplexity").value_or(std::exp(*val_loss)),
                  .lr = last.learning_rate, .seconds = last.seconds,

@@ -27,6 +27,8 @@ class Progress {
   // `out` is written to; on a terminal (isatty) the bar is redrawn in place.
   explicit Progress(double samples_per_step, std::FILE* out = stderr);
   void update(int64_t step, int64_t steps, double loss);
+  // The examples a step trains, once known (auto_find_batch_size's batch).
+  void set_samples_per_step(double samples_per_step) { samples_per_step_ = samples_per_step; }
   // Ends the bar's line (on a terminal).
   void finish();
 

@@ -181,6 +181,10 @@ TrainOutput Trainer::train() {
   REMAT_CHECK(!training_, "Trainer::train: this Trainer is training already (train() called from its own "
               "callback?)");
   prepare_model();
+  if (args_.memory_limit && !batch_found_) {
+    find_batch_size();  // before the loader is made with the batch it sets
+    batch_found_ = true;
+  }
   struct Training {
     bool& flag;
     explicit Training(bool& f) : flag(f) { flag = true; }
@@ -329,8 +333,10 @@ void Trainer::train_micro_batch(Run& run, const data::Batch& batch, PreparedOpti
                                 PreparedScheduler& scheduler) {
   Allocator& allocator = allocator_for(accelerator_->device());
   auto window = accelerator_->accumulate(model_);
-  const int64_t transient_before = allocator.stats().live_transient;
+  const MemoryStats before = allocator.stats();
+  const int64_t transient_before = before.live_transient;
   double loss = 0;
+  int64_t peak_total = 0;
   {
     ScopedPeak peak(accelerator_->device());
     const ModelOutput out = forward_(model_, batch);
@@ -338,6 +344,7 @@ void Trainer::train_micro_batch(Run& run, const data::Batch& batch, PreparedOpti
     if (!std::isfinite(loss) && !run.bad_loss) run.bad_loss = loss;
     accelerator_->backward(out.loss);
     run.step_peak = std::max(run.step_peak, peak.stats().peak_transient - transient_before);
+    peak_total = peak.stats().peak_total;
   }
   run.window_loss += loss;
   ++run.window_batches;
@@ -355,6 +362,11 @@ void Trainer::train_micro_batch(Run& run, const data::Batch& batch, PreparedOpti
     if (run.bad_loss) stop_on_non_finite("loss", *run.bad_loss);
   }
   optimizer.step();
+  if (batch_fit_ && accelerator_->sync_gradients()) {  // auto_find_batch_size's choice, as it ran
+    using enum MemoryCategory;
+    check_batch_fit(peak_total - before.live_of(Data) + allocator.stats().live_of(OptimizerState) -
+                    before.live_of(OptimizerState));
+  }
   scheduler.step();
   optimizer.zero_grad();
   if (run.local_sgd) run.local_sgd->step();
@@ -378,7 +390,8 @@ void Trainer::end_step(Run& run, int64_t epoch, int64_t b) {
     callbacks_.on_step_end({.step = global_step_, .steps = run.total_steps, .loss = step_loss,
                             .mean_loss = run.run_loss / static_cast<double>(global_step_ - run.first_step),
                             .grad_norm = run.grad_norm, .learning_rate = run.schedule->last_lr(),
-                            .peak_activation_bytes = run.step_peak, .seconds = seconds_since(run.start)});
+                            .peak_activation_bytes = run.step_peak, .seconds = seconds_since(run.start),
+                            .batch_size = args_.per_device_train_batch_size});
   }
   run.step_peak = 0;
   run.window_loss = 0;

@@ -97,6 +97,9 @@ struct StepStats {
   // micro-batches' forward and backward (the allocator's figure).
   int64_t peak_activation_bytes = 0;
   double seconds = 0;  // since train() started
+  // Rows of each micro-batch on this rank (per_device_train_batch_size,
+  // or the batch auto_find_batch_size chose).
+  int64_t batch_size = 0;
 };
 
 // Hooks of a training run (Hugging Face's TrainerCallback, in small).
@@ -133,6 +136,22 @@ class Trainer {
   // prefix + "_" + name; logged, and added to the log history.
   Metrics evaluate(const data::Dataset* dataset = nullptr, const std::string& prefix = "eval");
   PredictionOutput predict(const data::Dataset& dataset);
+
+  // What a step of `batch_size` rows would hold at its peak, predicted
+  // from a rehearsal of it on the meta device (nothing computed) under the
+  // model's checkpointing policy (none when off): what auto_find_batch_size
+  // weighs each batch by. A policy that takes a budget and has none is
+  // given what memory_limit leaves for activations, where one is set.
+  struct BatchFit {
+    int64_t batch_size = 0;
+    std::string policy;
+    int64_t resident = 0;     // parameters, gradients, AdamW's two moments, the batch
+    int64_t activations = 0;  // the plan's predicted peak of activation and temporary bytes
+    std::optional<int64_t> budget;  // given to a policy that takes one and had none
+    std::string refused;            // why no plan of this batch fits (the planner's error)
+    int64_t total() const { return resident + activations; }
+  };
+  BatchFit predict_step(int64_t batch_size);
 
   const TrainingArguments& args() const { return args_; }
   Accelerator& accelerator() const { return *accelerator_; }
@@ -178,6 +197,12 @@ class Trainer {
   // step: the one to name (default: the step being taken).
   [[noreturn]] void stop_on_non_finite(const char* what, double value, std::optional<int64_t> step = {}) const;
   std::unique_ptr<RunLock> lock_output_dir();
+  // memory_limit (trainer_batch.cpp): the largest batch that fits it with
+  // auto_find_batch_size (else the batch given, checked), into args_, and
+  // the budget the limit leaves for a policy that takes one and has none;
+  // the check of the first step.
+  void find_batch_size();
+  void check_batch_fit(int64_t measured);
 
   nn::Module& model_;
   TrainingArguments args_;
@@ -198,6 +223,8 @@ class Trainer {
   int64_t evaluated_at_ = -1;
   nn::SafetensorsMetadata run_description_;
   std::string saved_checkpoint_;  // the newest this run wrote or resumed from
+  bool batch_found_ = false;      // find_batch_size ran (once per Trainer)
+  std::optional<BatchFit> batch_fit_;  // its choice, until the first step checks it
 };
 
 // A dict as Python prints it: {'eval_loss': 0.3673, 'epoch': 1.0}.

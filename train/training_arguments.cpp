@@ -203,6 +203,25 @@ struct Reader<LrSchedulerKwargs> {
   }
 };
 
+// A byte count: an integer, or text such as "256MiB" (parse_bytes); null
+// or "none" unsets it.
+Field byte_field(std::string_view name, std::optional<int64_t> Args::*member) {
+  return Field{
+      .name = name,
+      .from_json = [name, member](Args& a, const Json& j) {
+        if (j.is_null()) a.*member = std::nullopt;
+        else if (j.is_number_integer()) a.*member = j.get<int64_t>();
+        else if (j.is_string()) a.*member = parse_bytes(j.get<std::string>(), fmt::format("training argument {}", name));
+        else bad_value(name, j.dump(), "a byte count (4096 or \"256MiB\")");
+      },
+      .from_text = [name, member](Args& a, std::string_view t) {
+        a.*member = is_null_text(t) ? std::nullopt
+                                    : std::optional(parse_bytes(t, fmt::format("training argument {}", name)));
+      },
+      .to_json = [member](const Args& a) { return Reader<std::optional<int64_t>>::to_json(a.*member); },
+  };
+}
+
 template <class T>
 Field field(std::string_view name, T Args::*member) {
   return Field{
@@ -221,6 +240,8 @@ const std::vector<Field>& fields() {
       field("num_train_epochs", &Args::num_train_epochs),
       field("max_steps", &Args::max_steps),
       field("per_device_train_batch_size", &Args::per_device_train_batch_size),
+      field("auto_find_batch_size", &Args::auto_find_batch_size),
+      byte_field("memory_limit", &Args::memory_limit),
       field("per_device_eval_batch_size", &Args::per_device_eval_batch_size),
       field("learning_rate", &Args::learning_rate),
       field("weight_decay", &Args::weight_decay),
@@ -428,6 +449,10 @@ void check(const TrainingArguments& a) {
               "training argument load_best_model_at_end: save_steps ({}) must be a multiple of eval_steps ({})",
               a.save_steps, a.eval_steps.value_or(a.logging_steps));
   positive("gradient_accumulation_steps", a.gradient_accumulation_steps);
+  if (a.memory_limit) positive("memory_limit", *a.memory_limit);
+  REMAT_CHECK(!a.auto_find_batch_size || a.memory_limit, "training argument auto_find_batch_size: needs memory_limit "
+              "(the bytes a step may hold at its peak, e.g. 256MiB): remat finds the batch by planning the step, not "
+              "by running out of memory");
   if (a.gradient_checkpointing) {
     scheduler::check_policy(a.gradient_checkpointing_kwargs.policy);
     scheduler::check_first_step(a.gradient_checkpointing_kwargs.first_step);

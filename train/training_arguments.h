@@ -61,6 +61,22 @@ struct TrainingArguments {
   double num_train_epochs = 3;
   int64_t max_steps = -1;  // > 0: optimizer steps, overriding num_train_epochs
   int64_t per_device_train_batch_size = 8;
+  // With memory_limit: before training, the largest per-device batch, from
+  // per_device_train_batch_size halving down to 1 (as Hugging Face's
+  // find_executable_batch_size tries after each out-of-memory error), whose
+  // step, rehearsed on the meta device under the checkpointing policy,
+  // fits the limit; logged with the reason, and checked on the first real
+  // step (Trainer::find_batch_size). Hugging Face's name; remat plans
+  // instead of running out of memory, so it needs the limit.
+  bool auto_find_batch_size = false;
+  // The bytes a training step may hold on its device at its peak: the
+  // parameters, their gradients, AdamW's state, the batch, activations and
+  // temporaries ("256MiB" or a number of bytes). remat's; unset: no limit.
+  // Without auto_find_batch_size the batch given is checked the same way
+  // (an error before training if its step would not fit). Either way a
+  // policy that takes a budget and was given none plans within what the
+  // limit leaves for activations.
+  std::optional<int64_t> memory_limit;
   int64_t per_device_eval_batch_size = 8;
   double learning_rate = 5e-5;
   double weight_decay = 0;

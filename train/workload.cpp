@@ -1,5 +1,6 @@
 // run_workload: W1 of docs/workloads.md; see workload.h. Here: the workloads
-// built, planned and stepped; their reports as JSON are in workload_report.cpp.
+// planned and stepped; they are built in workload_build.cpp, their reports as
+// JSON are in workload_report.cpp.
 #include "train/workload.h"
 
 #include <algorithm>
@@ -19,8 +20,6 @@
 #include "kernels/cuda/gemm.h"
 #endif
 #include "nn/gpt.h"
-#include "nn/gpt2_pretrained.h"
-#include "nn/mlp.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
@@ -29,83 +28,10 @@
 #include "train/limits.h"
 #include "train/parse.h"
 #include "train/run_files.h"
+#include "train/workload_build.h"
 
 namespace remat::train {
 namespace {
-
-// A workload: its model, the loss of its fixed batch (one forward), and its
-// optimizer (SGD for W1 and W2, AdamW for W3, as docs/workloads.md has them).
-struct Workload {
-  std::shared_ptr<nn::Module> model;
-  std::function<Tensor()> loss;
-  bool adamw = false;
-};
-
-std::unique_ptr<optim::Optimizer> optimizer_for(const Workload& workload) {
-  if (workload.adamw) return std::make_unique<optim::AdamW>(workload.model->parameters(), optim::AdamWOptions{.lr = 6e-4});
-  return std::make_unique<optim::SGD>(workload.model->parameters(), optim::SGDOptions{.lr = 0.01});
-}
-
-// W1: 15 x [Linear(1024, 1024) + ReLU] + Linear(1024, 10); batch 256.
-Workload build_w1(Generator& generator, Device device) {
-  constexpr int64_t kWidth = 1024, kHidden = 15, kClasses = 10, kBatch = 256;
-  std::vector<int64_t> sizes(kHidden + 1, kWidth);
-  sizes.push_back(kClasses);
-  auto model = std::make_shared<nn::MLP>(sizes, generator);
-  model->to(device);
-  const Tensor inputs = to(normal({kBatch, kWidth}, 0.0, 1.0, DType::Float32, generator), device);
-  const Tensor targets = to(randint(kClasses, {kBatch}, generator), device);
-  return {model, [=] { return cross_entropy(model->forward(inputs), targets); }};
-}
-
-// W2: GPT-mini (vocabulary 256, context 128, 6 blocks, d_model 256, 4 heads,
-// untied head, dropout 0); batch 16 of random tokens.
-Workload build_w2(uint64_t seed, Device device) {
-  const nn::GPTConfig config{.vocab_size = 256, .block_size = 128, .n_layer = 6, .n_head = 4, .n_embd = 256,
-                             .dropout = 0.0, .tie_weights = false, .seed = seed};
-  auto model = std::make_shared<nn::GPT>(config);
-  Generator generator(seed + 2);
-  model->to(device);
-  const Tensor ids = to(randint(config.vocab_size, {16, config.block_size}, generator), device);
-  const Tensor targets = to(randint(config.vocab_size, {16, config.block_size}, generator), device);
-  return {model, [=] { return model->forward(ids, targets).loss; }};
-}
-
-// W3: GPT-2 small (124M: vocabulary 50257, context 1024, 12 blocks, d_model
-// 768, 12 heads, tied head, dropout 0); batch 8 of random tokens; AdamW. A
-// GPU workload (a CPU step takes minutes).
-Workload build_w3(uint64_t seed, Device device) {
-  const nn::GPTConfig config{.vocab_size = 50257, .block_size = 1024, .n_layer = 12, .n_head = 12, .n_embd = 768,
-                             .dropout = 0.0, .tie_weights = true, .seed = seed};
-  auto model = std::make_shared<nn::GPT>(config);
-  model->to(device);
-  Generator generator(seed + 2);
-  const Tensor ids = to(randint(config.vocab_size, {8, config.block_size}, generator), device);
-  const Tensor targets = to(randint(config.vocab_size, {8, config.block_size}, generator), device);
-  return {model, [=] { return model->forward(ids, targets).loss; }, true};
-}
-
-// A model of the user's (ModelSpec), on a fixed random batch.
-Workload build_spec(const ModelSpec& spec, uint64_t seed, Device device) {
-  Generator generator(seed + 2);
-  if (spec.kind == "mlp") {
-    Generator init(seed);
-    auto model = std::make_shared<nn::MLP>(spec.dims, init);
-    model->to(device);
-    const Tensor inputs = to(normal({spec.batch_size, spec.dims.front()}, 0.0, 1.0, DType::Float32, generator), device);
-    const Tensor targets = to(randint(spec.dims.back(), {spec.batch_size}, generator), device);
-    return {model, [=] { return cross_entropy(model->forward(inputs), targets); }};
-  }
-  nn::GPTConfig config = spec.gpt;
-  config.seed = seed;
-  if (spec.kind == "hf") config = nn::load_gpt2_config(spec.hf_dir, seed);
-  auto model = std::make_shared<nn::GPT>(config);
-  if (spec.kind == "hf") nn::load_gpt2_weights(*model, spec.hf_dir);
-  model->to(device);
-  const Tensor ids = to(randint(config.vocab_size, {spec.batch_size, config.block_size}, generator), device);
-  const Tensor targets = to(randint(config.vocab_size, {spec.batch_size, config.block_size}, generator), device);
-  return {model, [=] { return model->forward(ids, targets).loss; }};
-}
 
 // "AMD EPYC", from the first "model name" line of /proc/cpuinfo ("" if none).
 std::string cpu_model_name() {
@@ -116,63 +42,6 @@ std::string cpu_model_name() {
     return colon == std::string::npos ? std::string() : line.substr(line.find_first_not_of(' ', colon + 1));
   }
   return "";
-}
-
-}  // namespace
-
-namespace {
-
-void check_spec(const ModelSpec& spec) {
-  REMAT_CHECK(spec.kind == "gpt" || spec.kind == "mlp" || spec.kind == "hf", "bench: unknown --model '{}' (available: "
-              "gpt, mlp, or --hf DIR)", spec.kind);
-  REMAT_CHECK(spec.batch_size >= 1, "bench: --batch-size must be at least 1, got {}", spec.batch_size);
-  if (spec.kind == "mlp") {
-    REMAT_CHECK(spec.dims.size() >= 2, "bench: --dims needs at least an input and an output width, got {} width(s)",
-                spec.dims.size());
-    for (const int64_t width : spec.dims) REMAT_CHECK(width >= 1, "bench: --dims widths must be at least 1, got {}", width);
-  }
-  if (spec.kind == "gpt") {
-    const nn::GPTConfig& c = spec.gpt;
-    REMAT_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
-                "bench: --n-layer, --n-head, --n-embd, --block-size and --vocab-size must be at least 1, got {}, {}, "
-                "{}, {} and {}", c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size);
-    REMAT_CHECK(c.n_embd % c.n_head == 0, "bench: --n-embd {} must be a multiple of --n-head {}", c.n_embd, c.n_head);
-    REMAT_CHECK(c.dropout >= 0 && c.dropout < 1, "bench: --dropout must be in [0, 1), got {}", c.dropout);
-  }
-}
-
-void check_options(const WorkloadOptions& options) {
-  if (!options.model.kind.empty()) {
-    check_spec(options.model);
-  } else {
-    REMAT_CHECK(options.workload == "W1" || options.workload == "W2" || options.workload == "W3", "bench: unknown "
-                "workload '{}' (available: W1, W2, W3, or --model gpt|mlp, --hf DIR)", options.workload);
-    REMAT_CHECK(options.workload != "W3" || device_from_name(options.device).is_cuda(), "bench: W3 (GPT-2 124M) is "
-                "a GPU workload: give --device cuda (on the CPU a step takes minutes)");
-  }
-  scheduler::check_policy(options.policy);  // an unknown name is an error that lists the known ones
-  check_threads(options.threads, "bench");
-  REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
-              options.steps, options.warmup);
-  REMAT_CHECK(!device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the meta device "
-              "computes no loss to report (meta tensors have shapes and bytes only)");
-  check_output_path(options.save_profile_path, "--save-profile");
-  // The profile of a step that ran: the first plans from a rehearsal or is
-  // profiled, and its times are planned from after it.
-  REMAT_CHECK(options.save_profile_path.empty() || options.warmup + options.steps >= 2, "bench: --save-profile needs "
-              "two steps or more (--warmup + --steps), got {}", options.warmup + options.steps);
-  check_distinct_paths({{"--profile", options.profile_path}, {"--save-profile", options.save_profile_path},
-                        {"--trace", options.trace_path}});
-}
-
-Workload build(const WorkloadOptions& options) {
-  check_options(options);
-  kernels::cpu::set_num_threads(options.threads);
-  Generator generator(options.seed);
-  const Device device = device_from_name(options.device);
-  if (!options.model.kind.empty()) return build_spec(options.model, options.seed, device);
-  if (options.workload == "W1") return build_w1(generator, device);
-  return options.workload == "W2" ? build_w2(options.seed, device) : build_w3(options.seed, device);
 }
 
 }  // namespace
@@ -190,7 +59,7 @@ WorkloadPlan plan_workload(const WorkloadOptions& requested) {
     scheduler::Plan plan = scheduler::make_plan(saved, plan_options);
     return {std::move(saved), std::move(plan)};
   }
-  const Workload workload = build(options);
+  const Workload workload = build_workload(options);
   const std::unique_ptr<optim::Optimizer> optimizer = optimizer_for(workload);
   scheduler::Checkpointer checkpointer(plan_options, device_from_name(options.device));
   // The profiling step, the steps whose warm times the plan is remade from,
@@ -224,7 +93,7 @@ class Run {
   Run(const WorkloadOptions& options, const std::string& policy, std::optional<int64_t> budget,
       scheduler::Overrides overrides)
       : options_(options),
-        workload_(build(options)),
+        workload_(build_workload(options)),
         optimizer_(optimizer_for(workload_)),
         device_(device_from_name(options.device)),
         checkpointer_({.policy = policy, .budget = budget, .overrides = std::move(overrides),

@@ -199,6 +199,22 @@ def test_two_trainers_on_one_folder_take_turns_and_predict_gives_none_for_a_lang
     assert out.predictions is None and out.label_ids is None and math.isfinite(out.metrics["test_loss"])
 
 
+def test_auto_find_batch_size_trains_at_the_largest_batch_that_fits_the_memory_limit(tmp_path, capfd):
+    ids = np.random.default_rng(4).integers(0, 50, size=(64, 33), dtype=np.int64)
+    data = Dataset(np.ascontiguousarray(ids[:, :32]), np.ascontiguousarray(ids[:, 1:]))
+    config = dict(vocab_size=50, block_size=32, n_layer=2, n_head=2, n_embd=32)
+    args = TrainingArguments(tmp_path, max_steps=1, per_device_train_batch_size=64, save_strategy="no",
+                             logging_steps=100, auto_find_batch_size=True, memory_limit="256KiB")
+    assert args.memory_limit == 256 << 10
+    with pytest.raises(remat.Error, match="no batch from per_device_train_batch_size 64 down to 1 fits"):
+        Trainer(model=remat.nn.GPT(**config), args=args, train_dataset=data).train()
+    args.memory_limit = "64MiB"  # room for the whole batch
+    Trainer(model=remat.nn.GPT(**config), args=args, train_dataset=data).train()
+    assert "auto_find_batch_size: per_device_train_batch_size 64 (of 64)" in capfd.readouterr().out
+    with pytest.raises(remat.Error, match="auto_find_batch_size: needs memory_limit"):
+        TrainingArguments(auto_find_batch_size=True)
+
+
 def test_what_on_log_raises_stops_training_after_a_saved_step(tmp_path):
     def on_log(log):
         raise ValueError("a bug in the hook")

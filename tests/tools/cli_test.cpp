@@ -89,6 +89,36 @@ TEST(Cli, AFlagOfTheOtherTaskIsAnError) {
   EXPECT_TRUE(contains(run.output, "unknown flag --checkpoint: not a training argument")) << run.output;
 }
 
+TEST(Cli, TheBatchSweepNamesABadLimitOrBatchList) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--memory-limit lots --batch-sizes 8,16", "tradeoff --memory-limit: 'lots' is not a positive byte count"},
+      {"--memory-limit 0.4B --batch-sizes 8", "'0.4B' is less than one byte"},
+      {"--memory-limit 256MiB --batch-sizes 8,x", "'x' in '8,x' is not a whole number"},
+      {"--memory-limit 256MiB --batch-sizes 8,,16", "'' in '8,,16' is not a whole number"},
+      {"--memory-limit 256MiB --batch-sizes 8,0", "a batch size must be at least 1, got 0"},
+      {"--memory-limit 256MiB --batch-sizes 8,16,8", "batch size 8 is given twice"},
+      {"--memory-limit 256MiB", "--memory-limit and --batch-sizes go together"},
+      {"--batch-sizes 8", "--memory-limit and --batch-sizes go together"},
+      {"--memory-limit 256MiB --batch-sizes 8 --budgets 50%", "--budgets is not a flag of the batch sweep"},
+      {"--workload W3 --memory-limit 256MiB --batch-sizes 8", "workload 'W3' has no batch to change here"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const Outcome run = run_remat(std::string("tradeoff ") + flags + " --out /tmp/remat_cli_batches");
+    EXPECT_EQ(run.exit_code, 1) << flags;
+    EXPECT_TRUE(contains(run.output, message)) << flags << ": " << run.output;
+  }
+  const Outcome run = run_remat("tradeoff --model mlp --dims 8,16,4 --memory-limit 1MiB --batch-sizes 2,4 --policies "
+                                "none,cost --steps 1 --out /tmp/remat_cli_batches");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.out, "fastest that fits under none: batch ")) << run.out;  // every run fits 1 MiB
+  EXPECT_TRUE(contains(run.out, "fastest that fits under cost: batch ")) << run.out;
+  EXPECT_TRUE(contains(run.err, "[4/4] mlp 8-16-4 B4 cost budget")) << run.err;  // progress on stderr
+  std::ifstream csv("/tmp/remat_cli_batches/batches.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_TRUE(header.starts_with("model,batch_size,policy,memory_limit_mib")) << header;
+}
+
 TEST(Cli, AModelsFlagsNeedTheirModel) {
   Outcome run = run_remat("bench --n-layer 2");
   EXPECT_EQ(run.exit_code, 1);
