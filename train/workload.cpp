@@ -118,10 +118,6 @@ std::string cpu_model_name() {
   return "";
 }
 
-}  // namespace
-
-namespace {
-
 void check_spec(const ModelSpec& spec) {
   REMAT_CHECK(spec.kind == "gpt" || spec.kind == "mlp" || spec.kind == "hf", "bench: unknown --model '{}' (available: "
               "gpt, mlp, or --hf DIR)", spec.kind);
@@ -141,21 +137,24 @@ void check_spec(const ModelSpec& spec) {
   }
 }
 
-void check_options(const WorkloadOptions& options) {
+// `rehearsal`: the workload is rehearsed on the meta device, not run
+// (plan_workload with --device meta).
+void check_options(const WorkloadOptions& options, bool rehearsal) {
   if (!options.model.kind.empty()) {
     check_spec(options.model);
   } else {
     REMAT_CHECK(options.workload == "W1" || options.workload == "W2" || options.workload == "W3", "bench: unknown "
                 "workload '{}' (available: W1, W2, W3, or --model gpt|mlp, --hf DIR)", options.workload);
-    REMAT_CHECK(options.workload != "W3" || device_from_name(options.device).is_cuda(), "bench: W3 (GPT-2 124M) is "
-                "a GPU workload: give --device cuda (on the CPU a step takes minutes)");
+    REMAT_CHECK(options.workload != "W3" || rehearsal || device_from_name(options.device).is_cuda(), "bench: W3 "
+                "(GPT-2 124M) is a GPU workload: give --device cuda (on the CPU a step takes minutes), or explain "
+                "--device meta to plan it without running it");
   }
   scheduler::check_policy(options.policy);  // an unknown name is an error that lists the known ones
   check_threads(options.threads, "bench");
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
               options.steps, options.warmup);
-  REMAT_CHECK(!device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the meta device "
-              "computes no loss to report (meta tensors have shapes and bytes only)");
+  REMAT_CHECK(rehearsal || !device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the "
+              "meta device computes no loss to report (meta tensors have shapes and bytes only; explain plans one)");
   check_output_path(options.save_profile_path, "--save-profile");
   // The profile of a step that ran: the first plans from a rehearsal or is
   // profiled, and its times are planned from after it.
@@ -165,14 +164,37 @@ void check_options(const WorkloadOptions& options) {
                         {"--trace", options.trace_path}});
 }
 
-Workload build(const WorkloadOptions& options) {
-  check_options(options);
+Workload build(const WorkloadOptions& options, bool rehearsal = false) {
+  check_options(options, rehearsal);
   kernels::cpu::set_num_threads(options.threads);
   Generator generator(options.seed);
   const Device device = device_from_name(options.device);
   if (!options.model.kind.empty()) return build_spec(options.model, options.seed, device);
   if (options.workload == "W1") return build_w1(generator, device);
   return options.workload == "W2" ? build_w2(options.seed, device) : build_w3(options.seed, device);
+}
+
+// Plans the workload's first step from a rehearsal of it on the meta device
+// (Note [The first step] in scheduler/checkpointer.h).
+void rehearse(scheduler::Checkpointer& checkpointer, const Workload& workload) {
+  checkpointer.rehearse([&] {
+    Tensor loss;
+    {
+      const auto recording = checkpointer.record();
+      loss = workload.loss();
+    }
+    loss.backward();
+  });
+}
+
+// plan_workload on the meta device: the model is made on the CPU (its
+// initialisation reads its weights), its step rehearsed, nothing computed.
+WorkloadPlan rehearse_workload(WorkloadOptions options, const scheduler::PlanOptions& plan_options) {
+  scheduler::Checkpointer checkpointer(plan_options, Device::cpu());
+  options.device = "cpu";
+  rehearse(checkpointer, build(options, true));
+  REMAT_CHECK(checkpointer.next_plan(), "explain: the rehearsal of {} made no plan", options.workload);
+  return {*checkpointer.profile(), *checkpointer.next_plan()};
 }
 
 }  // namespace
@@ -190,6 +212,7 @@ WorkloadPlan plan_workload(const WorkloadOptions& requested) {
     scheduler::Plan plan = scheduler::make_plan(saved, plan_options);
     return {std::move(saved), std::move(plan)};
   }
+  if (device_from_name(options.device).is_meta()) return rehearse_workload(options, plan_options);
   const Workload workload = build(options);
   const std::unique_ptr<optim::Optimizer> optimizer = optimizer_for(workload);
   scheduler::Checkpointer checkpointer(plan_options, device_from_name(options.device));
@@ -252,17 +275,7 @@ class Run {
       saved_signature_ = saved.signature;
       checkpointer_.plan_from(std::move(saved));
     } else if (scheduler::rehearses_first_step(checkpointer_.options())) {
-      // The first step under the policy and within the budget too: planned
-      // from a rehearsal of it on the meta device (Note [The first step] in
-      // scheduler/checkpointer.h).
-      checkpointer_.rehearse([&] {
-        Tensor loss;
-        {
-          const auto recording = checkpointer_.record();
-          loss = workload_.loss();
-        }
-        loss.backward();
-      });
+      rehearse(checkpointer_, workload_);  // the first step under the policy and within the budget too
     }
   }
 
