@@ -42,9 +42,9 @@ void print_plan(const scheduler::GraphProfile& graph, const scheduler::Plan& pla
     fmt::print("plan of {}: {}\n", plan.chosen_by, plan.detail);
     if (plan.solver) {
       const scheduler::SolverReport& r = *plan.solver;
-      fmt::print("solver (CBC): {}; objective {:.3f} ms of recompute, bound {:.3f} ms, gap {:.2f}%, {:.2f} s, {} "
-                 "variables, {} constraints, {} solves\n", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
-                 r.solve_seconds, r.variables, r.constraints, r.solves);
+      fmt::print("solver (CBC): {}; objective {:.3f} ms of recompute, bound {:.3f} ms, gap {:.2f}% (over {}), {:.2f} "
+                 "s, {} variables, {} constraints, {} solves\n", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
+                 r.space, r.solve_seconds, r.variables, r.constraints, r.solves);
     }
     fmt::print("{:>5} {:<15} {:<16} {:<18} {:>10} {:>9} {:>8} {:>8} {:>9} {:<9} {}\n", "pos", "op", "block",
                "output", "MiB", "MFLOP", "ms", "replay", "ms/MiB", "decision", "reason");
