@@ -25,23 +25,27 @@
 namespace remat::scheduler {
 
 // Note [Repeated blocks solved once]
-// A transformer's blocks are one sub-graph repeated (GPT-2 124M: 12 blocks,
-// 307 nodes; the whole-graph program has 36k columns and 108k rows, and CBC
-// stopped at its 60 s limit with a 0.4% gap at half of keep-all's peak). As
-// HiRemate (ICML 2025) and torchtitan's planner (2026) do, identical blocks
-// are decided once: where scheduler/repeated_blocks.h finds blocks
-// identical to an earlier one, their drop columns are the first twin's, so
-// the program has one block's binary columns per kind of block (GPT-2: the
-// last block differs from the others, whose output the caller holds
-// longer, so 2 kinds and 36 binaries instead of 216). The memory rows stay
-// the graph's, so every plan the program proposes is still the whole
-// graph's, and the simulator checks each. The space is smaller: the bound
-// and the gap CBC proves are over the plans that share their tags across
-// twins and the other policies' plans the search started from (they are
-// checked first and may win); SolverReport::space says so. The plan found
-// this way is within the reported gap of that space's optimum, not of the
-// engine's whole space: where a whole-graph solve finishes, the tied one is
-// never better (tests/scheduler/milp_blocks_test.cpp compares them).
+// A transformer's blocks are one sub-graph repeated. On GPT-2 124M's graph
+// (12 blocks, 307 nodes) the whole-graph program has 35,969 columns and
+// 108,037 rows, and CBC stopped at its 60 s limit with a 0.4% gap at half
+// of keep-all's peak. As HiRemate (ICML 2025) and torchtitan's planner
+// (2026) do, identical blocks are decided once: where
+// scheduler/repeated_blocks.h finds blocks identical to an earlier one,
+// their drop columns are that first twin's (GPT-2: blocks 1-10 take block
+// 0's; the last block, whose output the caller lets go of sooner, is
+// decided apart: 2 of 12 blocks decided). A point in a twin block holds
+// less than its twin's point in the last twin block, which holds more
+// blocks' values, so only the last twin's points keep their memory rows
+// (milp_formulation.cpp, rows(); 23,712 columns and 72,981 rows, solved in
+// seconds at half the peak). Both make the program smaller, neither makes
+// it wrong: every plan it proposes is the whole graph's and the simulator
+// checks it, and a plan over the target at a point left out is cut off
+// like any other. The space is smaller: the bound and gap CBC proves are
+// over the plans whose twins share their tags, together with the other
+// policies' plans the search starts from (checked first, they may win);
+// SolverReport::space says so. Where a whole-graph solve finishes, the
+// tied plan is never faster, and may be dearer (a GPT of 3 blocks at 90%
+// of keep-all's peak: tests/scheduler/milp_blocks_test.cpp).
 
 namespace {
 
