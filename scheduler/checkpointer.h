@@ -173,6 +173,9 @@ class Checkpointer final : public Tagger {
   void set_device(Device device);  // between steps (Module::to)
   // The plan applied to the latest step (null for a profiling step).
   const Plan* plan() const;
+  // The plan the next step runs under (after rehearse or plan_from, before
+  // any step: theirs), or null where none is made yet.
+  const Plan* next_plan() const { return active_ ? &active_->plan : nullptr; }
   // The profile of the latest planned graph.
   const GraphProfile* profile() const;
   size_t cached_plans() const { return cache_.size(); }

@@ -92,12 +92,16 @@ struct PlanOptions {
 struct SolverReport {
   std::string status;        // "optimal", "time limit", ... (CBC's verdict in words, or why it failed)
   double objective_ms = 0;   // the plan's predicted recompute time (Simulation::recompute_ms)
-  double bound_ms = 0;       // proven: no plan within the budget replays for less
+  double bound_ms = 0;       // proven: no plan of `space` within the budget replays for less
   double gap = 0;            // (objective - bound) / objective; 0 when proven or objective is 0
   double solve_seconds = 0;
   int64_t variables = 0, constraints = 0;  // of the last program solved, its cuts included
   int64_t solves = 0;        // programs solved (each re-solve follows a cut, see milp.cpp)
   std::string note;          // "" unless CBC failed once and was tried again (policies/cbc.h): how and why
+  // The plans the bound is over: "every tag", or the plans whose repeated
+  // blocks share their first twin's tags (policies/milp.cpp, Note [Repeated
+  // blocks solved once]), with the plans of the other policies it started from.
+  std::string space = "every tag";
 };
 
 struct Plan {

@@ -45,7 +45,8 @@ bool main_process() { return comm::Mpi::launch_rank() == 0; }
 
 void add_plan_options(CLI::App* command, train::WorkloadOptions& options, std::string& budget) {
   command->add_option("--workload", options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")->capture_default_str();
-  command->add_option("--device", options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
+  command->add_option("--device", options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU); explain: or meta (the "
+                      "step rehearsed, nothing computed: its plan from shapes and bytes with nominal times)")
       ->capture_default_str();
   command->add_option("--policy", options.policy, "recompute policy: none, blocks, sqrt, cost, chain, milp, auto, "
                       "dtr, or a preset: save-matmuls, every-n-blocks:N, recompute-modules:attn,mlp,norm")

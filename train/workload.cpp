@@ -44,6 +44,29 @@ std::string cpu_model_name() {
   return "";
 }
 
+// Plans the workload's first step from a rehearsal of it on the meta device
+// (Note [The first step] in scheduler/checkpointer.h).
+void rehearse(scheduler::Checkpointer& checkpointer, const Workload& workload) {
+  checkpointer.rehearse([&] {
+    Tensor loss;
+    {
+      const auto recording = checkpointer.record();
+      loss = workload.loss();
+    }
+    loss.backward();
+  });
+}
+
+// plan_workload on the meta device: the model is made on the CPU (its
+// initialisation reads its weights), its step rehearsed, nothing computed.
+WorkloadPlan rehearse_workload(WorkloadOptions options, const scheduler::PlanOptions& plan_options) {
+  scheduler::Checkpointer checkpointer(plan_options, Device::cpu());
+  options.device = "cpu";
+  rehearse(checkpointer, build_workload(options, true));
+  REMAT_CHECK(checkpointer.next_plan(), "explain: the rehearsal of {} made no plan", options.workload);
+  return {*checkpointer.profile(), *checkpointer.next_plan()};
+}
+
 }  // namespace
 
 WorkloadPlan plan_workload(const WorkloadOptions& requested) {
@@ -59,6 +82,7 @@ WorkloadPlan plan_workload(const WorkloadOptions& requested) {
     scheduler::Plan plan = scheduler::make_plan(saved, plan_options);
     return {std::move(saved), std::move(plan)};
   }
+  if (device_from_name(options.device).is_meta()) return rehearse_workload(options, plan_options);
   const Workload workload = build_workload(options);
   const std::unique_ptr<optim::Optimizer> optimizer = optimizer_for(workload);
   scheduler::Checkpointer checkpointer(plan_options, device_from_name(options.device));
@@ -121,17 +145,7 @@ class Run {
       saved_signature_ = saved.signature;
       checkpointer_.plan_from(std::move(saved));
     } else if (scheduler::rehearses_first_step(checkpointer_.options())) {
-      // The first step under the policy and within the budget too: planned
-      // from a rehearsal of it on the meta device (Note [The first step] in
-      // scheduler/checkpointer.h).
-      checkpointer_.rehearse([&] {
-        Tensor loss;
-        {
-          const auto recording = checkpointer_.record();
-          loss = workload_.loss();
-        }
-        loss.backward();
-      });
+      rehearse(checkpointer_, workload_);  // the first step under the policy and within the budget too
     }
   }
 

@@ -180,7 +180,10 @@ using scheduler::median;
 
 // The workload's graph as the planner saw it (scheduler/profile.h) and the
 // plan of options.policy for it (after max(1, options.warmup) + 2 steps; with
-// options.profile_path, the saved profile and its plan, and nothing runs).
+// options.profile_path, the saved profile and its plan, and nothing runs;
+// with options.device "meta", the plan of a rehearsal of its first step on
+// the meta device, from shapes and bytes with nominal times, and nothing
+// runs: the graph returned holds no times).
 struct WorkloadPlan {
   scheduler::GraphProfile graph;
   scheduler::Plan plan;

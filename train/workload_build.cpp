@@ -98,21 +98,24 @@ void check_spec(const ModelSpec& spec) {
   }
 }
 
-void check_options(const WorkloadOptions& options) {
+// `rehearsal`: the workload is rehearsed on the meta device, not run
+// (plan_workload with --device meta).
+void check_options(const WorkloadOptions& options, bool rehearsal) {
   if (!options.model.kind.empty()) {
     check_spec(options.model);
   } else {
     REMAT_CHECK(options.workload == "W1" || options.workload == "W2" || options.workload == "W3", "bench: unknown "
                 "workload '{}' (available: W1, W2, W3, or --model gpt|mlp, --hf DIR)", options.workload);
-    REMAT_CHECK(options.workload != "W3" || device_from_name(options.device).is_cuda(), "bench: W3 (GPT-2 124M) is "
-                "a GPU workload: give --device cuda (on the CPU a step takes minutes)");
+    REMAT_CHECK(options.workload != "W3" || rehearsal || device_from_name(options.device).is_cuda(), "bench: W3 "
+                "(GPT-2 124M) is a GPU workload: give --device cuda (on the CPU a step takes minutes), or explain "
+                "--device meta to plan it without running it");
   }
   scheduler::check_policy(options.policy);  // an unknown name is an error that lists the known ones
   check_threads(options.threads, "bench");
   REMAT_CHECK(options.steps >= 1 && options.warmup >= 0, "bench: need steps >= 1 and warmup >= 0, got {} and {}",
               options.steps, options.warmup);
-  REMAT_CHECK(!device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the meta device "
-              "computes no loss to report (meta tensors have shapes and bytes only)");
+  REMAT_CHECK(rehearsal || !device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the "
+              "meta device computes no loss to report (meta tensors have shapes and bytes only; explain plans one)");
   check_output_path(options.save_profile_path, "--save-profile");
   // The profile of a step that ran: the first plans from a rehearsal or is
   // profiled, and its times are planned from after it.
@@ -136,8 +139,8 @@ int64_t optimizer_state_bytes(const Workload& workload) {
   return bytes;
 }
 
-Workload build_workload(const WorkloadOptions& options) {
-  check_options(options);
+Workload build_workload(const WorkloadOptions& options, bool rehearsal) {
+  check_options(options, rehearsal);
   kernels::cpu::set_num_threads(options.threads);
   Generator generator(options.seed);
   const Device device = device_from_name(options.device);

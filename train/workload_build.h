@@ -28,7 +28,9 @@ struct Workload {
 // The workload `options` names (its model and batch on options.device, the
 // CPU's threads set to options.threads). Bad options are errors naming the
 // value: an unknown workload or policy, a bad ModelSpec, threads, steps.
-Workload build_workload(const WorkloadOptions& options);
+// `rehearsal`: it will be rehearsed on the meta device, never run (W3 and
+// --device meta are then allowed on the CPU).
+Workload build_workload(const WorkloadOptions& options, bool rehearsal = false);
 
 // SGD (lr 0.01, no momentum: no state) or AdamW (lr 6e-4, two float32
 // tensors of state per parameter, made at its first step).

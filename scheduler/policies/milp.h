@@ -20,13 +20,18 @@ struct MilpSolution {
 };
 
 // The tags of least predicted recompute time whose simulated peak is at most
-// `target` bytes, over every choice of tags of the taggable nodes
+// `target` bytes, over every choice of tags of the taggable nodes (or those
+// that repeat one block's, below)
 // (search::Context::taggable: the engine's whole space; views follow their
 // base, and a rule's tags stand),
 // found by a MILP solved by CBC within `time_limit_s` (the best plan found so
 // far when the limit is hit, with the bound and gap). nullopt when no plan
 // within target was found; then *status, if given, is the solver's last verdict.
+// `blocks_once`: where the graph has repeated blocks (scheduler/
+// repeated_blocks.h), the program ties each repeated block's tags to its
+// first twin's (Note [Repeated blocks solved once] in milp.cpp), and the
+// bound is over those plans and the ones it started from (SolverReport::space).
 std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, double time_limit_s,
-                                       std::string* status = nullptr);
+                                       std::string* status = nullptr, bool blocks_once = true);
 
 }  // namespace remat::scheduler

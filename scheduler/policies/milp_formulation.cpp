@@ -38,14 +38,14 @@ struct GradientBuffers {
 
 }  // namespace
 
-Formulation::Formulation(const search::Context& c, int64_t target)
+Formulation::Formulation(const search::Context& c, int64_t target, const std::vector<int64_t>* twin_of)
     : c_(c), g_(c.graph), n_(c.graph.size()), target_(target) {
-  decide();
+  decide(twin_of);
   backward_order();
   replays();
   objective();
   units();
-  rows();
+  rows(twin_of);
 }
 
 std::vector<Tag> Formulation::tags_of(const double* x) const {
@@ -56,9 +56,11 @@ std::vector<Tag> Formulation::tags_of(const double* x) const {
   return c_.with_forced(std::move(tags));
 }
 
-// d_v: the drop of each node, a column for the taggable ones.
-void Formulation::decide() {
+// d_v: the drop of each node, a column for the taggable ones (a twin's
+// column where it has a taggable twin).
+void Formulation::decide(const std::vector<int64_t>* twin_of) {
   drop_.assign(static_cast<size_t>(n_), constant(0));
+  std::vector<int> column_of(static_cast<size_t>(n_), -1);
   std::vector<bool> leaves_region(static_cast<size_t>(n_), false);
   for (const NodeProfile& node : g_.nodes) {
     for (int64_t input : node.inputs) {
@@ -69,8 +71,10 @@ void Formulation::decide() {
   }
   for (int64_t v = 0; v < n_; ++v) {
     if (c_.taggable(v)) {
+      const int64_t twin = twin_of ? (*twin_of)[v] : -1;
       taggable_.push_back(v);
-      decision_col_.push_back(program_.column(0, 1, true));
+      column_of[v] = twin >= 0 && column_of[twin] >= 0 ? column_of[twin] : program_.column(0, 1, true);
+      decision_col_.push_back(column_of[v]);
       drop_[v] = Linear::column(decision_col_.back());
     } else if (c_.forced[v] && *c_.forced[v] == Tag::Recompute) {
       drop_[v] = constant(1);
@@ -415,10 +419,24 @@ void Formulation::add_point(const Point& p) {
   program_.at_most((1.0 / search::kMiB) * level, static_cast<double>(target_) / search::kMiB);
 }
 
-void Formulation::rows() {
+// Note [Repeated blocks solved once] (milp.cpp): where twins share their
+// tags, a point in a block is as high, give or take the bytes of gradients
+// and side results, as its twin's point in a later block, which holds more
+// blocks' values: only the last twin's points have rows. Leaving rows out
+// keeps the program a relaxation (Note [The milp relaxation]); a plan it
+// proposes over the target at a point left out is cut off like any other.
+void Formulation::rows(const std::vector<int64_t>* twin_of) {
+  std::vector<bool> row_at(static_cast<size_t>(n_), true);
+  if (twin_of) {
+    std::vector<int64_t> last(static_cast<size_t>(n_), -1);  // per first twin: its last twin
+    for (int64_t v = 0; v < n_; ++v) last[(*twin_of)[v] >= 0 ? (*twin_of)[v] : v] = v;
+    for (int64_t v = 0; v < n_; ++v) row_at[v] = last[(*twin_of)[v] >= 0 ? (*twin_of)[v] : v] == v;
+  }
   double sides = 0;
   for (int64_t t = 0; t < n_; ++t) {
-    add_point({.backward = false, .at = t, .constant = sides + static_cast<double>(g_.nodes[t].forward_peak_bytes)});
+    if (row_at[t]) {
+      add_point({.backward = false, .at = t, .constant = sides + static_cast<double>(g_.nodes[t].forward_peak_bytes)});
+    }
     sides += static_cast<double>(g_.nodes[t].side_bytes);
   }
   // Side results go at their node's step (those of nodes never reached stay).
@@ -429,7 +447,7 @@ void Formulation::rows() {
   for (size_t s = 0; s < order_.size(); ++s) {
     const int64_t v = order_[s];
     const NodeProfile& node = g_.nodes[v];
-    if (has_grad_[v]) {
+    if (has_grad_[v] && row_at[v]) {
       const double base = static_cast<double>(grad_live_[v]) + sides;
       add_point({.backward = true, .at = static_cast<int64_t>(s),
                  .constant = base + static_cast<double>(node.backward_peak_bytes)});

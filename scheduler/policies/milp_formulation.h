@@ -77,11 +77,17 @@ struct Point {
 };
 class Formulation {
  public:
-  // The program for plans whose peak is at most `target` bytes.
-  Formulation(const search::Context& c, int64_t target);
+  // The program for plans whose peak is at most `target` bytes. With
+  // `twin_of` (RepeatedBlocks::twin_of, scheduler/repeated_blocks.h), a
+  // node with a twin takes its twin's drop column: one block's decisions
+  // for every block identical to it (Note [Repeated blocks solved once] in
+  // milp.cpp), a restriction of the space the program covers; and only the
+  // last twin's points have rows (the program is weaker, never wrong).
+  Formulation(const search::Context& c, int64_t target, const std::vector<int64_t>* twin_of = nullptr);
 
   Program& program() { return program_; }
   const std::vector<int64_t>& taggable_nodes() const { return taggable_; }
+  // Per taggable node, its drop column (shared by twins).
   const std::vector<int>& decision_columns() const { return decision_col_; }
   // The tags of a solution x (one value per column), rules applied.
   std::vector<Tag> tags_of(const double* x) const;
@@ -93,12 +99,12 @@ class Formulation {
   bool hopeless() const { return constant_over_; }
 
  private:
-  void decide();
+  void decide(const std::vector<int64_t>* twin_of);
   void backward_order();
   void replays();
   void objective();
   void units();
-  void rows();
+  void rows(const std::vector<int64_t>* twin_of);
 
   bool droppable(int64_t v) const { return v >= 0 && drop_[v].max() > 0; }
   Linear kept(int64_t v) const { return constant(1) - drop_[v]; }

@@ -228,5 +228,31 @@ TEST(Workload, UnknownNamesAreErrors) {
   EXPECT_THROW(run_workload({.threads = 0}), Error);
 }
 
+// explain --device meta: the workload's step rehearsed on the meta device,
+// nothing run; its graph is the real step's (signature, nodes, keep-all
+// peak) and its plan fits the budget a share of keep-all's peak gives.
+TEST(Workload, OnTheMetaDeviceAWorkloadIsPlannedWithoutRunning) {
+  WorkloadOptions options{.policy = "none", .warmup = 1};
+  options.model.kind = "gpt";
+  options.model.gpt = {.vocab_size = 64, .block_size = 16, .n_layer = 3, .n_head = 2, .n_embd = 32};
+  options.model.batch_size = 2;
+  const WorkloadPlan real = plan_workload(options);
+  options.device = "meta";
+  const WorkloadPlan rehearsed = plan_workload(options);
+  EXPECT_EQ(rehearsed.graph.signature, real.graph.signature);
+  EXPECT_EQ(rehearsed.graph.size(), real.graph.size());
+  EXPECT_EQ(rehearsed.plan.predicted.peak_bytes, real.plan.predicted.peak_bytes);
+  options.policy = "chain";
+  options.budget_fraction = 0.5;
+  const WorkloadPlan halved = plan_workload(options);
+  ASSERT_TRUE(halved.plan.budget.has_value());
+  EXPECT_EQ(*halved.plan.budget, std::llround(0.5 * static_cast<double>(real.plan.predicted.peak_bytes)));
+  EXPECT_LE(halved.plan.predicted.peak_bytes, *halved.plan.budget);
+  EXPECT_GT(halved.plan.planning_ms, 0);
+  // bench runs nothing on the meta device: no loss to report.
+  EXPECT_THROW(run_workload(options), Error);
+}
+
 }  // namespace
 }  // namespace remat::train
+
