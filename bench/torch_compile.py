@@ -1,0 +1,107 @@
+"""torch.compile's side of the workloads: the compiled step and what its partitioner chose.
+
+Used by bench/torch_reference.py (--policy compile --memory-budget F); not a
+script. `require_compile` stops with a message naming the installed torch
+when it has no torch.compile (PyTorch 1.x, Debian's 1.13) or no
+activation_memory_budget. `compiled_loss` compiles the forward and the loss
+as one graph (inductor, the default backend); the budget is
+torch._functorch.config.activation_memory_budget, read when the first call
+compiles. `PartitionLog` watches inductor's call of the min-cut partitioner
+and summarises each forward/backward split: what backward reads from
+forward, and which forward ops backward runs again.
+"""
+
+import collections
+
+# Ops that move no data (views, shape changes, tuple access): not counted as replayed work.
+VIEW_OPS = {"view", "_unsafe_view", "reshape", "permute", "expand", "t", "transpose", "unsqueeze",
+            "squeeze", "alias", "slice", "select", "getitem", "detach"}
+MATMUL_OPS = {"mm", "bmm", "addmm"}
+
+
+def require_compile(torch, budget):
+    """Exits with a message unless this torch has torch.compile and activation_memory_budget."""
+    major = int(torch.__version__.split(".")[0])
+    if major < 2 or not hasattr(torch, "compile"):
+        raise SystemExit("torch_reference: --policy compile needs PyTorch 2.x (torch.compile); this Python "
+                         "has torch %s. Run it with a Python whose torch is 2.x, e.g. a virtual "
+                         "environment with `pip install torch`." % torch.__version__)
+    from torch._functorch import config as functorch_config
+    if budget != 1.0 and not hasattr(functorch_config, "activation_memory_budget"):
+        raise SystemExit("torch_reference: torch %s has no torch._functorch.config.activation_memory_budget "
+                         "(--memory-budget %g needs PyTorch 2.4 or newer)" % (torch.__version__, budget))
+
+
+def compiled_loss(torch, model, loss_fn, budget):
+    """loss_fn(model(inputs), targets) under torch.compile, planned at activation_memory_budget = budget."""
+    require_compile(torch, budget)
+    from torch._functorch import config as functorch_config
+    if hasattr(functorch_config, "activation_memory_budget"):
+        functorch_config.activation_memory_budget = budget
+    return torch.compile(lambda inputs, targets: loss_fn(model(inputs), targets))
+
+
+def op_name(node):
+    """'mm' for aten.mm.default, 'getitem' for operator.getitem."""
+    target = node.target
+    name = getattr(target, "__name__", str(target))
+    return name.split(".")[0]
+
+
+def tensor_bytes(node):
+    value = node.meta.get("val")
+    return value.numel() * value.element_size() if hasattr(value, "element_size") else 0
+
+
+def matmul_flops(node):
+    """2 m n k (times the batch) of an mm, bmm or addmm node, from its output and first operand's shapes."""
+    out = node.meta.get("val")
+    operand = node.args[1] if op_name(node) == "addmm" else node.args[0]
+    inner = operand.meta["val"].shape[-1]
+    return 2 * out.numel() * inner
+
+
+def summarise(forward, backward):
+    """What backward reads from forward and which forward ops it runs again (the partitioner keeps
+    node names, so a backward node named as a forward one is that op replayed)."""
+    forward_names = {node.name for node in forward.graph.nodes if node.op == "call_function"}
+    replayed = [node for node in backward.graph.nodes
+                if node.op == "call_function" and node.name in forward_names]
+    work = [node for node in replayed if op_name(node) not in VIEW_OPS]
+    saved = [node for node in backward.graph.nodes if node.op == "placeholder"
+             and not node.name.startswith(("primals", "tangents"))]
+    matmuls = [node for node in work if op_name(node) in MATMUL_OPS]
+    return {
+        "forward_ops": sum(1 for node in forward.graph.nodes
+                           if node.op == "call_function" and op_name(node) not in VIEW_OPS),
+        "saved_values": len(saved),
+        "saved_bytes": sum(tensor_bytes(node) for node in saved),
+        "replayed_ops": len(work),
+        "replayed_by_op": dict(collections.Counter(op_name(node) for node in work).most_common()),
+        "replayed_matmuls": len(matmuls),
+        "replayed_matmul_flops": sum(matmul_flops(node) for node in matmuls),
+    }
+
+
+class PartitionLog:
+    """Records a summary of every forward/backward split inductor makes while installed.
+
+    Inductor's caches are turned off, since a cache hit skips the partitioner (the graphs it
+    compiles are the same either way)."""
+
+    def __init__(self, torch):
+        import torch._inductor.compile_fx as compile_fx
+        from torch._functorch import config as functorch_config
+
+        self.partitions = []
+        torch._inductor.config.fx_graph_cache = False
+        if hasattr(functorch_config, "enable_autograd_cache"):
+            functorch_config.enable_autograd_cache = False
+        partition = compile_fx.min_cut_rematerialization_partition
+
+        def recording(*args, **kwargs):
+            forward, backward = partition(*args, **kwargs)
+            self.partitions.append(summarise(forward, backward))
+            return forward, backward
+
+        compile_fx.min_cut_rematerialization_partition = recording
