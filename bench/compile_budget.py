@@ -15,6 +15,7 @@ remat's (its allocator) in every round, the median shown.
 
   python3 bench/compile_budget.py --remat build-pyrel/remat --python VENV/bin/python \
       [--rounds 3] [--steps 10] [--threads 1] [--budgets 0.5,0.25] [--json-out FILE]
+  python3 bench/compile_budget.py --python VENV/bin/python --from-json FILE   # the tables again
 
 --python must name a Python whose torch is 2.x (torch.compile); the script
 stops at once, saying so, when it is not.
@@ -35,13 +36,14 @@ REMAT_POLICIES = ("cost", "chain", "milp", "auto")
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--remat", default=os.path.join(HERE, "..", "build", "remat"))
-    parser.add_argument("--python", required=True, help="a Python whose torch is 2.x")
+    parser.add_argument("--python", help="a Python whose torch is 2.x (needed unless --from-json)")
     parser.add_argument("--workload", default="W2")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--budgets", default="0.5,0.25", help="fractions of each engine's own keep-all")
     parser.add_argument("--json-out", help="write every run's JSON line here")
+    parser.add_argument("--from-json", help="print the tables of a --json-out file (whole rounds) instead of measuring")
     args = parser.parse_args()
     args.budgets = [float(b) for b in args.budgets.split(",")]
     if any(not 0.0 < b < 1.0 for b in args.budgets):
@@ -53,13 +55,15 @@ def parse_args():
 
 def check_engines(args):
     """Stops with a message unless remat runs and args.python has torch 2.x with torch.compile."""
+    if args.python is None:
+        raise SystemExit("compile_budget: --python must name a Python whose torch is 2.x")
     if not os.access(args.remat, os.X_OK):
         raise SystemExit("compile_budget: no remat binary at %s (--remat)" % args.remat)
     probe = subprocess.run([args.python, "-c", "import torch; print(torch.__version__, hasattr(torch, 'compile'))"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
         raise SystemExit("compile_budget: %s cannot import torch (%s); --python must name a Python with "
-                         "PyTorch 2.x" % (args.python, probe.stderr.strip().splitlines()[-1:] or "?"))
+                         "PyTorch 2.x" % (args.python, (probe.stderr.strip().splitlines() or ["?"])[-1]))
     version, has_compile = probe.stdout.split()
     if int(version.split(".")[0]) < 2 or has_compile != "True":
         raise SystemExit("compile_budget: %s has torch %s, which has no torch.compile; PyTorch 2.x is "
@@ -179,14 +183,30 @@ def print_tables(points, runs):
             (engine, label, budget_text(engine, label, budget), saved) + cells))
 
 
+def read_runs(path, points):
+    """runs as measure() returns them, from a --json-out file; a round cut short is left out."""
+    with open(path) as log:
+        results = [json.loads(line) for line in log if line.strip()]
+    rounds = len(results) // len(points)
+    if rounds == 0:
+        raise SystemExit("compile_budget: %s holds no whole round (%d of %d runs)"
+                         % (path, len(results), len(points)))
+    return [[results[r * len(points) + i] for r in range(rounds)] for i in range(len(points))]
+
+
 def main():
     args = parse_args()
-    version = check_engines(args)
     points = configs(args)
-    log = open(args.json_out, "w") if args.json_out else None
-    runs = measure(args, points, log)
-    if log:
-        log.close()
+    if args.from_json:
+        runs = read_runs(args.from_json, points)
+        version = next(r[0]["torch_version"] for r in runs if "torch_version" in r[0])
+        args.rounds = len(runs[0])
+    else:
+        version = check_engines(args)
+        log = open(args.json_out, "w") if args.json_out else None
+        runs = measure(args, points, log)
+        if log:
+            log.close()
     cpu = runs[0][0].get("cpu") or "?"
     print("%s, %d thread(s) each, %d rounds x %d steps after 3 warm-ups; torch %s; remat's CPU: %s\n"
           % (args.workload, args.threads, args.rounds, args.steps, version, cpu))
