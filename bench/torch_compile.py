@@ -1,7 +1,10 @@
 """torch.compile's side of the workloads: the compiled step and what its partitioner chose.
 
-Used by bench/torch_reference.py (--policy compile --memory-budget F); not a
-script. `require_compile` stops with a message naming the installed torch
+Used by bench/torch_reference.py (--policy compile --memory-budget F). Run
+alone, it steps eager and torch.compile at each budget in turn in one
+process (`paired`, a check of the time ratios on a loaded machine):
+  VENV/bin/python bench/torch_compile.py [--budgets 1.0,0.5,0.25] [--rounds 12]
+`require_compile` stops with a message naming the installed torch
 when it has no torch.compile (PyTorch 1.x, Debian's 1.13) or no
 activation_memory_budget. `compiled_loss` compiles the forward and the loss
 as one graph (inductor, the default backend); the budget is
@@ -105,3 +108,61 @@ class PartitionLog:
             return forward, backward
 
         compile_fx.min_cut_rematerialization_partition = recording
+
+
+def paired(argv=None):
+    """Eager and torch.compile at each budget in one process, stepped in turn: per-step time ratios.
+
+    Each configuration trains its own copy of W2 (same seed); one round steps every copy once, in
+    order, so that a loaded machine's drift falls on all of them within seconds. Prints, per
+    configuration, the median step ms and the median over rounds of its step over eager's."""
+    import argparse
+    import json
+    import os
+    import statistics
+    import sys
+    import time
+
+    parser = argparse.ArgumentParser(description=paired.__doc__.splitlines()[0])
+    parser.add_argument("--budgets", default="1.0,0.5,0.25")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_reference
+
+    torch.set_num_threads(args.threads)
+    require_compile(torch, 0.5)
+    torch._dynamo.config.cache_size_limit = 64  # one compiled graph per copy
+    steps = {}
+    for budget in [None] + [float(b) for b in args.budgets.split(",")]:
+        model, inputs, targets, loss_fn = torch_reference.build_w2(torch, 0)
+        if budget is None:
+            loss_of = lambda i, t, m=model, f=loss_fn: f(m(i), t)  # noqa: E731
+        else:
+            loss_of = compiled_loss(torch, model, loss_fn, budget)
+        runner = torch_reference.Runner(torch, model, loss_of, inputs, targets)
+        for _ in range(3):
+            runner.step()  # compiles now, under this budget
+        steps["eager" if budget is None else "compile %g" % budget] = runner
+    counters = torch._dynamo.utils.counters["stats"]
+    graphs = counters["unique_graphs"]
+    times = {name: [] for name in steps}
+    for _ in range(args.rounds):
+        for name, runner in steps.items():
+            start = time.perf_counter()
+            runner.step()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    if counters["unique_graphs"] != graphs:
+        raise SystemExit("torch_compile: a copy compiled again during the timed rounds (%d graphs, then %d): "
+                         "its budget is no longer the one it was set up under" % (graphs, counters["unique_graphs"]))
+    for name in steps:
+        ratios = [a / b for a, b in zip(times[name], times["eager"])]
+        print(json.dumps({"config": name, "rounds": args.rounds, "step_ms_median": statistics.median(times[name]),
+                          "step_ms_min": min(times[name]), "x_eager_paired": statistics.median(ratios)}))
+
+
+if __name__ == "__main__":
+    paired()
