@@ -35,12 +35,15 @@ def require_compile(torch, budget):
                          "(--memory-budget %g needs PyTorch 2.4 or newer)" % (torch.__version__, budget))
 
 
-def compiled_loss(torch, model, loss_fn, budget):
-    """loss_fn(model(inputs), targets) under torch.compile, planned at activation_memory_budget = budget."""
+def compiled_loss(torch, model, loss_fn, budget, fresh=False):
+    """loss_fn(model(inputs), targets) under torch.compile, planned at activation_memory_budget = budget;
+    fresh: through a function of its own (own_code), for a process that compiles several copies."""
     require_compile(torch, budget)
     from torch._functorch import config as functorch_config
     if hasattr(functorch_config, "activation_memory_budget"):
         functorch_config.activation_memory_budget = budget
+    if fresh:
+        return torch.compile(own_code(loss_fn, model, budget))
     return torch.compile(lambda inputs, targets: loss_fn(model(inputs), targets))
 
 
@@ -110,6 +113,18 @@ class PartitionLog:
         compile_fx.min_cut_rematerialization_partition = recording
 
 
+def own_code(loss_fn, model, budget):
+    """loss_fn(model(inputs), targets) as a function with a code object of its own.
+
+    Dynamo keeps compiled graphs per code object and guards on shapes, not on which module's
+    parameters come in: a second copy of W2 through the same function would run the graph compiled
+    for the first, under the first's budget. A distinct code object compiles afresh."""
+    source = "def loss(inputs, targets):\n    return loss_fn(model(inputs), targets)\n"
+    scope = {"loss_fn": loss_fn, "model": model}
+    exec(compile(source, "<W2 loss, budget %g, copy %d>" % (budget, id(model)), "exec"), scope)
+    return scope["loss"]
+
+
 def paired(argv=None):
     """Eager and torch.compile at each budget in one process, stepped in turn: per-step time ratios.
 
@@ -137,17 +152,20 @@ def paired(argv=None):
     require_compile(torch, 0.5)
     torch._dynamo.config.cache_size_limit = 64  # one compiled graph per copy
     steps = {}
+    counters = torch._dynamo.utils.counters["stats"]
     for budget in [None] + [float(b) for b in args.budgets.split(",")]:
         model, inputs, targets, loss_fn = torch_reference.build_w2(torch, 0)
         if budget is None:
             loss_of = lambda i, t, m=model, f=loss_fn: f(m(i), t)  # noqa: E731
         else:
-            loss_of = compiled_loss(torch, model, loss_fn, budget)
+            loss_of = compiled_loss(torch, model, loss_fn, budget, fresh=True)
+        graphs = counters["unique_graphs"]
         runner = torch_reference.Runner(torch, model, loss_of, inputs, targets)
         for _ in range(3):
             runner.step()  # compiles now, under this budget
+        if budget is not None and counters["unique_graphs"] == graphs:
+            raise SystemExit("torch_compile: the copy at budget %g compiled nothing of its own" % budget)
         steps["eager" if budget is None else "compile %g" % budget] = runner
-    counters = torch._dynamo.utils.counters["stats"]
     graphs = counters["unique_graphs"]
     times = {name: [] for name in steps}
     for _ in range(args.rounds):
