@@ -11,7 +11,11 @@ steps. Step ms is the median over rounds of each run's median; the time
 ratios are medians over rounds of the ratio within the round, so drift of a
 shared machine falls on both sides of each ratio. PyTorch's memory (the RSS
 rise of a step, see torch_reference.py) is measured in the first round only;
-remat's (its allocator) in every round, the median shown.
+remat's (its allocator) in every round, the median shown. Two more tables
+follow: each point's fastest step (noise only adds time) and what each
+saves and replays (inductor's partitions as torch_reference.py reads them;
+remat's replayed nodes and FLOPs). For ratios paired step by step inside
+one process: `remat bench --against none` and bench/torch_compile.py.
 
   python3 bench/compile_budget.py --remat build-pyrel/remat --python VENV/bin/python \
       [--rounds 3] [--steps 10] [--threads 1] [--budgets 0.5,0.25] [--json-out FILE]
