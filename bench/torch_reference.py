@@ -22,6 +22,14 @@ segment (whose input needs no gradient) would give its parameters none.
 A checkpoint keeps its input for backward outside saved-tensor hooks, so
 `saved_bytes_after_forward` adds each checkpointed segment's input (unique
 storages, as for everything else).
+  compile      W1, W2: torch.compile (inductor) of the forward and the loss as
+               one graph, with torch._functorch.config.activation_memory_budget
+               = --memory-budget (1.0, its default, unless given); needs
+               PyTorch 2.x (bench/torch_compile.py). Its first steps compile:
+               the warm-ups take them, and `first_step_ms` says how long the
+               first took. The memory child also reports `partitions`: per
+               forward/backward split, the values backward reads and the
+               forward ops it runs again (bench/torch_compile.py).
 
 Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
   1. 3 warm-up steps; the first step's loss is `loss_first`.
@@ -31,6 +39,7 @@ Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
      `saved_bytes_after_forward` is the bytes of the unique storages packed
      for backward during the forward pass (deduplicated by storage
      data_ptr), parameters excluded -- the figure of docs/workloads.md.
+     Under compile the hooks see what the compiled graph saves for backward.
   3. 3 steps with a background thread sampling the resident set size
      (/proc/self/statm) every 0.5 ms: `peak_activation_bytes` is the largest
      rise of RSS above its level just before a step, over those steps.
@@ -43,7 +52,8 @@ Sequence of steps (a step is zero_grad + forward + backward + optimizer step):
      has no state. A sample can miss a spike shorter than 0.5 ms, so this is
      a lower bound; "peak_method" names the method.
   4. --steps timed steps (wall clock, perf_counter), with glibc's malloc as
-     PyTorch users have it; `loss_last` is the last.
+     PyTorch users have it; `loss_last` is the last. --timing-only skips
+     steps 2 and 3 (their fields are null), for repeated rounds.
 Random data, drawn once from the fixed seed and used for every step. W1:
 inputs N(0, 1) and labels uniform in 0..9, PyTorch's default initialisation.
 W2: token ids and targets uniform in 0..255, the GPT of bench/torch_gpt.py
@@ -81,11 +91,22 @@ def parse_args():
                         help="W2's attention: separate ops (as remat) or F.scaled_dot_product_attention")
     parser.add_argument("--policy", default="none", choices=sorted(POLICIES),
                         help="checkpointing: none (default), blocks or every2 (W2), sequential4 (W1)")
+    parser.add_argument("--memory-budget", type=float, default=None,
+                        help="--policy compile: torch._functorch.config.activation_memory_budget, in (0, 1] "
+                             "(1.0, the default, is inductor's own partition)")
+    parser.add_argument("--timing-only", action="store_true",
+                        help="time the steps only (no memory child: its fields are null)")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.workload not in POLICIES[args.policy]:
         parser.error("--policy %s is for workload %s, not %s"
                      % (args.policy, " or ".join(POLICIES[args.policy]), args.workload))
+    if args.memory_budget is not None and args.policy != "compile":
+        parser.error("--memory-budget is for --policy compile, not %s" % args.policy)
+    if args.memory_budget is None:
+        args.memory_budget = 1.0
+    if not 0.0 < args.memory_budget <= 1.0:
+        parser.error("--memory-budget must be in (0, 1], got %g" % args.memory_budget)
     return args
 
 
@@ -124,6 +145,16 @@ def storage_of(tensor):
 
 def resident_bytes(fd):
     return int(os.pread(fd, 128, 0).split()[1]) * PAGE_BYTES
+
+
+def import_torch():
+    """torch, or an exit naming this Python when it has none."""
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("torch_reference: %s has no torch (import torch failed); run it with a Python "
+                         "that has PyTorch" % sys.executable)
+    return torch
 
 
 # --- workloads ---------------------------------------------------------------
@@ -165,7 +196,8 @@ WORKLOAD_NAMES = list(WORKLOADS)
 # --- checkpointing policies --------------------------------------------------
 
 # Policy -> the workloads it applies to.
-POLICIES = {"none": ("W1", "W2"), "blocks": ("W2",), "every2": ("W2",), "sequential4": ("W1",)}
+POLICIES = {"none": ("W1", "W2"), "blocks": ("W2",), "every2": ("W2",), "sequential4": ("W1",),
+            "compile": ("W1", "W2")}
 # Called with each checkpointed segment's input while saved bytes are counted.
 checkpoint_input_hook = None
 
@@ -188,7 +220,7 @@ def checkpointed(function, x):
 
 def apply_policy(torch, policy, model):
     """The model with the policy's checkpoints: the same parameters, same values, same order."""
-    if policy == "none":
+    if policy in ("none", "compile"):
         return model
 
     class Checkpointed(torch.nn.Module):
@@ -223,17 +255,23 @@ def apply_policy(torch, policy, model):
 
 
 def build(torch, args):
-    """The workload's model under args.policy, its batch and loss."""
+    """A Runner of the workload's model under args.policy, on its batch."""
     model, inputs, targets, loss_fn = WORKLOADS[args.workload](torch, args.seed, args.attention)
-    return apply_policy(torch, args.policy, model), inputs, targets, loss_fn
+    model = apply_policy(torch, args.policy, model)
+    if args.policy == "compile":
+        import torch_compile
+        loss_of = torch_compile.compiled_loss(torch, model, loss_fn, args.memory_budget)
+    else:
+        loss_of = lambda batch, labels: loss_fn(model(batch), labels)  # noqa: E731
+    return Runner(torch, model, loss_of, inputs, targets)
 
 
 # --- measurement -------------------------------------------------------------
 
 class Runner:
-    def __init__(self, torch, model, inputs, targets, loss_fn):
+    def __init__(self, torch, model, loss_of, inputs, targets):
         self.torch = torch
-        self.model, self.inputs, self.targets, self.loss_fn = model, inputs, targets, loss_fn
+        self.model, self.loss_of, self.inputs, self.targets = model, loss_of, inputs, targets
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step(self):
@@ -241,7 +279,7 @@ class Runner:
         # exist before the step. PyTorch 2.x's default (set_to_none) frees and
         # reallocates them inside the step, which moves the RSS rise.
         self.optimizer.zero_grad(set_to_none=False)
-        loss = self.loss_fn(self.model(self.inputs), self.targets)
+        loss = self.loss_of(self.inputs, self.targets)
         loss.backward()
         self.optimizer.step()
         return loss.item()
@@ -263,7 +301,7 @@ class Runner:
         checkpoint_input_hook = pack  # a checkpoint's input is kept outside the hooks
         try:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-                loss = self.loss_fn(self.model(self.inputs), self.targets)
+                loss = self.loss_of(self.inputs, self.targets)
         finally:
             checkpoint_input_hook = None
         after_forward = sum(saved.values())
@@ -309,22 +347,17 @@ def main():
     if args.memory_only:
         print(json.dumps(measure_memory(args)))
         return
-    # Memory is measured in a child process whose malloc returns every large
-    # block at once (so that RSS follows the live bytes); timing runs here
-    # with malloc as PyTorch users have it, so the mallopt settings do not
-    # slow the timed steps down.
-    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--workload", args.workload,
-                            "--threads", str(args.threads), "--seed", str(args.seed), "--policy", args.policy,
-                            "--attention", args.attention, "--memory-only"],
-                           check=True, capture_output=True, text=True)
-    memory = json.loads(child.stdout.strip().splitlines()[-1])
+    memory = {"saved_bytes_after_forward": None, "peak_activation_bytes": None, "peak_method": None}
+    if not args.timing_only:
+        memory = memory_in_a_child(args)
 
-    import torch
-
+    torch = import_torch()
     torch.set_num_threads(args.threads)
-    model, inputs, targets, loss_fn = build(torch, args)
-    runner = Runner(torch, model, inputs, targets, loss_fn)
-    losses = [runner.step() for _ in range(WARMUP_STEPS)]
+    runner = build(torch, args)
+    start = time.perf_counter()
+    losses = [runner.step()]
+    first_step_ms = (time.perf_counter() - start) * 1e3
+    losses += [runner.step() for _ in range(WARMUP_STEPS - 1)]
     set_openblas_threads(args.threads)  # OpenBLAS is mapped once the first GEMM has run
 
     times_ms = []
@@ -332,7 +365,31 @@ def main():
         start = time.perf_counter()
         losses.append(runner.step())
         times_ms.append((time.perf_counter() - start) * 1e3)
+    record = describe(torch, args, runner, times_ms, losses, memory)
+    record["first_step_ms"] = round(first_step_ms, 3)
+    print(json.dumps(record))
 
+
+def memory_in_a_child(args):
+    """Memory is measured in a child process whose malloc returns every large
+    block at once (so that RSS follows the live bytes); timing runs here
+    with malloc as PyTorch users have it, so the mallopt settings do not
+    slow the timed steps down."""
+    command = [sys.executable, os.path.abspath(__file__), "--workload", args.workload,
+               "--threads", str(args.threads), "--seed", str(args.seed), "--policy", args.policy,
+               "--attention", args.attention, "--memory-only"]
+    if args.policy == "compile":
+        command += ["--memory-budget", repr(args.memory_budget)]
+    child = subprocess.run(command, capture_output=True, text=True)
+    if child.returncode != 0:
+        sys.stderr.write(child.stderr)
+        raise SystemExit("torch_reference: the memory child failed (exit %d): %s"
+                         % (child.returncode, " ".join(command)))
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def describe(torch, args, runner, times_ms, losses, memory):
+    """The run's JSON record, with `remat bench`'s field names."""
     blas_info = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
     record = {
         "workload": args.workload,
@@ -342,9 +399,6 @@ def main():
         "step_ms_median": round(statistics.median(times_ms), 3),
         "step_ms_min": round(min(times_ms), 3),
         "step_ms_max": round(max(times_ms), 3),
-        "saved_bytes_after_forward": memory["saved_bytes_after_forward"],
-        "peak_activation_bytes": memory["peak_activation_bytes"],
-        "peak_method": memory["peak_method"],
         "predicted_peak_activation_bytes": None,
         "peak_total_bytes": None,
         "recompute_ms": 0,
@@ -352,37 +406,48 @@ def main():
         "loss_first": losses[0],
         "loss_last": losses[-1],
         "steps_timed": args.steps,
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": sum(p.numel() for p in runner.model.parameters()),
         "engine": "pytorch",
         "torch_version": torch.__version__,
         "blas": ":".join(loaded_libraries("blas")) or "none loaded",
         "blas_config": "BLAS_INFO=" + (blas_info.group(1) if blas_info else "unknown"),
         "attention": args.attention,
     }
-    if args.policy != "none":
+    record.update(memory)
+    if args.policy == "compile":
+        record["checkpoint"] = None
+        record["memory_budget"] = args.memory_budget
+    elif args.policy != "none":
         record["checkpoint"] = "torch.utils.checkpoint(%s)" % ", ".join(
             "%s=%s" % item for item in checkpoint_kwargs().items())
-    print(json.dumps(record))
+    return record
 
 
 def measure_memory(args):
-    """Saved bytes and the RSS rise of a step, in a process of its own."""
+    """Saved bytes and the RSS rise of a step, in a process of its own; under compile, also what
+    the partitioner chose."""
     malloc_ok = configure_malloc()
 
-    import torch
-
+    torch = import_torch()
     torch.set_num_threads(args.threads)
-    model, inputs, targets, loss_fn = build(torch, args)
-    runner = Runner(torch, model, inputs, targets, loss_fn)
+    partitions = None
+    if args.policy == "compile":
+        import torch_compile
+        torch_compile.require_compile(torch, args.memory_budget)
+        partitions = torch_compile.PartitionLog(torch).partitions
+    runner = build(torch, args)
     for _ in range(WARMUP_STEPS):
         runner.step()
     set_openblas_threads(args.threads)
-    return {
+    memory = {
         "saved_bytes_after_forward": runner.saved_bytes_after_forward(),
         "peak_activation_bytes": runner.peak_rss_rise(PEAK_STEPS),
         "peak_method": "rss_rise_sampled_0.5ms_max_of_%d_steps_in_a_child_process%s" % (
             PEAK_STEPS, "" if malloc_ok else "_mallopt_failed"),
     }
+    if partitions is not None:
+        memory["partitions"] = partitions
+    return memory
 
 
 if __name__ == "__main__":
