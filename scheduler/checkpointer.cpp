@@ -1,6 +1,8 @@
 // The Checkpointer; see checkpointer.h.
 #include "scheduler/checkpointer.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "engine/factory.h"
@@ -93,6 +95,7 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   settle_last_step();
   records_.clear();
   mismatch_ = false;
+  tell_plans();  // once the Checkpointer is whole again: a Python warning may be an error
   const int64_t step = report_.step + 1;
   report_ = StepReport{.step = step, .profiling = active_ == nullptr && !pool_, .policy = options_.policy,
                        .budget = options_.budget};
@@ -258,8 +261,9 @@ void Checkpointer::settle_last_step() {
     active_->graph = median_times(active_->warm_steps, active_->graph);
     // The plan being applied competes: a budget it meets is never refused
     // by a re-plan from other times, and it stays unless a faster one fits.
+    const std::vector<std::string> told = active_->plan.warnings;
     active_->plan = make_plan(active_->graph, options_, &active_->plan.tags);
-    if (options_.on_plan) options_.on_plan(active_->plan);
+    if (active_->plan.warnings != told) untold_.push_back(active_);  // said once, unless what it says changed
   }
   if (applied) return;
   if (auto it = cache_.find(graph.signature); it != cache_.end()) {
@@ -269,11 +273,17 @@ void Checkpointer::settle_last_step() {
   auto cached = std::make_shared<CachedPlan>();
   cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);
-  if (options_.on_plan) options_.on_plan(cached->plan);
+  untold_.push_back(cached);
   cached->graph = std::move(graph);
   ++plans_made_;
   cache_[cached->plan.signature] = cached;
   active_ = cached;
+}
+
+void Checkpointer::tell_plans() {
+  const std::vector<std::shared_ptr<const CachedPlan>> untold = std::exchange(untold_, {});
+  if (!options_.on_plan) return;
+  for (const auto& cached : untold) options_.on_plan(cached->plan);
 }
 
 void Checkpointer::plan_from(GraphProfile graph) {
@@ -283,12 +293,13 @@ void Checkpointer::plan_from(GraphProfile graph) {
   auto cached = std::make_shared<CachedPlan>();
   cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);  // a budget below the minimum fails here, before any step
-  if (options_.on_plan) options_.on_plan(cached->plan);
   cached->graph = std::move(graph);
   cached->frozen = true;
   ++plans_made_;
   cache_[cached->plan.signature] = cached;
   active_ = cached;
+  untold_.push_back(cached);
+  tell_plans();
 }
 
 namespace {
@@ -333,7 +344,7 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
       planned = std::make_shared<CachedPlan>();
       planned->position_at = positions(graph);
       planned->plan = make_plan(search::roofline_times(graph), options_);  // may refuse the budget
-      if (options_.on_plan) options_.on_plan(planned->plan);
+      untold_.push_back(planned);
       planned->graph = without_times(std::move(graph));
       ++plans_made_;
       cache_[planned->plan.signature] = planned;
@@ -342,8 +353,10 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
     active_ = planned;
   } catch (...) {
     restore();
+    untold_.clear();
     throw;
   }
+  tell_plans();
 }
 
 StepReport Checkpointer::report() const {

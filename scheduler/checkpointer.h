@@ -187,6 +187,10 @@ class Checkpointer final : public Tagger {
   bool fits_so_far(const CachedPlan& plan) const;
   // The step's report takes the figures of the plan it now applies.
   void report_applying(const CachedPlan& cached);
+  // PlanOptions::on_plan of each plan made since it was last called, once
+  // the Checkpointer's state is whole: the hook may throw (a Python warning
+  // taken as an error) and must leave nothing half done.
+  void tell_plans();
   // The recording context of a step: this tagger, its Profiler, its pool.
   RecordingContext step_context();
 
@@ -205,6 +209,7 @@ class Checkpointer final : public Tagger {
   std::unique_ptr<TransientPeakWatch> watch_;
   int64_t plans_made_ = 0;
   std::shared_ptr<ResidentPool> pool_;  // policy dtr: the pool its steps record into
+  std::vector<std::shared_ptr<const CachedPlan>> untold_;  // plans on_plan has not heard of yet
 };
 
 // Runs fn(inputs) in a checkpoint region (engine's CheckpointRegion): what

@@ -129,6 +129,29 @@ void check_policy(const std::string& name) { (void)policies::find(name); }
 
 bool takes_budget(const std::string& policy) { return policies::find(policy).takes_budget; }
 
+bool is_preset(const std::string& policy) { return policies::find(policy).preset; }
+
+std::vector<std::string> split_policies(const std::string& text) {
+  std::vector<std::string> out;
+  const std::vector<std::string> names = policy_names();
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string name = item.substr(0, item.find(':'));
+    const bool known = std::find(names.begin(), names.end(), name) != names.end();
+    if (!known && !out.empty() && out.back().rfind("recompute-modules:", 0) == 0) {
+      out.back() += "," + item;  // another module of the list before it
+    } else {
+      out.push_back(std::move(item));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  for (const std::string& policy : out) check_policy(policy);
+  return out;
+}
+
 std::string budget_policies() {
   std::vector<std::string> names;
   for (const policies::Policy& policy : policies::registry()) {

@@ -136,6 +136,13 @@ struct Plan {
 std::vector<std::string> policy_names();
 void check_policy(const std::string& name);  // an unknown name is an error listing the known ones
 bool takes_budget(const std::string& policy);
+// save-matmuls, every-n-blocks[:N], recompute-modules:...: the presets of
+// other tools (policies/presets.cpp), which plan without a budget too.
+bool is_preset(const std::string& policy);
+// `text` ("blocks,every-n-blocks:2,recompute-modules:attn,mlp") split into
+// policies at the commas that begin a policy's name: a recompute-modules
+// list keeps its own commas. Unknown names are errors (check_policy).
+std::vector<std::string> split_policies(const std::string& text);
 // The policies that take a budget, as a phrase for errors ("cost, chain, milp, auto and dtr").
 std::string budget_policies();
 // "rehearse" or "profile" (PlanOptions::first_step); anything else is an error naming it.

@@ -5,7 +5,8 @@
 // (policies/presets.cpp) pick nodes.
 //
 //   names_node("gelu", node)              // an op: every GELU
-//   names_node("h.*.attn/*", node)        // every op recorded in a block's attn
+//   names_node("h.*.attn/*", node)        // every op recorded in a block's attn itself
+//   names_node("h.*.attn*/*", node)       // ... and in its children (c_attn, c_proj)
 //   names_node("h.3.mlp.c_fc/affine", node)
 //   nodes_named(graph, "h.*.atn/*", "must-recompute")  // error: names no node;
 //                                                       // nearest: h.0.attn/softmax, ...

@@ -13,8 +13,6 @@
 namespace remat::tools {
 namespace {
 
-// The plan, before the rows: one JSON line, a CSV header, or the table's
-// summary lines and header.
 // The table's name column: as wide as the longest name.
 size_t name_width(const scheduler::GraphProfile& graph) {
   size_t width = 4;
@@ -22,6 +20,8 @@ size_t name_width(const scheduler::GraphProfile& graph) {
   return width;
 }
 
+// The plan, before the rows: one JSON line, a CSV header, or the table's
+// summary lines and header.
 void print_plan(const scheduler::GraphProfile& graph, const scheduler::Plan& plan, const std::string& format) {
   if (format == "json") {  // the plan first, then one line per node
     fmt::print("{}\n", nlohmann::json{{"policy", plan.policy}, {"budget", plan.budget ? nlohmann::json(*plan.budget)
@@ -101,7 +101,8 @@ void run_explain(const train::WorkloadOptions& options, const std::string& forma
   const auto [graph, plan] = train::plan_workload(options);
   if (!options.save_profile_path.empty()) scheduler::save_profile(graph, options.save_profile_path);
   print_plan(graph, plan, format);
-  for (const scheduler::NodeProfile& n : graph.nodes) print_node(n, plan, format, name_width(graph));
+  const size_t width = name_width(graph);
+  for (const scheduler::NodeProfile& n : graph.nodes) print_node(n, plan, format, width);
 }
 
 class ExplainCommand : public Command {

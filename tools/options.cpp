@@ -56,7 +56,8 @@ void add_plan_options(CLI::App* command, train::WorkloadOptions& options, std::s
   command->add_option("--must-keep", options.overrides.must_keep, "nodes every plan keeps: ops (gelu) or globs over "
                       "node names (h.*.mlp.c_fc/*; `remat explain` lists them)")->delimiter(',');
   command->add_option("--must-recompute", options.overrides.must_recompute,
-                      "nodes every plan replays: ops (layer_norm) or node-name globs (h.*.attn/*)")->delimiter(',');
+                      "nodes every plan replays: ops (layer_norm) or node-name globs (h.*.attn/* for attention's own ops, "
+                      "h.*.attn*/* with its projections)")->delimiter(',');
   command->add_option("--prefer-keep", options.overrides.prefer_keep, "nodes kept unless the budget then fails: ops "
                       "or node-name globs")->delimiter(',');
   command->add_option("--prefer-recompute", options.overrides.prefer_recompute, "nodes replayed unless the budget "

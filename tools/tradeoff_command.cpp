@@ -16,6 +16,7 @@
 
 #include "engine/error.h"
 #include "scheduler/dot.h"
+#include "scheduler/plan.h"
 #include "tools/command.h"
 #include "train/batch_sweep.h"
 #include "train/parse.h"
@@ -214,8 +215,9 @@ class TradeoffCommand : public Command {
     tradeoff_->add_option("--warmup", options_.warmup, "untimed steps first per run (at least 1)")
         ->capture_default_str();
     tradeoff_->add_option("--seed", seed_, "seed of weights and batch (0)");
-    tradeoff_->add_option("--policies", options_.policies, "policies swept after keep-all, e.g. "
-                          "blocks,sqrt,cost,chain,milp,auto,dtr")->delimiter(',')->capture_default_str();
+    tradeoff_->add_option("--policies", policies_, "policies swept after keep-all, e.g. "
+                          "blocks,sqrt,cost,chain,milp,auto,dtr,every-n-blocks:2,recompute-modules:attn,mlp "
+                          "(blocks,sqrt,cost,chain,milp,auto,dtr)");
     CLI::Option* budgets = tradeoff_->add_option("--budgets", fractions_, "budgets of the policies that take one, as "
                                                  "shares of keep-all's peak: 25%,50% or 0.25,0.5 "
                                                  "(25%,35%,50%,60%,75%,90%)");
@@ -236,6 +238,7 @@ class TradeoffCommand : public Command {
   void run() override {
     if (!seed_.empty()) options_.seed = parse_seed(seed_, "tradeoff --seed");
     finish_model_spec(tradeoff_, options_.model, model_);
+    if (!policies_.empty()) options_.policies = scheduler::split_policies(policies_);
     if (!memory_limit_.empty() || !batch_sizes_.empty()) return run_batches(batch_options(), out_dir_);
     if (!fractions_.empty()) options_.budget_fractions = parse_fractions(fractions_);
     run_tradeoff(options_, out_dir_);
@@ -263,6 +266,7 @@ class TradeoffCommand : public Command {
 
  private:
   CLI::App* tradeoff_ = nullptr;
+  std::string policies_;  // split by scheduler::split_policies: a module list keeps its commas
   train::TradeoffOptions options_;
   std::string fractions_, out_dir_, seed_, memory_limit_, batch_sizes_;
   ModelFlags model_;

@@ -186,7 +186,8 @@ std::string batch_csv(const BatchSweep& sweep) {
     std::optional<double> predicted;
     if (r && r->predicted_peak_activation_bytes) predicted = mib(*r->predicted_peak_activation_bytes);
     out += fmt::format(
-        "{},{},{},{:.2f},{},{:.3f},{:d},{},{},{},{},{},{},{},{:d},{}\n", sweep.model, row.batch_size, row.policy,
+        "{},{},{},{:.2f},{},{:.3f},{:d},{},{},{},{},{},{},{},{:d},{}\n", sweep.model, row.batch_size,
+        row.policy.find(',') == std::string::npos ? row.policy : quoted(row.policy),  // recompute-modules:a,b
         mib(sweep.memory_limit), cell(row.budget ? std::optional(mib(*row.budget)) : std::nullopt, "{:.2f}"),
         mib(row.resident_bytes), row.fits, cell(measured([](auto& x) { return mib(x.peak_total_bytes); }), "{:.3f}"),
         cell(measured([](auto& x) { return mib(x.peak_activation_bytes); }), "{:.3f}"),

@@ -52,7 +52,8 @@ void check_options(const TradeoffOptions& options) {
 // Keep-all runs first, and chain, milp and dtr need a budget to mean
 // anything: the others run once without one too.
 bool runs_without_budget(const std::string& policy) {
-  return policy != "none" && (!scheduler::takes_budget(policy) || policy == "cost" || policy == "auto");
+  return policy != "none" && (!scheduler::takes_budget(policy) || policy == "cost" || policy == "auto" ||
+                              scheduler::is_preset(policy));
 }
 
 std::string describe(const WorkloadOptions& run, std::optional<double> fraction) {
@@ -233,7 +234,9 @@ std::string tradeoff_csv(const std::vector<TradeoffRow>& rows) {
     const std::optional<double> budget = r.budget ? std::optional(mib(*r.budget)) : std::nullopt;
     const std::optional<double> predicted =
         r.predicted_peak_activation_bytes ? std::optional(mib(*r.predicted_peak_activation_bytes)) : std::nullopt;
-    out += fmt::format("{},remat,{},{},{:.3f},{},{:.3f},{:.4f},{:.3f},{:.3f},{},{},{:.1f}\n", r.workload, r.policy,
+    // A recompute-modules list has commas: that field is quoted (CSV's rule).
+    const std::string policy = r.policy.find(',') == std::string::npos ? r.policy : "\"" + r.policy + "\"";
+    out += fmt::format("{},remat,{},{},{:.3f},{},{:.3f},{:.4f},{:.3f},{:.3f},{},{},{:.1f}\n", r.workload, policy,
                        cell(budget, "{:.2f}"), mib(r.peak_activation_bytes), cell(predicted, "{:.3f}"),
                        r.step_ms_median, row.time_vs_keep_all, r.recompute_ms, mib(r.saved_bytes_after_forward),
                        r.replayed_nodes, r.chosen_by, r.planning_ms);

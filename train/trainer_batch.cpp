@@ -108,10 +108,13 @@ void Trainer::find_batch_size() {
         scheduler::PlanOptions plan = *model_.checkpointing_options();
         plan.budget = fit.budget;
         model_.gradient_checkpointing_disable();
-        model_.gradient_checkpointing_enable(plan);
-        args_.gradient_checkpointing_kwargs.budget = fit.budget;
+        model_.gradient_checkpointing_enable(plan);  // the user's kwargs stay as given: the budget is derived
       }
-      batch_fit_ = fit;
+      // The first step is checked against the prediction only where it runs
+      // the predicted plan: not a profiling first step (run under blocks),
+      // nor dtr (its prediction is its budget, which a step may exceed).
+      const scheduler::PlanOptions* plan = model_.checkpointing_options();
+      if (!plan || (plan->first_step != "profile" && plan->policy != "dtr")) batch_fit_ = fit;
       return;
     }
     say(fmt::format("batch {} does not fit memory_limit {:.2f} MiB: {}", batch, mib(limit),

@@ -6,6 +6,7 @@ rehearsal, and bad tags, policies and categories are errors that name them."""
 import json
 import os
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -295,6 +296,20 @@ def test_node_names_are_the_command_lines_and_a_plan_that_changes_nothing_warns(
     plan = scheduler.checkpointing_plan(model)
     gelu = names.index("transformer.h.0.mlp/gelu")
     assert plan.tags[gelu] == "keep" and "prefer-keep" in plan.reasons[gelu]
+
+
+def test_a_plan_warning_taken_as_an_error_leaves_the_model_trainable():
+    ids, targets = remat.randint(32, [4, 16], seed=1), remat.randint(32, [4, 16], seed=2)
+    model = remat.nn.GPT(vocab_size=32, block_size=16, n_layer=1, n_head=2, n_embd=16, seed=4)
+    model.gradient_checkpointing_enable(policy="chain")  # no budget: keeps everything, and says so
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="policy chain drops none"):
+            for _ in range(3):
+                model(ids, targets)[1].backward()
+        for _ in range(3):  # the plan was made and kept: told once, the steps go on
+            model(ids, targets)[1].backward()
+    assert scheduler.checkpointing_plan(model).policy == "chain"
 
 
 def test_closing_a_scope_under_one_opened_inside_it_is_an_error_until_the_inner_one_closes():

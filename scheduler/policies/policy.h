@@ -63,7 +63,8 @@ struct Policy {
   // What it takes after a colon, for messages ("N", "modules"), or "" for
   // nothing; whether it must be given (without a budget).
   std::string_view argument = "";
-  bool argument_required = false;
+  bool argument_required = false;  // an error without it, whatever the budget
+  bool preset = false;             // one of presets.cpp's
 };
 
 const std::vector<Policy>& registry();

@@ -91,6 +91,7 @@ bool in_module(std::string_view item, const NodeProfile& node) {
 // Per node: named by one of the comma-separated `items`; an item naming
 // no node is an error listing the nearest module names.
 std::vector<bool> named_by_modules(const Context& c, std::string_view items) {
+  const std::string_view request_items = items;
   std::vector<bool> named(c.graph.size(), false);
   std::vector<std::string> modules;  // every component, for the error
   for (const NodeProfile& node : c.graph.nodes) {
@@ -101,9 +102,11 @@ std::vector<bool> named_by_modules(const Context& c, std::string_view items) {
   while (true) {
     const size_t comma = items.find(',');
     const std::string_view item = items.substr(0, comma);
+    REMAT_CHECK(!item.empty(), "policy recompute-modules:{}: an empty item in the list (modules by name or glob, "
+                "comma-separated: recompute-modules:attn,mlp,norm)", request_items);
     bool any = false;
     for (const NodeProfile& node : c.graph.nodes) {
-      if (!item.empty() && in_module(item, node)) named[node.position] = any = true;
+      if (in_module(item, node)) named[node.position] = any = true;
     }
     REMAT_CHECK(any, "policy recompute-modules: '{}' names no module of this graph; nearest: {} (modules by name or "
                 "glob, comma-separated: recompute-modules:attn,mlp,norm)", item,

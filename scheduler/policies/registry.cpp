@@ -15,16 +15,18 @@ const std::vector<Policy>& registry() {
       {"cost", "drop what is cheapest to rebuild per byte", true, &plan_cost},
       {"chain", "the optimum of a chain-of-stages model, checked by the simulator (Beaumont et al.)", true,
        &plan_chain},
-      {"milp", "the optimum over every tag, a mixed-integer program (CBC, time limit)", true, &plan_milp},
+      {"milp", "the optimum over every tag (repeated blocks decided once), a mixed-integer program (CBC, time limit)",
+       true, &plan_milp},
       {"auto", "the fastest fitting plan of cost, chain, blocks, sqrt and the least-memory search", true,
        &plan_auto},
       {"custom", "the caller's own rule: a tag per node from the profile (PlanOptions::custom)", true, &plan_custom},
       {"save-matmuls", "keep compute-bound outputs, replay the rest (torchtitan's op-level selective checkpointing)",
-       true, &plan_save_matmuls},
+       true, &plan_save_matmuls, "", false, true},
+      // N may be left to a budget: the largest that fits.
       {"every-n-blocks", "replay every N-th block from its input, keep the others (transformers' every_n_layers)",
-       true, &plan_every_n_blocks, "N", true},
+       true, &plan_every_n_blocks, "N", false, true},
       {"recompute-modules", "replay the named modules, e.g. attn,mlp,norm (Megatron's --recompute-modules)", true,
-       &plan_recompute_modules, "modules", true},
+       &plan_recompute_modules, "modules", true, true},
       // No plan: eviction at run time within the budget (dtr.h); the
       // Checkpointer runs it, make_plan refuses it.
       {"dtr", "evict at run time within the budget (Kirisame et al. 2021)", true, nullptr},
@@ -44,6 +46,8 @@ const Policy& find(const std::string& text) {
   if (found != policies.end()) {
     REMAT_CHECK(!found->argument.empty() || text.find(':') == std::string::npos, "recompute policy '{}': {} takes "
                 "nothing after a colon", text, name);
+    REMAT_CHECK(!found->argument_required || !argument_of(text).empty(), "recompute policy '{}' needs its {} after "
+                "a colon ({}:attn,mlp,norm)", text, found->argument, name);
     return *found;
   }
   std::vector<std::string> names;
@@ -52,8 +56,8 @@ const Policy& find(const std::string& text) {
   }
   if (name == "optimal") {
     REMAT_FAIL("recompute policy 'optimal' is gone: it was the fastest of a pool of plans, now policy 'auto' "
-               "(which names the plan it chose); the exact optimum over a chain of stages is 'chain', over the "
-               "whole graph 'milp' (available: {})", fmt::join(names, ", "));
+               "(which names the plan it chose); the exact optimum over a chain of stages is 'chain', over every "
+               "tag 'milp' (available: {})", fmt::join(names, ", "));
   }
   REMAT_FAIL("unknown recompute policy '{}' (available: {})", text, fmt::join(names, ", "));
 }

@@ -162,8 +162,8 @@ TEST(Plan, UserRulesBindEveryPolicy) {
   const int64_t budget = std::max(kept.minimum_budget_bytes,
                                   (kept.minimum_budget_bytes + kept.predicted.peak_bytes) / 2);
   for (const std::string& policy : policy_names()) {
-    if (!takes_budget(policy) || policy == "dtr") continue;
     PlanOptions options = testing::options_of(policy);
+    if (!takes_budget(options.policy) || policy == "dtr") continue;
     options.budget = budget;
     options.overrides = rules;
     const Plan plan = make_plan(all.graph, options);

@@ -119,6 +119,8 @@ TEST(Presets, APresetThatNamesNothingIsAnErrorThatSaysWhat) {
   const std::string typo = testing::error_of([&] { make_plan(graph, {.policy = "recompute-modules:atn,mlp"}); });
   EXPECT_TRUE(testing::contains(typo, "'atn' names no module")) << typo;
   EXPECT_TRUE(testing::contains(typo, "nearest: attn")) << typo;
+  const std::string empty = testing::error_of([&] { make_plan(graph, {.policy = "recompute-modules:attn,"}); });
+  EXPECT_TRUE(testing::contains(empty, "an empty item")) << empty;
   const std::string zero = testing::error_of([&] { make_plan(graph, {.policy = "every-n-blocks:0"}); });
   EXPECT_TRUE(testing::contains(zero, "every-n-blocks:0")) << zero;
   const std::string none = testing::error_of([&] { make_plan(graph, {.policy = "every-n-blocks"}); });
@@ -128,6 +130,17 @@ TEST(Presets, APresetThatNamesNothingIsAnErrorThatSaysWhat) {
   const Step mlp_step = run(mlp(), {.policy = "none"});
   const std::string blockless = testing::error_of([&] { make_plan(mlp_step.graph, {.policy = "every-n-blocks:2"}); });
   EXPECT_TRUE(testing::contains(blockless, "no blocks")) << blockless;
+}
+
+TEST(Presets, AListOfPoliciesKeepsAModuleListsCommasAndChecksEachPolicy) {
+  EXPECT_EQ(split_policies("blocks,recompute-modules:attn,mlp,every-n-blocks:2,cost"),
+            (std::vector<std::string>{"blocks", "recompute-modules:attn,mlp", "every-n-blocks:2", "cost"}));
+  const std::string unknown = testing::error_of([] { split_policies("blocks,atn"); });
+  EXPECT_TRUE(testing::contains(unknown, "unknown recompute policy 'atn'")) << unknown;
+  const std::string bare = testing::error_of([] { split_policies("cost,recompute-modules"); });
+  EXPECT_TRUE(testing::contains(bare, "needs its modules")) << bare;
+  EXPECT_TRUE(is_preset("every-n-blocks:2"));
+  EXPECT_FALSE(is_preset("cost"));
 }
 
 }  // namespace
