@@ -78,7 +78,8 @@ class Module {
   // The dotted path from the outermost module this one was registered
   // under, as its parameters are named ("transformer.h.3.mlp"); "" for a
   // module registered under none. A module registered twice keeps its
-  // first path.
+  // first path, and "" once that first parent is gone (its nodes are then
+  // named as the outermost forward's: "/op").
   std::string path() const;
 
   // Sets training mode on this module and every descendant.
