@@ -59,9 +59,6 @@ struct Overrides {
   std::vector<std::string> must_recompute;
   std::vector<std::string> prefer_keep;
   std::vector<std::string> prefer_recompute;
-  bool empty() const {
-    return must_keep.empty() && must_recompute.empty() && prefer_keep.empty() && prefer_recompute.empty();
-  }
 };
 
 // Policy "custom": the caller's own rule, one tag per node of the profiled

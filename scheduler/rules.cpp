@@ -2,6 +2,7 @@
 #include "scheduler/rules.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -50,6 +51,18 @@ size_t glob_distance(std::string_view pattern, std::string_view text) {
   return row.back();
 }
 
+// The `count` nearest of `candidates` by `distance` (nearest first, ties in
+// their order).
+std::vector<std::string> nearest_by(const std::vector<std::string>& candidates, size_t count,
+                                    const std::function<size_t(const std::string&)>& distance) {
+  std::vector<std::pair<size_t, size_t>> ranked;  // (distance, index)
+  for (size_t i = 0; i < candidates.size(); ++i) ranked.emplace_back(distance(candidates[i]), i);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < ranked.size() && i < count; ++i) out.push_back(candidates[ranked[i].second]);
+  return out;
+}
+
 }  // namespace
 
 bool glob_match(std::string_view pattern, std::string_view text) {
@@ -82,31 +95,22 @@ bool names_node(std::string_view rule, const NodeProfile& node) {
 
 std::vector<std::string> nearest_names(const GraphProfile& graph, std::string_view text, size_t count) {
   const bool by_name = text.find('/') != std::string_view::npos;
-  std::vector<std::string> seen;
-  std::vector<std::pair<size_t, size_t>> ranked;  // (distance, index into seen)
+  std::vector<std::string> candidates;  // each name (or op) once, in graph order
   for (const NodeProfile& node : graph.nodes) {
     const std::string& candidate = by_name ? node.name : node.op;
-    if (std::find(seen.begin(), seen.end(), candidate) != seen.end()) continue;
+    if (std::find(candidates.begin(), candidates.end(), candidate) == candidates.end()) candidates.push_back(candidate);
+  }
+  return nearest_by(candidates, count, [&](const std::string& candidate) {
     size_t distance = std::numeric_limits<size_t>::max();
     for (std::string_view tail : by_name ? tails(candidate) : std::vector<std::string_view>{candidate}) {
       distance = std::min(distance, glob_distance(text, tail));
     }
-    ranked.emplace_back(distance, seen.size());
-    seen.push_back(candidate);
-  }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::string> out;
-  for (size_t i = 0; i < ranked.size() && i < count; ++i) out.push_back(seen[ranked[i].second]);
-  return out;
+    return distance;
+  });
 }
 
 std::vector<std::string> nearest_of(const std::vector<std::string>& candidates, std::string_view text, size_t count) {
-  std::vector<std::pair<size_t, size_t>> ranked;  // (distance, index)
-  for (size_t i = 0; i < candidates.size(); ++i) ranked.emplace_back(glob_distance(text, candidates[i]), i);
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::string> out;
-  for (size_t i = 0; i < ranked.size() && i < count; ++i) out.push_back(candidates[ranked[i].second]);
-  return out;
+  return nearest_by(candidates, count, [&](const std::string& candidate) { return glob_distance(text, candidate); });
 }
 
 std::vector<int64_t> nodes_named(const GraphProfile& graph, std::string_view rule, std::string_view kind) {
