@@ -68,11 +68,19 @@ using CustomPolicy = std::function<std::vector<Tag>(const GraphProfile& graph)>;
 
 struct Plan;
 
+// How long milp searches by default (PlanOptions::solver_time_limit_s): it
+// starts from the other policies' plans and, where blocks repeat, from
+// blocks planned apart (policies/milp_blocks.h), which on GPT-2's graph
+// find in a second or two what the search would prove in 40 s (Note
+// [Blocks planned apart]); the rest of the time buys its bound. Ask for
+// more to prove more.
+inline constexpr double kSolverTimeLimitS = 5;
+
 struct PlanOptions {
   std::string policy = "none";
   std::optional<int64_t> budget;  // peak activation bytes over a step
   Overrides overrides;
-  double solver_time_limit_s = 60;  // milp's
+  double solver_time_limit_s = kSolverTimeLimitS;  // milp's, its whole search
   CustomPolicy custom;  // policy "custom" only
   // How a training loop gets the first plan of a graph (Note [The first
   // step] in scheduler/checkpointer.h): "rehearse" plans it from a
@@ -97,8 +105,13 @@ struct SolverReport {
   std::string note;          // "" unless CBC failed once and was tried again (policies/cbc.h): how and why
   // The plans the bound is over: "every tag", or the plans whose repeated
   // blocks share their first twin's tags (policies/milp.cpp, Note [Repeated
-  // blocks solved once]), with the plans of the other policies it started from.
+  // blocks solved once]), with the plans it started from: the other
+  // policies' and those of blocks planned apart (policies/milp_blocks.h).
   std::string space = "every tag";
+  // Where the plan came from: "the program" (CBC found it), or the origin
+  // of the plan the search started from and found nothing faster than
+  // ("cost: greedy ...", "milp: blocks planned apart, ...").
+  std::string found_by = "the program";
 };
 
 struct Plan {

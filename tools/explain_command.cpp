@@ -55,8 +55,8 @@ void print_plan(const scheduler::GraphProfile& graph, const scheduler::Plan& pla
     if (plan.solver) {
       const scheduler::SolverReport& r = *plan.solver;
       fmt::print("solver (CBC): {}; objective {:.3f} ms of recompute, bound {:.3f} ms, gap {:.2f}% (over {}), {:.2f} "
-                 "s, {} variables, {} constraints, {} solves\n", r.status, r.objective_ms, r.bound_ms, 100 * r.gap,
-                 r.space, r.solve_seconds, r.variables, r.constraints, r.solves);
+                 "s, {} variables, {} constraints, {} solves; its plan from {}\n", r.status, r.objective_ms, r.bound_ms,
+                 100 * r.gap, r.space, r.solve_seconds, r.variables, r.constraints, r.solves, r.found_by);
     }
     fmt::print("{:>5} {:<{}} {:<18} {:>10} {:>9} {:>8} {:>8} {:>9} {:<9} {}\n", "pos", "name", name_width(graph),
                "output", "MiB", "MFLOP", "ms", "replay", "ms/MiB", "decision", "reason");

@@ -62,8 +62,8 @@ void add_plan_options(CLI::App* command, train::WorkloadOptions& options, std::s
                       "or node-name globs")->delimiter(',');
   command->add_option("--prefer-recompute", options.overrides.prefer_recompute, "nodes replayed unless the budget "
                       "then fails: ops or node-name globs")->delimiter(',');
-  command->add_option("--solver-time-limit", options.solver_time_limit_s, "milp: seconds per plan for CBC (the best "
-                      "plan found by then, with its bound and gap)")
+  command->add_option("--solver-time-limit", options.solver_time_limit_s, "milp: seconds for its search per plan "
+                      "(the best plan found by then, with its bound and gap)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
 }

@@ -222,7 +222,7 @@ class TradeoffCommand : public Command {
                                                  "shares of keep-all's peak: 25%,50% or 0.25,0.5 "
                                                  "(25%,35%,50%,60%,75%,90%)");
     tradeoff_->add_option("--fractions", fractions_, "the same as --budgets (its older name)")->excludes(budgets);
-    tradeoff_->add_option("--solver-time-limit", options_.solver_time_limit_s, "milp: seconds per plan for CBC")
+    tradeoff_->add_option("--solver-time-limit", options_.solver_time_limit_s, "milp: seconds for its search per plan")
         ->capture_default_str()->check(CLI::Range(0.001, 86400.0));
     tradeoff_->add_option("--profile", options_.profile_path, "plan every run from this saved profile (JSON, "
                           "from bench or explain --save-profile): the same plans on every sweep");

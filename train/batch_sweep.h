@@ -42,7 +42,7 @@ struct BatchSweepOptions {
   int steps = 3;   // timed steps per run (samples/s from their median)
   int warmup = 1;  // untimed steps first; at least 1
   uint64_t seed = 0;
-  double solver_time_limit_s = 60;  // milp's, per plan
+  double solver_time_limit_s = scheduler::kSolverTimeLimitS;  // milp's, per plan
   // One line before each run and one after it ("[3/16] ..."); may be empty.
   std::function<void(const std::string& line)> progress;
 };

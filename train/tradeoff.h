@@ -51,7 +51,7 @@ struct TradeoffOptions {
   std::string profile_path;
   // A model of the user's instead of `workload` (train/workload.h).
   ModelSpec model;
-  double solver_time_limit_s = 60;  // milp's, per plan
+  double solver_time_limit_s = scheduler::kSolverTimeLimitS;  // milp's, per plan
   // One line before each run and one after it ("[3/16] ..."); may be empty.
   std::function<void(const std::string& line)> progress;
 };

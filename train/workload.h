@@ -49,7 +49,7 @@ struct WorkloadOptions {
   // profile where one is given, else from a short run under policy none).
   std::optional<double> budget_fraction;
   scheduler::Overrides overrides;  // ops always kept / always replayed
-  double solver_time_limit_s = 60;  // milp's, per plan (scheduler::PlanOptions)
+  double solver_time_limit_s = scheduler::kSolverTimeLimitS;  // milp's, per plan (scheduler::PlanOptions)
   // The first step planned from a rehearsal ("rehearse"), or run under
   // blocks and measured ("profile"): scheduler::PlanOptions::first_step.
   std::string first_step = "rehearse";

@@ -38,7 +38,8 @@ std::string describe(const ModelSpec& spec, const std::string& preset) {
 nlohmann::ordered_json solver_json(const scheduler::SolverReport& r) {
   return {{"status", r.status},     {"objective_ms", r.objective_ms}, {"bound_ms", r.bound_ms},
           {"gap", r.gap},           {"solve_seconds", r.solve_seconds}, {"variables", r.variables},
-          {"constraints", r.constraints}, {"solves", r.solves}, {"note", r.note}, {"space", r.space}};
+          {"constraints", r.constraints}, {"solves", r.solves}, {"note", r.note}, {"space", r.space},
+          {"found_by", r.found_by}};
 }
 
 nlohmann::ordered_json WorkloadReport::to_json() const {

@@ -13,10 +13,12 @@
 namespace remat::scheduler {
 namespace {
 
-// Where a choice's groups start and end: [first, last] stage, kept or not.
+// Where a choice's groups start and end: [first, last] stage, kept,
+// replayed or planned by one of the first stage's options.
 struct Group {
   size_t first, last;
   bool replayed;
+  int option = -1;
 };
 
 std::vector<Group> groups_of(const ChainChoice& choice) {
@@ -26,15 +28,21 @@ std::vector<Group> groups_of(const ChainChoice& choice) {
       groups.push_back({s, s, false});
       continue;
     }
+    const bool option = choice[s] >= kOption;
+    const int on = option ? kOptionOn : kReplayedOn;
     size_t last = s;
-    while (last + 1 < choice.size() && choice[last] == kReplayedOn) ++last;
-    groups.push_back({s, last, true});
+    if (option || choice[s] == kReplayedOn) {
+      while (last + 1 < choice.size() && choice[last + 1] == on) ++last;
+    }
+    if (!option && choice[s] == kReplayedOn && last + 1 < choice.size()) ++last;  // its kReplayedToHere
+    groups.push_back({s, last, !option, option ? choice[s] - kOption : -1});
     s = last;
   }
   return groups;
 }
 
 const StageCost& cost_of(const ChainModel& model, const Group& g) {
+  if (g.option >= 0) return model.options[g.first][static_cast<size_t>(g.option)].cost;
   return g.replayed ? model.replay[g.first][g.last - g.first] : model.keep[g.first];
 }
 
@@ -88,6 +96,8 @@ States final_states(const ChainModel& model, int64_t budget) {
       };
       extend({b, b, false});
       for (size_t last = b; last < n; ++last) extend({b, last, true});
+      const std::vector<StageOption>& options = model.options_at(b);
+      for (size_t k = 0; k < options.size(); ++k) extend({b, options[k].last, false, static_cast<int>(k)});
     }
   }
   return pareto(std::move(at[n]));
@@ -96,9 +106,14 @@ States final_states(const ChainModel& model, int64_t budget) {
 ChainChoice choice_of(const State* state, size_t n) {
   ChainChoice choice(n, kKept);
   for (const State* s = state; s->parent; s = s->parent.get()) {
-    if (!s->group.replayed) continue;
-    for (size_t i = s->group.first; i < s->group.last; ++i) choice[i] = kReplayedOn;
-    choice[s->group.last] = kReplayedToHere;
+    const Group& g = s->group;
+    if (g.option >= 0) {
+      choice[g.first] = kOption + g.option;
+      for (size_t i = g.first + 1; i <= g.last; ++i) choice[i] = kOptionOn;
+    } else if (g.replayed) {
+      for (size_t i = g.first; i < g.last; ++i) choice[i] = kReplayedOn;
+      choice[g.last] = kReplayedToHere;
+    }
   }
   return choice;
 }
@@ -106,11 +121,24 @@ ChainChoice choice_of(const State* state, size_t n) {
 }  // namespace
 
 bool valid(const ChainModel& model, const ChainChoice& choice) {
-  if (choice.size() != model.size() || (!choice.empty() && choice.back() == kReplayedOn)) return false;
-  for (size_t s = 0; s < choice.size(); ++s) {
-    if (choice[s] < kKept || choice[s] > kReplayedOn) return false;
-    // A group goes on into a replayed stage, never into a kept one.
-    if (s > 0 && choice[s - 1] == kReplayedOn && choice[s] == kKept) return false;
+  const size_t n = model.size();
+  if (choice.size() != n) return false;
+  for (size_t s = 0; s < n; ++s) {
+    const int mode = choice[s];
+    if (mode == kKept) continue;
+    if (mode == kReplayedOn || mode == kReplayedToHere) {  // kReplayedOn... then kReplayedToHere
+      while (s < n && choice[s] == kReplayedOn) ++s;
+      if (s == n || choice[s] != kReplayedToHere) return false;
+      continue;
+    }
+    const std::vector<StageOption>& options = model.options_at(s);
+    if (mode < kOption || static_cast<size_t>(mode - kOption) >= options.size()) return false;
+    const size_t last = options[static_cast<size_t>(mode - kOption)].last;
+    if (last < s || last >= n) return false;
+    for (size_t t = s + 1; t <= last; ++t) {
+      if (choice[t] != kOptionOn) return false;
+    }
+    s = last;
   }
   return true;
 }
@@ -140,8 +168,8 @@ std::optional<ChainChoice> solve_chain(const ChainModel& model, int64_t budget) 
   return choice_of(best->get(), model.size());
 }
 
-std::vector<ChainChoice> chain_front(const ChainModel& model) {
-  States states = final_states(model, std::numeric_limits<int64_t>::max());
+std::vector<ChainChoice> chain_front(const ChainModel& model, int64_t max_peak) {
+  States states = final_states(model, max_peak);
   std::sort(states.begin(), states.end(), [](const auto& a, const auto& b) {
     return a->peak != b->peak ? a->peak < b->peak : a->ms < b->ms;
   });
@@ -171,29 +199,24 @@ std::optional<ChainChoice> solve_chain_exhaustive(const ChainModel& model, int64
         best_peak = peak;
       }
     }
+    auto last_mode = [&](size_t i) { return kOption + static_cast<int>(model.options_at(i).size()) - 1; };
     size_t i = 0;
-    while (i < n && ++choice[i] > kReplayedOn) choice[i++] = kKept;
+    while (i < n && ++choice[i] > std::max<int>(kOptionOn, last_mode(i))) choice[i++] = kKept;
     if (i == n) break;
   }
   return best;
 }
 
 namespace policies {
-namespace {
 
 using search::Candidate;
 using search::Context;
 
-// The graph as a chain: its stages (first, last position) and their model.
-struct Chain {
-  std::vector<std::pair<int64_t, int64_t>> stages;
-  ChainModel model;
-};
-
 // Tags of a choice: every decidable value of a replayed group dropped but
 // the group's last output; the values no backward reads settled within
 // their group (a replay never reaches into the stage before its group, so
-// that a group's simulation holds all it costs).
+// that a group's simulation holds all it costs). An option's group is
+// kept: its tags are its owner's (milp_blocks.cpp).
 std::vector<Tag> tags_of(const Context& c, const Chain& chain, const ChainChoice& choice) {
   std::vector<Tag> tags = search::all(c, Tag::Keep);
   std::vector<bool> inside(c.graph.size(), false);
@@ -210,8 +233,6 @@ std::vector<Tag> tags_of(const Context& c, const Chain& chain, const ChainChoice
   return tags;
 }
 
-// One group's costs, read off the simulation of a plan that differs from
-// keep-all in that group alone.
 StageCost group_cost(const Chain& chain, const Simulation& sim, size_t first, size_t last) {
   const int64_t a = chain.stages[first].first, b = chain.stages[last].second;
   const int64_t level = sim.level_before_forward[a];
@@ -249,14 +270,19 @@ Chain chain_of(const Context& c) {
 }
 
 std::string describe(const ChainChoice& choice) {
-  std::string groups;
+  std::string groups, options;
   for (const Group& g : groups_of(choice)) {
-    if (!g.replayed) continue;
-    if (!groups.empty()) groups += ", ";
-    groups += g.first == g.last ? fmt::format("{}", g.first) : fmt::format("{}-{}", g.first, g.last);
+    std::string& list = g.replayed ? groups : options;
+    if (!g.replayed && g.option < 0) continue;
+    if (!list.empty()) list += ", ";
+    list += g.first == g.last ? fmt::format("{}", g.first) : fmt::format("{}-{}", g.first, g.last);
+    if (g.option >= 0) list += fmt::format(" ({})", g.option + 1);
   }
-  return fmt::format("chain of {} stages, replaying {}", choice.size(), groups.empty() ? "none" : groups);
+  return fmt::format("chain of {} stages, replaying {}{}", choice.size(), groups.empty() ? "none" : groups,
+                     options.empty() ? "" : ", planned apart " + options);
 }
+
+namespace {
 
 // Every plan of the model's front, simulated.
 std::vector<Candidate> front_plans(const Context& c, const Chain& chain) {

@@ -18,6 +18,7 @@
 
 #include "engine/error.h"
 #include "scheduler/policies/cbc.h"
+#include "scheduler/policies/milp_blocks.h"
 #include "scheduler/policies/milp_formulation.h"
 #include "scheduler/policies/policy.h"
 #include "scheduler/repeated_blocks.h"
@@ -45,7 +46,11 @@ namespace remat::scheduler {
 // policies' plans the search starts from (checked first, they may win);
 // SolverReport::space says so. Where a whole-graph solve finishes, the
 // tied plan is never faster, and may be dearer (a GPT of 3 blocks at 90%
-// of keep-all's peak: tests/scheduler/milp_blocks_test.cpp).
+// of keep-all's peak: tests/scheduler/milp_blocks_test.cpp); so the search
+// also starts from blocks planned apart (Note [Blocks planned apart] in
+// milp_blocks.cpp), whose blocks need not share their tags, and which find
+// that GPT's whole-graph optimum. `milp:whole` solves the whole graph's
+// program, untied.
 
 namespace {
 
@@ -59,7 +64,7 @@ class Incumbent {
  public:
   Incumbent(const search::Context& c, const Formulation& f, int64_t target) : c_(c), f_(f), target_(target) {}
 
-  void check(const std::vector<Tag>& tags) {
+  void check(const std::vector<Tag>& tags, const std::string& origin = "the program") {
     const std::vector<int>& decision = f_.decision_columns();
     std::vector<bool> key;
     for (size_t i = 0; i < decision.size(); ++i) key.push_back(tags[f_.taggable_nodes()[i]] == Tag::Recompute);
@@ -86,22 +91,22 @@ class Incumbent {
       const Simulation sim = c_.simulate(tags);
       if (sim.peak_bytes <= target_ && sim.recompute_ms < best_ms_) {
         best_ms_ = sim.recompute_ms;
-        best_ = MilpSolution{tags, {}};
+        best_ = MilpSolution{tags, {.found_by = origin}};
       }
     } catch (const Error&) {  // a plan the engine could not run fits no budget
     }
   }
 
-  // Keep-all and the other policies' plans (policies::pooled_plans) start
-  // it (the program then looks for cheaper ones).
-  void seed() {
+  // Keep-all and `pool` (the other policies' plans, or none) start it
+  // (the program then looks for cheaper ones).
+  void seed(const std::vector<search::Candidate>& pool) {
     std::vector<Tag> keep_all(static_cast<size_t>(c_.graph.size()), Tag::Keep);
     check(c_.with_forced(keep_all));
-    for (const search::Candidate& candidate : policies::pooled_plans(c_)) {
+    for (const search::Candidate& candidate : pool) {
       if (candidate.sim.peak_bytes > target_) continue;
       std::vector<Tag> tags = keep_all;
       for (int64_t v : f_.taggable_nodes()) tags[v] = candidate.tags[v];
-      check(c_.with_forced(tags));
+      check(c_.with_forced(tags), candidate.origin);
     }
   }
 
@@ -134,28 +139,37 @@ class Incumbent {
 };
 
 // SolverReport::space where repeated blocks share their tags.
-std::string space_of(const RepeatedBlocks& repeats) {
+std::string space_of(const RepeatedBlocks& repeats, const BlocksApart& apart) {
   return fmt::format("the plans whose {} repeated blocks take their first twin's tags ({} of {} blocks decided), "
-                     "and the other policies' plans", repeats.repeats, repeats.blocks - repeats.repeats,
-                     repeats.blocks);
+                     "the plans of blocks planned apart ({} segments, {} planned by CBC, {} options), and the "
+                     "other policies' plans", repeats.repeats, repeats.blocks - repeats.repeats, repeats.blocks,
+                     apart.segments, apart.solved, apart.options);
 }
 
 }  // namespace
 
-std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, double time_limit_s,
-                                       std::string* status_out, bool blocks_once) {
+std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, const MilpOptions& options,
+                                       std::string* status_out) {
+  const double time_limit_s = options.time_limit_s;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   if (c.graph.nodes.empty()) return MilpSolution{{}, {.status = "optimal"}};
 
-  const RepeatedBlocks repeats = blocks_once ? repeated_blocks(c) : RepeatedBlocks{};
+  const RepeatedBlocks repeats = options.blocks_once ? repeated_blocks(c) : RepeatedBlocks{};
   Formulation f(c, target, repeats.any() ? &repeats.twin_of : nullptr);
   const Program& program = f.program();
   Incumbent incumbent(c, f, target);
-  incumbent.seed();
+  const std::vector<search::Candidate> pool = options.pooled ? policies::pooled_plans(c) : std::vector<search::Candidate>{};
+  incumbent.seed(pool);
+  BlocksApart apart;
+  if (options.pooled && repeats.any()) {  // Note [Blocks planned apart] in milp_blocks.cpp
+    apart = plan_blocks_apart(c, target, repeats, pool, 0.5 * time_limit_s);
+    for (const search::Candidate& plan : apart.plans) incumbent.check(plan.tags, plan.origin);
+  }
 
   SolverReport report;
-  if (repeats.any()) report.space = space_of(repeats);
+  if (repeats.any()) report.space = space_of(repeats, apart);
+  report.solves = apart.solves;
   report.bound_ms = f.cost_constant();
   bool proven = f.hopeless() || f.decision_columns().empty();
   if (proven) report.bound_ms = incumbent.best_ms();
@@ -210,6 +224,7 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
   report.objective_ms = best_ms;
   report.bound_ms = std::min(report.bound_ms, best_ms);
   report.gap = best_ms > 0 ? (best_ms - report.bound_ms) / best_ms : 0;
+  report.found_by = best->report.found_by;
   best->report = report;
   return best;
 }
@@ -220,12 +235,16 @@ namespace policies {
 // least-memory plan that fits, with what the solver said.
 Answer plan_milp(const Request& request) {
   const search::Context& c = request.c;
+  REMAT_CHECK(request.argument.empty() || request.argument == "whole", "recompute policy 'milp:{}': milp takes "
+              "'whole' after a colon (its program over every tag, no blocks tied or planned apart) or nothing",
+              request.argument);
   if (!request.budget) {
     return {.tags = search::all(c, Tag::Keep), .detail = "no budget: nothing to trade, every value kept",
             .chosen_by = "milp"};
   }
   std::string status;
-  const std::optional<MilpSolution> solution = solve_milp(c, request.target, request.time_limit_s, &status);
+  const std::optional<MilpSolution> solution = solve_milp(
+      c, request.target, {.time_limit_s = request.time_limit_s, .blocks_once = request.argument != "whole"}, &status);
   if (!solution) {
     Answer answer = fall_back(request, "milp");
     answer.detail = fmt::format("the solver found no plan within {} bytes ({}; time "
@@ -245,9 +264,9 @@ Answer plan_milp(const Request& request) {
   }
   return {.tags = solution->tags,
           .detail = fmt::format("milp: {} over {}, {:.3f} ms (bound {:.3f}, gap {:.2f}%) in {:.2f} s "
-                                "(limit {:g} s), {} variables, {} constraints, {} solves",
+                                "(limit {:g} s), {} variables, {} constraints, {} solves; its plan from {}",
                                 r.status, r.space, r.objective_ms, r.bound_ms, 100 * r.gap, r.solve_seconds,
-                                request.time_limit_s, r.variables, r.constraints, r.solves) +
+                                request.time_limit_s, r.variables, r.constraints, r.solves, r.found_by) +
                     (r.note.empty() ? "" : "; " + r.note),
           .chosen_by = "milp",
           .solver = r};

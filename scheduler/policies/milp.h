@@ -19,19 +19,27 @@ struct MilpSolution {
   SolverReport report;  // scheduler/plan.h: status, objective, bound, gap, time, size
 };
 
+struct MilpOptions {
+  double time_limit_s = kSolverTimeLimitS;
+  // Where the graph has repeated blocks (scheduler/repeated_blocks.h), tie
+  // each repeated block's tags to its first twin's (Note [Repeated blocks
+  // solved once] in milp.cpp); the bound is then over those plans and the
+  // ones the search started from (SolverReport::space).
+  bool blocks_once = true;
+  // Start from the other policies' plans (policies::pooled_plans) and,
+  // where blocks repeat, from the plans of blocks planned apart
+  // (milp_blocks.h); without, from keep-all alone.
+  bool pooled = true;
+};
+
 // The tags of least predicted recompute time whose simulated peak is at most
 // `target` bytes, over every choice of tags of the taggable nodes (or those
-// that repeat one block's, below)
-// (search::Context::taggable: the engine's whole space; views follow their
-// base, and a rule's tags stand),
-// found by a MILP solved by CBC within `time_limit_s` (the best plan found so
-// far when the limit is hit, with the bound and gap). nullopt when no plan
+// that repeat one block's, above) (search::Context::taggable: the engine's
+// whole space; views follow their base, and a rule's tags stand), found by
+// a MILP solved by CBC within the time limit (the best plan found so far
+// when the limit is hit, with the bound and gap). nullopt when no plan
 // within target was found; then *status, if given, is the solver's last verdict.
-// `blocks_once`: where the graph has repeated blocks (scheduler/
-// repeated_blocks.h), the program ties each repeated block's tags to its
-// first twin's (Note [Repeated blocks solved once] in milp.cpp), and the
-// bound is over those plans and the ones it started from (SolverReport::space).
-std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, double time_limit_s,
-                                       std::string* status = nullptr, bool blocks_once = true);
+std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target, const MilpOptions& options = {},
+                                       std::string* status = nullptr);
 
 }  // namespace remat::scheduler

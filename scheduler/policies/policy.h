@@ -41,7 +41,7 @@ struct Request {
   // earlier plan competes with its new ones, so that it stays unless a
   // plan that fits is faster.
   const search::Candidate* current = nullptr;
-  double time_limit_s = 60;  // for solvers (milp)
+  double time_limit_s = kSolverTimeLimitS;  // for solvers (milp)
   // What follows the policy's name and a colon ("every-n-blocks:2" -> "2"),
   // or "" (Policy::argument).
   std::string_view argument;

@@ -15,8 +15,9 @@ const std::vector<Policy>& registry() {
       {"cost", "drop what is cheapest to rebuild per byte", true, &plan_cost},
       {"chain", "the optimum of a chain-of-stages model, checked by the simulator (Beaumont et al.)", true,
        &plan_chain},
+      // milp:whole: the program over every tag, no blocks tied or planned apart.
       {"milp", "the optimum over every tag (repeated blocks decided once), a mixed-integer program (CBC, time limit)",
-       true, &plan_milp},
+       true, &plan_milp, "whole"},
       {"auto", "the fastest fitting plan of cost, chain, blocks, sqrt and the least-memory search", true,
        &plan_auto},
       {"custom", "the caller's own rule: a tag per node from the profile (PlanOptions::custom)", true, &plan_custom},

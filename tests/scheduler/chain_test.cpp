@@ -1,7 +1,7 @@
 // Policy `chain` against exhaustive search: its dynamic program on random
-// chain models of up to 12 stages (the same least recompute time, and at
-// equal time the same peak, within every budget; the same verdict when
-// nothing fits; the same front), and its plans on a profiled MLP, a chain
+// chain models of up to 12 stages, with and without options (the same
+// least recompute time, and at equal time the same peak, within every
+// budget; the same verdict when nothing fits; the same front), and its plans on a profiled MLP, a chain
 // whose stages are single nodes, against every choice of tags simulated.
 #include "scheduler/policies/chain.h"
 
@@ -84,7 +84,8 @@ std::vector<std::pair<int64_t, double>> exhaustive_front(const ChainModel& model
   while (true) {
     if (valid(model, choice)) points.push_back({peak_of(model, choice), recompute_ms_of(model, choice)});
     size_t i = 0;
-    while (i < choice.size() && ++choice[i] > kReplayedOn) choice[i++] = kKept;
+    auto last_mode = [&](size_t s) { return std::max<int>(kOptionOn, kOption + int(model.options_at(s).size()) - 1); };
+    while (i < choice.size() && ++choice[i] > last_mode(i)) choice[i++] = kKept;
     if (i == choice.size()) break;
   }
   std::sort(points.begin(), points.end());
@@ -106,6 +107,64 @@ TEST(Chain, FrontEqualsExhaustiveSearchOnRandomChains) {
     }
     EXPECT_EQ(front, exhaustive_front(model));
   }
+}
+
+// Options (milp's blocks planned apart: policies/milp_blocks.h): up to two
+// more ways to plan a group of 1 to 3 stages from each stage, each with
+// its own held bytes, peak and time.
+ChainModel with_options(ChainModel model, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> count(0, 2), span(0, 2), bytes(0, 64), ms(0, 40);
+  model.options.resize(model.size());
+  for (size_t i = 0; i < model.size(); ++i) {
+    for (int k = count(rng); k > 0; --k) {
+      const size_t last = std::min(model.size() - 1, i + static_cast<size_t>(span(rng)));
+      const int64_t held = 1024 * bytes(rng) / 2;
+      model.options[i].push_back({last, {.held = held, .peak = held + 1024 * bytes(rng), .recompute_ms = 0.25 * ms(rng)}});
+    }
+  }
+  return model;
+}
+
+TEST(Chain, WithOptionsEqualsExhaustiveSearchAndItsFront) {
+  std::mt19937_64 rng(13);
+  int feasible = 0, with_option = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const ChainModel model = with_options(random_chain(rng, 7), rng);
+    const int64_t budget = 1024 * std::uniform_int_distribution<int64_t>(0, 64 * 5)(rng);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ", " << model.size() << " stages, budget " << budget);
+    const auto dp = solve_chain(model, budget);
+    const auto exhaustive = solve_chain_exhaustive(model, budget);
+    ASSERT_EQ(dp.has_value(), exhaustive.has_value());
+    if (dp) {
+      ++feasible;
+      with_option += std::any_of(dp->begin(), dp->end(), [](int mode) { return mode >= kOption; });
+      EXPECT_TRUE(valid(model, *dp));
+      EXPECT_LE(peak_of(model, *dp), budget);
+      EXPECT_EQ(recompute_ms_of(model, *dp), recompute_ms_of(model, *exhaustive));
+      EXPECT_EQ(peak_of(model, *dp), peak_of(model, *exhaustive));
+    }
+    std::vector<std::pair<int64_t, double>> front;
+    for (const ChainChoice& choice : chain_front(model)) {
+      front.push_back({peak_of(model, choice), recompute_ms_of(model, choice)});
+    }
+    EXPECT_EQ(front, exhaustive_front(model));
+  }
+  EXPECT_GT(feasible, 50);
+  EXPECT_GT(with_option, 20) << "the optimum took an option";
+}
+
+TEST(Chain, AnOptionCoversExactlyItsStages) {
+  ChainModel model;
+  model.keep.assign(3, {.held = 1, .peak = 1});
+  model.replay = {{{}, {}, {}}, {{}, {}}, {{}}};
+  model.options = {{{.last = 1, .cost = {}}}, {}, {}};
+  EXPECT_TRUE(valid(model, {kOption, kOptionOn, kKept}));
+  EXPECT_FALSE(valid(model, {kOption, kKept, kKept})) << "the option ends at stage 1";
+  EXPECT_FALSE(valid(model, {kOption, kOptionOn, kOptionOn})) << "and not at 2";
+  EXPECT_FALSE(valid(model, {kKept, kOption, kOptionOn})) << "stage 1 has no option";
+  EXPECT_FALSE(valid(model, {kOption + 1, kOptionOn, kKept})) << "stage 0 has one option";
+  EXPECT_FALSE(valid(model, {kKept, kOptionOn, kKept}));
+  EXPECT_FALSE(valid(model, {kReplayedOn, kOptionOn, kKept}));
 }
 
 TEST(Chain, ReplaysAGroupOnlyWhenTheBudgetNeedsIt) {

@@ -1,10 +1,12 @@
 // Repeated blocks solved once (scheduler/repeated_blocks.h; Note [Repeated
-// blocks solved once] in scheduler/policies/milp.cpp): on GPT graphs taken
-// from a rehearsal on the meta device, every block but the last is the
-// first's twin, node for node; milp's program over the tied blocks gives a
-// plan within its budget, no faster than the whole graph's proven optimum
-// (as fast as it at 80% of keep-all's peak on a GPT of 3 blocks, dearer at
-// 90%), and says which space its bound is over.
+// blocks solved once] in scheduler/policies/milp.cpp) and planned apart
+// (Note [Blocks planned apart] in policies/milp_blocks.cpp): on GPT graphs
+// taken from a rehearsal on the meta device, every block but the last is
+// the first's twin, node for node; milp's program over the tied blocks
+// gives a plan within its budget, no faster than the whole graph's proven
+// optimum (as fast as it at 80% of keep-all's peak on a GPT of 3 blocks,
+// dearer at 90%, where blocks planned apart find the whole graph's
+// optimum), and says which space its bound is over.
 #include "scheduler/repeated_blocks.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +21,8 @@
 #include "ops/ops.h"
 #include "scheduler/checkpointer.h"
 #include "scheduler/policies/milp.h"
+#include "scheduler/policies/milp_blocks.h"
+#include "scheduler/policies/policy.h"
 
 namespace remat::scheduler {
 namespace {
@@ -92,15 +96,17 @@ TEST(RepeatedBlocks, NoneInAGptOfOneBlock) {
 // its blocks decided once and over the whole graph (exact here): both plans
 // fit, and the tied plan is no faster than the whole graph's optimum.
 struct Solves {
-  std::optional<MilpSolution> whole, once;
+  std::optional<MilpSolution> whole, once, tied;  // tied: the program alone, from keep-all
   double whole_ms = 0;
 };
 Solves solve_both(const search::Context& c, double share) {
   const int64_t keep_all = c.simulate(std::vector<Tag>(c.graph.nodes.size(), Tag::Keep)).peak_bytes;
   const auto target = static_cast<int64_t>(share * static_cast<double>(keep_all));
-  Solves s{solve_milp(c, target, 20, nullptr, false), solve_milp(c, target, 20, nullptr, true)};
-  EXPECT_TRUE(s.whole && s.once) << share;
-  if (!s.whole || !s.once) return s;
+  Solves s{solve_milp(c, target, {.time_limit_s = 20, .blocks_once = false}),
+           solve_milp(c, target, {.time_limit_s = 20, .blocks_once = true}),
+           solve_milp(c, target, {.time_limit_s = 20, .blocks_once = true, .pooled = false})};
+  EXPECT_TRUE(s.whole && s.once && s.tied) << share;
+  if (!s.whole || !s.once || !s.tied) return s;
   EXPECT_EQ(s.whole->report.status, "optimal") << "the whole graph's solve is exact here";
   EXPECT_EQ(s.whole->report.space, "every tag");
   EXPECT_NE(s.once->report.space.find("1 repeated blocks"), std::string::npos) << s.once->report.space;
@@ -113,6 +119,8 @@ Solves solve_both(const search::Context& c, double share) {
   EXPECT_LT(s.once->report.variables, s.whole->report.variables);
   s.whole_ms = s.whole->report.objective_ms;
   EXPECT_GE(s.once->report.objective_ms, s.whole_ms - 1e-12);
+  EXPECT_GE(s.tied->report.objective_ms, s.once->report.objective_ms - 1e-12) << "it starts from fewer plans";
+  EXPECT_EQ(s.tied->report.found_by, "the program");
   return s;
 }
 
@@ -125,16 +133,52 @@ TEST(RepeatedBlocks, MilpDecidingThemOnceFindsTheWholeGraphsOptimum) {
 }
 
 // Near keep-all's peak the best plan treats the twins apart: the tied
-// optimum is dearer than the whole graph's, so its bound holds over the
-// tied plans only, as SolverReport::space says, not over every tag.
-TEST(RepeatedBlocks, MilpsBoundIsOverTheTiedPlansOnly) {
+// program's optimum is dearer than the whole graph's, so its bound holds
+// over the tied plans only, as SolverReport::space says, not over every
+// tag; blocks planned apart, where milp starts, find the whole graph's
+// optimum, and the report says where the plan came from.
+TEST(RepeatedBlocks, MilpsBoundIsOverTheTiedPlansOnlyAndBlocksPlannedApartFindTheOptimum) {
   const GraphProfile graph = rehearsed_gpt(3, 32, 16, 2);
   const Solves s = solve_both(search::Context(graph, {}), 0.9);
-  ASSERT_TRUE(s.whole && s.once);
-  EXPECT_EQ(s.once->report.status, "optimal");
-  EXPECT_GT(s.once->report.objective_ms, s.whole_ms * 1.001);
-  EXPECT_GT(s.once->report.bound_ms, s.whole_ms);
-  EXPECT_NE(s.once->report.space, "every tag");
+  ASSERT_TRUE(s.whole && s.once && s.tied);
+  EXPECT_EQ(s.tied->report.status, "optimal");
+  EXPECT_GT(s.tied->report.objective_ms, s.whole_ms * 1.001);
+  EXPECT_GT(s.tied->report.bound_ms, s.whole_ms);
+  EXPECT_NE(s.tied->report.space, "every tag");
+  EXPECT_NEAR(s.once->report.objective_ms, s.whole_ms, 1e-9 * s.whole_ms);
+  EXPECT_NE(s.once->report.found_by.find("blocks planned apart"), std::string::npos) << s.once->report.found_by;
+  EXPECT_NE(s.once->report.space.find("blocks planned apart"), std::string::npos) << s.once->report.space;
+}
+
+// Blocks planned apart on a GPT of 6 blocks at half of keep-all's peak:
+// one segment per block and one before and after them, CBC planning the
+// four that are not twins (block 0, the last block, the embeddings, the
+// head); plans simulated as they are, one within the target, and
+// milp's plan no slower than any of those that fit.
+TEST(RepeatedBlocks, BlocksPlannedApartGiveSegmentsTheirOwnPlans) {
+  const GraphProfile graph = rehearsed_gpt(6, 32, 16, 2);
+  const search::Context c(graph, {});
+  const int64_t keep_all = c.simulate(std::vector<Tag>(graph.nodes.size(), Tag::Keep)).peak_bytes;
+  const int64_t target = keep_all / 2;
+  const BlocksApart apart = plan_blocks_apart(c, target, repeated_blocks(c), policies::pooled_plans(c), 10);
+  EXPECT_EQ(apart.segments, 8);
+  EXPECT_EQ(apart.solved, 4);
+  EXPECT_GT(apart.solves, 0);
+  EXPECT_GE(apart.options, apart.segments) << "at least one option each";
+  ASSERT_FALSE(apart.plans.empty());
+  double fastest = 1e300;
+  for (const search::Candidate& plan : apart.plans) {
+    const Simulation sim = c.simulate(plan.tags);
+    EXPECT_EQ(sim.peak_bytes, plan.sim.peak_bytes);
+    EXPECT_EQ(sim.recompute_ms, plan.sim.recompute_ms);
+    EXPECT_NE(plan.origin.find("milp: blocks planned apart, chain of"), std::string::npos) << plan.origin;
+    if (sim.peak_bytes <= target) fastest = std::min(fastest, sim.recompute_ms);
+  }
+  EXPECT_LT(fastest, 1e300) << "one of them fits";
+  const auto milp = solve_milp(c, target, {.time_limit_s = 10});
+  ASSERT_TRUE(milp.has_value());
+  EXPECT_LE(milp->report.objective_ms, fastest);
+  EXPECT_LE(c.simulate(milp->tags).peak_bytes, target);
 }
 
 }  // namespace

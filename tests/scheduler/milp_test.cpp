@@ -99,7 +99,7 @@ TEST(Milp, EqualsExhaustiveSearchOnRandomGraphs) {
       const int64_t target = low + (high - low) * k / kSteps;
       const std::optional<double> expected = least_ms(points, target);
       ASSERT_TRUE(expected.has_value());
-      const auto solution = solve_milp(c, target, 600.0);
+      const auto solution = solve_milp(c, target, {.time_limit_s = 600});
       ++budgets;
       ASSERT_TRUE(solution.has_value()) << "target " << target;
       const Simulation sim = c.simulate(solution->tags);
@@ -117,7 +117,7 @@ TEST(Milp, EqualsExhaustiveSearchOnRandomGraphs) {
       replaying += *expected > 0 ? 1 : 0;
       solves += r.solves;
     }
-    EXPECT_FALSE(solve_milp(c, low - 1, 600.0).has_value()) << "a target below the least peak " << low;
+    EXPECT_FALSE(solve_milp(c, low - 1, {.time_limit_s = 600}).has_value()) << "a target below the least peak " << low;
   }
   EXPECT_GE(graphs, 15);
   EXPECT_GT(replaying, budgets / 3);  // most budgets make it replay something
@@ -146,7 +146,7 @@ TEST(Milp, ReportsStatusBoundAndGapOnASmallGpt) {
   const search::Context c(profile, {});
   const int64_t keep_all = simulate(profile, c.with_forced(std::vector<Tag>(profile.nodes.size(), Tag::Keep))).peak_bytes;
   const int64_t target = minimum_peak(profile) + (keep_all - minimum_peak(profile)) / 3;
-  const auto solution = solve_milp(c, target, 5.0);
+  const auto solution = solve_milp(c, target, {.time_limit_s = 5});
   ASSERT_TRUE(solution.has_value());
   const SolverReport& r = solution->report;
   std::printf("milp on a small GPT (%lld nodes): %s, objective %.4f ms, bound %.4f ms, gap %.3f, %.2f s, %lld x %lld, "
@@ -178,7 +178,7 @@ TEST(MilpSlow, W2ReportsItsGapWithinAMinute) {
               keep_all / search::kMiB, minimum_peak(profile) / search::kMiB);
   for (const double fraction : {0.25, 0.5}) {
     const auto target = static_cast<int64_t>(fraction * static_cast<double>(keep_all));
-    const auto solution = solve_milp(c, target, 60.0);
+    const auto solution = solve_milp(c, target, {.time_limit_s = 60});
     ASSERT_TRUE(solution.has_value()) << "W2 at " << fraction;
     const SolverReport& r = solution->report;
     std::printf("W2 at %.0f%% (%.1f MiB): %s, objective %.3f ms, bound %.3f ms, gap %.4f, %.1f s, %lld variables, "
