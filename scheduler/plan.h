@@ -71,9 +71,9 @@ struct Plan;
 // How long milp searches by default (PlanOptions::solver_time_limit_s): it
 // starts from the other policies' plans and, where blocks repeat, from
 // blocks planned apart (policies/milp_blocks.h), which on GPT-2's graph
-// find in a second or two what the search would prove in 40 s (Note
-// [Blocks planned apart]); the rest of the time buys its bound. Ask for
-// more to prove more.
+// find in a second or two a plan faster than the one its search of the
+// tied program proves optimal in 40 s (Note [Blocks planned apart]); the
+// rest of the time buys its bound. Ask for more to prove more.
 inline constexpr double kSolverTimeLimitS = 5;
 
 struct PlanOptions {
@@ -100,8 +100,10 @@ struct SolverReport {
   double bound_ms = 0;       // proven: no plan of `space` within the budget replays for less
   double gap = 0;            // (objective - bound) / objective; 0 when proven or objective is 0
   double solve_seconds = 0;
-  int64_t variables = 0, constraints = 0;  // of the last program solved, its cuts included
-  int64_t solves = 0;        // programs solved (each re-solve follows a cut, see milp.cpp)
+  int64_t variables = 0, constraints = 0;  // of the graph's program (its cuts included, once solved)
+  // Programs solved: the graph's (each re-solve follows a cut, see milp.cpp)
+  // and those of blocks planned apart (policies/milp_blocks.h).
+  int64_t solves = 0;
   std::string note;          // "" unless CBC failed once and was tried again (policies/cbc.h): how and why
   // The plans the bound is over: "every tag", or the plans whose repeated
   // blocks share their first twin's tags (policies/milp.cpp, Note [Repeated

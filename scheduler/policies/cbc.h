@@ -10,7 +10,7 @@
 // fork()ed child that writes CBC's verdict and solutions down a pipe and
 // leaves with _exit; the parent reads them, and a child that dies (a signal,
 // a crash, a write cut short) or overruns its time limit (CBC counting wall
-// time) by its grace, 10 s or a quarter of the limit (then it is killed),
+// time) by its grace, 1.5 s or a tenth of the limit (then it is killed),
 // is a failed solve, named with what it printed, never
 // a crash of the caller. The child only runs CBC (no OpenMP, no engine code:
 // an exception ends it, never unwinds into its callers), which is safe

@@ -28,21 +28,21 @@ std::vector<Group> groups_of(const ChainChoice& choice) {
       groups.push_back({s, s, false});
       continue;
     }
-    const bool option = choice[s] >= kOption;
-    const int on = option ? kOptionOn : kReplayedOn;
     size_t last = s;
-    if (option || choice[s] == kReplayedOn) {
-      while (last + 1 < choice.size() && choice[last + 1] == on) ++last;
+    if (choice[s] >= kOption) {  // kOption + k, then kOptionOn...
+      while (last + 1 < choice.size() && choice[last + 1] == kOptionOn) ++last;
+      groups.push_back({s, last, false, choice[s] - kOption});
+    } else {  // kReplayedOn..., then kReplayedToHere
+      while (last + 1 < choice.size() && choice[last] == kReplayedOn) ++last;
+      groups.push_back({s, last, true});
     }
-    if (!option && choice[s] == kReplayedOn && last + 1 < choice.size()) ++last;  // its kReplayedToHere
-    groups.push_back({s, last, !option, option ? choice[s] - kOption : -1});
     s = last;
   }
   return groups;
 }
 
 const StageCost& cost_of(const ChainModel& model, const Group& g) {
-  if (g.option >= 0) return model.options[g.first][static_cast<size_t>(g.option)].cost;
+  if (g.option >= 0) return model.options_at(g.first).at(static_cast<size_t>(g.option)).cost;
   return g.replayed ? model.replay[g.first][g.last - g.first] : model.keep[g.first];
 }
 
@@ -82,6 +82,12 @@ States pareto(States states) {
 // The Pareto set of whole choices that fit `budget`, empty if none does.
 States final_states(const ChainModel& model, int64_t budget) {
   const size_t n = model.size();
+  for (size_t i = 0; i < model.options.size(); ++i) {
+    for (const StageOption& option : model.options[i]) {
+      REMAT_CHECK(i < n && option.last >= i && option.last < n, "chain: an option of stage {} ends at stage {}, "
+                  "outside {}..{}", i, option.last, i, n - 1);
+    }
+  }
   std::vector<States> at(n + 1);  // at[b]: prefixes ending before stage b
   at[0].push_back(std::make_shared<State>());
   for (size_t b = 0; b < n; ++b) {
@@ -199,9 +205,12 @@ std::optional<ChainChoice> solve_chain_exhaustive(const ChainModel& model, int64
         best_peak = peak;
       }
     }
-    auto last_mode = [&](size_t i) { return kOption + static_cast<int>(model.options_at(i).size()) - 1; };
+    auto last_mode = [&](size_t i) {
+      if (model.options.empty()) return static_cast<int>(kReplayedOn);
+      return std::max<int>(kOptionOn, kOption + static_cast<int>(model.options_at(i).size()) - 1);
+    };
     size_t i = 0;
-    while (i < n && ++choice[i] > std::max<int>(kOptionOn, last_mode(i))) choice[i++] = kKept;
+    while (i < n && ++choice[i] > last_mode(i)) choice[i++] = kKept;
     if (i == n) break;
   }
   return best;
@@ -272,8 +281,8 @@ Chain chain_of(const Context& c) {
 std::string describe(const ChainChoice& choice) {
   std::string groups, options;
   for (const Group& g : groups_of(choice)) {
-    std::string& list = g.replayed ? groups : options;
     if (!g.replayed && g.option < 0) continue;
+    std::string& list = g.replayed ? groups : options;
     if (!list.empty()) list += ", ";
     list += g.first == g.last ? fmt::format("{}", g.first) : fmt::format("{}-{}", g.first, g.last);
     if (g.option >= 0) list += fmt::format(" ({})", g.option + 1);

@@ -101,7 +101,7 @@ class Incumbent {
   // (the program then looks for cheaper ones).
   void seed(const std::vector<search::Candidate>& pool) {
     std::vector<Tag> keep_all(static_cast<size_t>(c_.graph.size()), Tag::Keep);
-    check(c_.with_forced(keep_all));
+    check(c_.with_forced(keep_all), "keep-all");
     for (const search::Candidate& candidate : pool) {
       if (candidate.sim.peak_bytes > target_) continue;
       std::vector<Tag> tags = keep_all;
@@ -162,14 +162,18 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
   const std::vector<search::Candidate> pool = options.pooled ? policies::pooled_plans(c) : std::vector<search::Candidate>{};
   incumbent.seed(pool);
   BlocksApart apart;
-  if (options.pooled && repeats.any()) {  // Note [Blocks planned apart] in milp_blocks.cpp
-    apart = plan_blocks_apart(c, target, repeats, pool, 0.5 * time_limit_s);
-    for (const search::Candidate& plan : apart.plans) incumbent.check(plan.tags, plan.origin);
+  // Note [Blocks planned apart] in milp_blocks.cpp; its own programs are
+  // solved without a pool, so that they plan nothing apart in turn.
+  if (options.pooled && repeats.any()) {
+    apart = plan_blocks_apart(c, target, repeats, pool, 0.5 * std::max(0.0, time_limit_s - elapsed()));
+    for (const search::Candidate& plan : apart.plans) incumbent.check(c.with_forced(plan.tags), plan.origin);
   }
 
   SolverReport report;
   if (repeats.any()) report.space = space_of(repeats, apart);
   report.solves = apart.solves;
+  report.variables = static_cast<int64_t>(program.lower.size());
+  report.constraints = static_cast<int64_t>(program.rows.size());
   report.bound_ms = f.cost_constant();
   bool proven = f.hopeless() || f.decision_columns().empty();
   if (proven) report.bound_ms = incumbent.best_ms();

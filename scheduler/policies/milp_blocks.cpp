@@ -52,9 +52,12 @@ using policies::Chain;
 constexpr int kSweep = 6;
 // The fastest seeds that fit whose tags are options of every segment.
 constexpr size_t kSeeds = 8;
-// The model's plans simulated, of model peak up to the target and 1/kSlack more.
-constexpr int kTries = 16;
+// The model's front is taken up to the target and 1/kSlack more ...
 constexpr int64_t kSlack = 8;
+// ... and at most kTries of its plans are simulated.
+constexpr int kTries = 16;
+// A segment's program given less time than this is not solved.
+constexpr double kLeastShare = 0.05;
 
 struct Segment {
   size_t first_stage = 0, last_stage = 0;
@@ -106,7 +109,7 @@ std::vector<Segment> segments_of(const search::Context& c, const Chain& chain, c
 // CBC's plans of one segment alone (every node outside it, and its
 // output, kept), at kSweep peaks between keep-all's and the least it
 // reaches by dropping all it may; each plan's tags of the segment's nodes.
-std::vector<std::vector<Tag>> plans_of(const search::Context& c, const Segment& segment, double seconds,
+std::vector<std::vector<Tag>> plans_of(const search::Context& c, const Segment& segment, double budget_s,
                                        int64_t& solves) {
   const auto start = std::chrono::steady_clock::now();
   search::Context alone = c;
@@ -126,7 +129,9 @@ std::vector<std::vector<Tag>> plans_of(const search::Context& c, const Segment& 
   for (int k = 1; k <= kSweep && least < most; ++k) {
     const int64_t target = most - (most - least) * k / kSweep;
     const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double share = std::max(0.0, seconds - spent) / (kSweep - k + 1);  // most programs take far less
+    const double share = std::max(0.0, budget_s - spent) / (kSweep - k + 1);  // most programs take far less
+    if (share < kLeastShare) break;
+    // Without a pool: nothing is planned apart in turn.
     const auto solution = solve_milp(alone, target, {.time_limit_s = share, .blocks_once = false,
                                                      .pooled = false});
     if (!solution) continue;
@@ -137,10 +142,29 @@ std::vector<std::vector<Tag>> plans_of(const search::Context& c, const Segment& 
   return plans;
 }
 
+// The indices of `costs` that no other beats on held bytes, peak and
+// time (of equal ones, the first).
+std::vector<size_t> undominated(const std::vector<StageCost>& costs) {
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    const StageCost& b = costs[i];
+    bool beaten = false;
+    for (size_t j = 0; j < costs.size() && !beaten; ++j) {
+      const StageCost& a = costs[j];
+      const bool no_worse = a.held <= b.held && a.peak <= b.peak && a.recompute_ms <= b.recompute_ms;
+      const bool better = a.held < b.held || a.peak < b.peak || a.recompute_ms < b.recompute_ms;
+      beaten = no_worse && (better || j < i);
+    }
+    if (!beaten) kept.push_back(i);
+  }
+  return kept;
+}
+
 // Each segment's options: its kind's plans from CBC and the tags the
-// `fastest` seeds give it, each costed where the segment stands (keep-all
-// with that segment alone changed); an option another beats on held bytes,
-// peak and time is left out. The chain model gets them as its options.
+// `fastest` seeds give it (its output kept, as CBC's plans keep it, so
+// that no replay reaches back into it), each costed where the segment
+// stands (keep-all with that segment alone changed); those another beats
+// are left out. The chain model gets them as its options.
 void add_options(const search::Context& c, Chain& chain, std::vector<Segment>& segments,
                  const std::vector<const search::Candidate*>& fastest) {
   const std::vector<Tag> keep_all = c.with_forced(std::vector<Tag>(static_cast<size_t>(c.graph.size()), Tag::Keep));
@@ -150,6 +174,7 @@ void add_options(const search::Context& c, Chain& chain, std::vector<Segment>& s
         segment.twin >= 0 ? segments[static_cast<size_t>(segment.twin)].plans : segment.plans;
     for (const search::Candidate* seed : fastest) {
       std::vector<Tag> plan(seed->tags.begin() + segment.first, seed->tags.begin() + segment.last + 1);
+      if (!c.forced[segment.last]) plan.back() = Tag::Keep;
       if (std::find(choices.begin(), choices.end(), plan) == choices.end()) choices.push_back(std::move(plan));
     }
     std::vector<StageCost> costs;
@@ -158,24 +183,15 @@ void add_options(const search::Context& c, Chain& chain, std::vector<Segment>& s
       std::copy(plan.begin(), plan.end(), tags.begin() + segment.first);
       costs.push_back(policies::group_cost(chain, c.simulate(tags), segment.first_stage, segment.last_stage));
     }
-    for (size_t i = 0; i < costs.size(); ++i) {
-      const StageCost& b = costs[i];
-      bool beaten = false;
-      for (size_t j = 0; j < costs.size() && !beaten; ++j) {
-        const StageCost& a = costs[j];
-        const bool no_worse = a.held <= b.held && a.peak <= b.peak && a.recompute_ms <= b.recompute_ms;
-        const bool better = a.held < b.held || a.peak < b.peak || a.recompute_ms < b.recompute_ms;
-        beaten = no_worse && (better || j < i);  // of equal ones, the first stays
-      }
-      if (beaten) continue;
-      chain.model.options[segment.first_stage].push_back({segment.last_stage, b});
+    for (size_t i : undominated(costs)) {
+      chain.model.options[segment.first_stage].push_back({segment.last_stage, costs[i]});
       segment.choices.push_back(std::move(choices[i]));
     }
   }
 }
 
 // The tags of a choice of the chain model with options.
-std::vector<Tag> tags_of(const search::Context& c, const Chain& chain, const std::vector<Segment>& segments,
+std::vector<Tag> tags_with_options(const search::Context& c, const Chain& chain, const std::vector<Segment>& segments,
                          const ChainChoice& choice) {
   std::vector<Tag> tags = policies::tags_of(c, chain, choice);
   for (const Segment& segment : segments) {
@@ -192,17 +208,20 @@ std::vector<Tag> tags_of(const search::Context& c, const Chain& chain, const std
 BlocksApart plan_blocks_apart(const search::Context& c, int64_t target, const RepeatedBlocks& repeats,
                               const std::vector<search::Candidate>& seeds, double time_limit_s) {
   const auto start = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   BlocksApart result;
   if (c.graph.nodes.empty()) return result;
   Chain chain = policies::chain_of(c);
   std::vector<Segment> segments = segments_of(c, chain, repeats);
+  // Blocks whose boundaries are not the chain's cuts (every block reading
+  // an encoder's output, say) make no twin segments: nothing to reuse.
+  if (std::none_of(segments.begin(), segments.end(), [](const Segment& s) { return s.twin >= 0; })) return result;
   result.segments = static_cast<int64_t>(segments.size());
   for (const Segment& segment : segments) result.solved += segment.twin < 0;
   int64_t left = result.solved;
   for (Segment& segment : segments) {  // each an even share of the time left
     if (segment.twin >= 0) continue;
-    const double share = std::max(0.0, time_limit_s - seconds()) / static_cast<double>(left--);
+    const double share = std::max(0.0, time_limit_s - elapsed()) / static_cast<double>(left--);
     segment.plans = plans_of(c, segment, share, result.solves);
   }
   std::vector<const search::Candidate*> fastest;  // the kSeeds fastest seeds that fit
@@ -219,8 +238,8 @@ BlocksApart plan_blocks_apart(const search::Context& c, int64_t target, const Re
   // is simulated from the fastest choice the model says fits, on to faster
   // ones while they fit, or to slower ones until one does.
   const std::vector<ChainChoice> front = chain_front(chain.model, target + target / kSlack);
-  auto fits = [&](const ChainChoice& choice) {
-    std::vector<Tag> tags = tags_of(c, chain, segments, choice);
+  auto simulate_and_keep = [&](const ChainChoice& choice) {  // whether it fits
+    std::vector<Tag> tags = tags_with_options(c, chain, segments, choice);
     Simulation sim = c.simulate(tags);
     const bool within = sim.peak_bytes <= target;
     result.plans.push_back({std::move(tags), std::move(sim),
@@ -230,12 +249,11 @@ BlocksApart plan_blocks_apart(const search::Context& c, int64_t target, const Re
   size_t at = 0;  // the front is by peak, lowest first
   while (at + 1 < front.size() && peak_of(chain.model, front[at + 1]) <= target) ++at;
   int tries = 0;
-  if (!front.empty() && fits(front[at])) {
-    for (size_t i = at + 1; i < front.size() && ++tries < kTries && fits(front[i]); ++i) {}
+  if (!front.empty() && simulate_and_keep(front[at])) {
+    for (size_t i = at + 1; i < front.size() && ++tries < kTries && simulate_and_keep(front[i]); ++i) {}
   } else {
-    for (size_t i = at; i-- > 0 && ++tries < kTries && !fits(front[i]);) {}
+    for (size_t i = at; i-- > 0 && ++tries < kTries && !simulate_and_keep(front[i]);) {}
   }
-  result.seconds = seconds();
   return result;
 }
 

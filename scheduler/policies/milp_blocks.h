@@ -14,18 +14,21 @@
 namespace remat::scheduler {
 
 struct BlocksApart {
-  std::vector<search::Candidate> plans;  // simulated; the model's optimum at the target (and lower) first
+  // Simulated, in the order tried (some may miss the target): the model's
+  // fastest choice that it says fits, then faster ones while they fit, or
+  // slower ones until one does.
+  std::vector<search::Candidate> plans;
   int64_t segments = 0;  // the chain's runs of stages: one per block, and the runs between them
   int64_t solved = 0;    // the segments CBC planned (a twin takes its first twin's plans)
-  int64_t options = 0;   // the plans they gave, over all segments
+  int64_t options = 0;   // the options they gave, over all segments
   int64_t solves = 0;    // CBC's programs, over all of them
-  double seconds = 0;
 };
 
-// Plans of peak at most `target` (simulated; some may miss it). `seeds`
-// (the other policies' plans) give each segment their tags in it as
-// options too. `time_limit_s` bounds CBC's programs (each segment gets a
-// share of it).
+// Plans of peak at most `target` (checked by simulation), or none where no
+// segment is a twin of another. `seeds` (the other policies' plans) give
+// each segment their tags in it as options too. CBC's programs share
+// `time_limit_s` (each segment an even share of what is left); the chain
+// model's simulations and its dynamic program come on top.
 BlocksApart plan_blocks_apart(const search::Context& c, int64_t target, const RepeatedBlocks& repeats,
                               const std::vector<search::Candidate>& seeds, double time_limit_s);
 
