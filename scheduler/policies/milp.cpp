@@ -97,17 +97,28 @@ class Incumbent {
     }
   }
 
-  // Keep-all and `pool` (the other policies' plans, or none) start it
-  // (the program then looks for cheaper ones).
-  void seed(const std::vector<search::Candidate>& pool) {
-    std::vector<Tag> keep_all(static_cast<size_t>(c_.graph.size()), Tag::Keep);
+  // Where the search starts: keep-all and, if `pooled`, the other
+  // policies' plans (policies::pooled_plans) and, where blocks repeat,
+  // blocks planned apart within half the time left before `deadline`
+  // (Note [Blocks planned apart] in milp_blocks.cpp; their own programs are
+  // solved without a pool, so that they plan nothing apart in turn). The
+  // program then looks for cheaper plans. What blocks planned apart did.
+  BlocksApart seed(bool pooled, const RepeatedBlocks& repeats, std::chrono::steady_clock::time_point deadline) {
+    const std::vector<Tag> keep_all(static_cast<size_t>(c_.graph.size()), Tag::Keep);
     check(c_.with_forced(keep_all), "keep-all");
+    if (!pooled) return {};
+    const std::vector<search::Candidate> pool = policies::pooled_plans(c_);
     for (const search::Candidate& candidate : pool) {
       if (candidate.sim.peak_bytes > target_) continue;
       std::vector<Tag> tags = keep_all;
       for (int64_t v : f_.taggable_nodes()) tags[v] = candidate.tags[v];
       check(c_.with_forced(tags), candidate.origin);
     }
+    if (!repeats.any()) return {};
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    BlocksApart apart = plan_blocks_apart(c_, target_, repeats, pool, 0.5 * std::max(0.0, left));
+    for (const search::Candidate& plan : apart.plans) check(c_.with_forced(plan.tags), plan.origin);
+    return apart;
   }
 
   // The program's rows, the cuts, and once a plan fits: only cheaper plans.
@@ -159,15 +170,9 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
   Formulation f(c, target, repeats.any() ? &repeats.twin_of : nullptr);
   const Program& program = f.program();
   Incumbent incumbent(c, f, target);
-  const std::vector<search::Candidate> pool = options.pooled ? policies::pooled_plans(c) : std::vector<search::Candidate>{};
-  incumbent.seed(pool);
-  BlocksApart apart;
-  // Note [Blocks planned apart] in milp_blocks.cpp; its own programs are
-  // solved without a pool, so that they plan nothing apart in turn.
-  if (options.pooled && repeats.any()) {
-    apart = plan_blocks_apart(c, target, repeats, pool, 0.5 * std::max(0.0, time_limit_s - elapsed()));
-    for (const search::Candidate& plan : apart.plans) incumbent.check(c.with_forced(plan.tags), plan.origin);
-  }
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(time_limit_s));
+  const BlocksApart apart = incumbent.seed(options.pooled, repeats, deadline);
 
   SolverReport report;
   if (repeats.any()) report.space = space_of(repeats, apart);

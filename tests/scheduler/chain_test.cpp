@@ -119,7 +119,8 @@ ChainModel with_options(ChainModel model, std::mt19937_64& rng) {
     for (int k = count(rng); k > 0; --k) {
       const size_t last = std::min(model.size() - 1, i + static_cast<size_t>(span(rng)));
       const int64_t held = 1024 * bytes(rng) / 2;
-      model.options[i].push_back({last, {.held = held, .peak = held + 1024 * bytes(rng), .recompute_ms = 0.25 * ms(rng)}});
+      const StageCost cost{.held = held, .peak = held + 1024 * bytes(rng), .recompute_ms = 0.25 * ms(rng)};
+      model.options[i].push_back({last, cost});
     }
   }
   return model;
