@@ -99,9 +99,17 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, const data::Dataset&
       AcceleratorOptions{.gradient_accumulation_steps = args_.gradient_accumulation_steps, .device = device});
   if (args_.gradient_checkpointing && !model_.is_gradient_checkpointing()) {
     const GradientCheckpointingKwargs& k = args_.gradient_checkpointing_kwargs;
+    // Nothing silent (the Note in scheduler/plan.cpp): a plan's warnings (it
+    // drops nothing, its budget is above keep-all's peak) are printed by the
+    // main process, once per plan.
+    const bool main_process = accelerator_->is_main_process();
+    auto warn = [main_process](const scheduler::Plan& plan) {
+      if (!main_process) return;
+      for (const std::string& warning : plan.warnings) fmt::print(stderr, "warning: {}\n", warning);
+    };
     model_.gradient_checkpointing_enable(
-        {.policy = k.policy, .budget = k.budget, .overrides = k.overrides(),
-         .first_step = k.first_step});
+        {.policy = k.policy, .budget = k.budget, .overrides = k.overrides(), .first_step = k.first_step,
+         .on_plan = warn});
   }
   REMAT_CHECK(!args_.load_best_model_at_end || !args_.output_dir.empty(), "Trainer: load_best_model_at_end needs an "
               "output_dir to save checkpoints in");

@@ -250,6 +250,30 @@ TEST(Trainer, TheFirstStepRunsThePolicyAskedForUnlessAskedToProfile) {
   EXPECT_TRUE(contains(error_of([&] { Trainer(model, bad, train_set); }), "first step 'warm'"));
 }
 
+// A plan that changes nothing is said: blocks on an MLP (no blocks) keeps
+// all, and the Trainer prints the plan's warning once over its steps; sqrt,
+// which replays some of its layers, prints none.
+TEST(Trainer, APlanThatDropsNothingIsSaidOnce) {
+  const data::Dataset train_set = blobs(32, 1);
+  const auto printed = [&](const std::string& policy) {
+    Generator g(3);
+    nn::MLP model({4, 32, 32, 32, 32, 32, 32, 3}, g);
+    TrainingArguments args = small_args();
+    args.gradient_checkpointing = true;
+    args.gradient_checkpointing_kwargs = {.policy = policy};
+    args.max_steps = 3;
+    ::testing::internal::CaptureStderr();
+    Trainer(model, args, train_set).train();
+    return ::testing::internal::GetCapturedStderr();
+  };
+  const std::string blocks = printed("blocks");
+  const size_t first = blocks.find("warning: policy blocks drops none");
+  EXPECT_NE(first, std::string::npos) << blocks;
+  EXPECT_EQ(blocks.find("warning: policy blocks drops none", first + 1), std::string::npos) << "once: " << blocks;
+  const std::string sqrt = printed("sqrt");
+  EXPECT_EQ(sqrt.find("warning:"), std::string::npos) << "sqrt replays some layers: " << sqrt;
+}
+
 // cosine_with_min_lr decays to its floor at the last step; every step's
 // hook sees the step, its loss and its peak.
 TEST(Trainer, TheCosineWithAFloorEndsAtItAndEveryStepIsReported) {
