@@ -129,9 +129,12 @@ void train_fashion_mnist(const train::FashionMnistOptions& options, bool json) {
     progress.finish();
     print_epoch(r, json);
   };
-  auto on_progress = [&](int64_t step, int64_t steps, double loss) {
-    progress.update(step, steps, loss);
-    if (step == steps) progress.finish();
+  auto on_step = [&](const train::StepStats& step) {
+    // The Trainer's batch: auto_find_batch_size may have chosen another.
+    progress.set_samples_per_step(static_cast<double>(step.batch_size * options.gradient_accumulation_steps *
+                                                      std::max(1, comm::Mpi::launch_size())));
+    progress.update(step.step, step.steps, step.mean_loss);
+    if (step.step == step.steps) progress.finish();
   };
   // The Trainer's dicts on their own lines, between redraws of the bar;
   // with --json only the JSON lines.
@@ -141,7 +144,7 @@ void train_fashion_mnist(const train::FashionMnistOptions& options, bool json) {
     fmt::print("{}\n", train::format_metrics(metrics));
     std::fflush(stdout);
   };
-  train::train_fashion_mnist(options, on_epoch, on_progress, on_log);
+  train::train_fashion_mnist(options, on_epoch, on_step, on_log);
 }
 
 void print_kjv_header(const train::KjvGptOptions& options) {

@@ -82,7 +82,7 @@ void check_options(const FashionMnistOptions& o) {
 
 std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
                                              const std::function<void(const EpochResult&)>& on_epoch,
-                                             const std::function<void(int64_t, int64_t, double)>& on_progress,
+                                             const std::function<void(const StepStats&)>& on_step,
                                              const std::function<void(const Metrics&)>& on_log) {
   check_options(options);
   kernels::cpu::set_num_threads(options.threads);
@@ -119,9 +119,7 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
     results.push_back(result);
     if (on_epoch) on_epoch(result);
   };
-  if (on_progress) {
-    callbacks.on_step_end = [&](const StepStats& step) { on_progress(step.step, step.steps, step.mean_loss); };
-  }
+  if (on_step) callbacks.on_step_end = on_step;
   Trainer trainer(model, args, train_set, &test_set, classification_metrics, classifier_forward(), callbacks);
   running = &trainer;
   check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options), "train");

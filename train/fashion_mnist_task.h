@@ -16,6 +16,7 @@
 #include "comm/averaging.h"
 #include "train/fashion_mnist.h"
 #include "train/metrics.h"
+#include "train/trainer.h"
 #include "train/training_arguments.h"
 
 namespace remat::train {
@@ -65,12 +66,13 @@ struct EpochResult {
 
 // Trains and returns one result per epoch (the test figures are over the
 // whole test split, shared out among the ranks); on_epoch is called as each
-// ends, on_progress(step, steps, running loss) after each optimizer step,
-// both on rank 0 only; on_log gets each dict the Trainer logs (training,
-// evaluation, summary; empty: printed as Python prints a dict).
+// ends, on_step after each optimizer step (its step, steps, running loss
+// and the batch it trained: auto_find_batch_size may choose another);
+// on_log gets each dict the Trainer logs (training, evaluation, summary;
+// empty: printed as Python prints a dict).
 std::vector<EpochResult> train_fashion_mnist(
     const FashionMnistOptions& options, const std::function<void(const EpochResult&)>& on_epoch = {},
-    const std::function<void(int64_t, int64_t, double)>& on_progress = {},
+    const std::function<void(const StepStats&)>& on_step = {},
     const std::function<void(const Metrics&)>& on_log = {});
 
 // The check of every option's range that train_fashion_mnist starts with (the
