@@ -72,7 +72,7 @@ struct Plan;
 // starts from the other policies' plans and, where blocks repeat, from
 // blocks planned apart (policies/milp_blocks.h), which on GPT-2's graph
 // find in a second or two a plan faster than the one its search of the
-// tied program proves optimal in 40 s (Note [Blocks planned apart]); the
+// tied program proves optimal in 41 s (Note [Blocks planned apart]); the
 // rest of the time buys its bound. Ask for more to prove more.
 inline constexpr double kSolverTimeLimitS = 5;
 

@@ -195,6 +195,10 @@ std::optional<ChainChoice> solve_chain_exhaustive(const ChainModel& model, int64
   std::optional<ChainChoice> best;
   double best_ms = 0;
   int64_t best_peak = 0;
+  auto last_mode = [&](size_t i) {  // kOptionOn and the options only where a model has them
+    if (model.options.empty()) return static_cast<int>(kReplayedOn);
+    return std::max<int>(kOptionOn, kOption + static_cast<int>(model.options_at(i).size()) - 1);
+  };
   while (true) {
     if (valid(model, choice)) {
       const int64_t peak = peak_of(model, choice);
@@ -205,10 +209,6 @@ std::optional<ChainChoice> solve_chain_exhaustive(const ChainModel& model, int64
         best_peak = peak;
       }
     }
-    auto last_mode = [&](size_t i) {
-      if (model.options.empty()) return static_cast<int>(kReplayedOn);
-      return std::max<int>(kOptionOn, kOption + static_cast<int>(model.options_at(i).size()) - 1);
-    };
     size_t i = 0;
     while (i < n && ++choice[i] > last_mode(i)) choice[i++] = kKept;
     if (i == n) break;

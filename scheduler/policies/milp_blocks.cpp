@@ -17,7 +17,7 @@ namespace remat::scheduler {
 // Note [Blocks planned apart]
 // Tying twins' tags (Note [Repeated blocks solved once] in milp.cpp) keeps
 // the whole graph's program, whose LP bound is weak far below keep-all's
-// peak: on GPT-2 124M's graph at a quarter of it, CBC needs 40-50 s to
+// peak: on GPT-2 124M's graph at a quarter of it, CBC needed 41 s to
 // prove the tied optimum. As HiRemate (ICML 2025) does, the blocks are
 // also planned apart and then put together. The graph's chain of stages
 // (chain.h: cut where one value crosses) falls into segments: the stages
@@ -58,6 +58,11 @@ constexpr int64_t kSlack = 8;
 constexpr int kTries = 16;
 // A segment's program given less time than this is not solved.
 constexpr double kLeastShare = 0.05;
+
+// Keep-all, the rules' tags applied.
+std::vector<Tag> keep_all(const search::Context& c) {
+  return c.with_forced(std::vector<Tag>(static_cast<size_t>(c.graph.size()), Tag::Keep));
+}
 
 struct Segment {
   size_t first_stage = 0, last_stage = 0;
@@ -100,6 +105,7 @@ std::vector<Segment> segments_of(const search::Context& c, const Chain& chain, c
       const Segment& other = segments[k];
       if (other.first == twin && other.last - other.first == segment.last - segment.first && other.twin < 0) {
         segment.twin = static_cast<int64_t>(k);
+        break;
       }
     }
   }
@@ -107,10 +113,10 @@ std::vector<Segment> segments_of(const search::Context& c, const Chain& chain, c
 }
 
 // CBC's plans of one segment alone (every node outside it, and its
-// output, kept), at kSweep peaks between keep-all's and the least it
-// reaches by dropping all it may; each plan's tags of the segment's nodes.
-std::vector<std::vector<Tag>> plans_of(const search::Context& c, const Segment& segment, double budget_s,
-                                       int64_t& solves) {
+// output, kept), at kSweep peaks between keep-all's (`most`) and the least
+// it reaches by dropping all it may; each plan's tags of the segment's nodes.
+std::vector<std::vector<Tag>> plans_of(const search::Context& c, const Segment& segment, int64_t most,
+                                       double budget_s, int64_t& solves) {
   const auto start = std::chrono::steady_clock::now();
   search::Context alone = c;
   bool any = false;
@@ -119,12 +125,11 @@ std::vector<std::vector<Tag>> plans_of(const search::Context& c, const Segment& 
     any = any || alone.taggable(v);
   }
   if (!any) return {};
-  const std::vector<Tag> keep_all = c.with_forced(std::vector<Tag>(static_cast<size_t>(c.graph.size()), Tag::Keep));
-  std::vector<Tag> dropped = keep_all;
+  std::vector<Tag> dropped = keep_all(c);
   for (int64_t v = segment.first; v < segment.last; ++v) {
     if (alone.taggable(v)) dropped[v] = Tag::Recompute;
   }
-  const int64_t most = c.simulate(keep_all).peak_bytes, least = c.simulate(dropped).peak_bytes;
+  const int64_t least = c.simulate(dropped).peak_bytes;
   std::vector<std::vector<Tag>> plans;
   for (int k = 1; k <= kSweep && least < most; ++k) {
     const int64_t target = most - (most - least) * k / kSweep;
@@ -167,7 +172,7 @@ std::vector<size_t> undominated(const std::vector<StageCost>& costs) {
 // are left out. The chain model gets them as its options.
 void add_options(const search::Context& c, Chain& chain, std::vector<Segment>& segments,
                  const std::vector<const search::Candidate*>& fastest) {
-  const std::vector<Tag> keep_all = c.with_forced(std::vector<Tag>(static_cast<size_t>(c.graph.size()), Tag::Keep));
+  const std::vector<Tag> kept = keep_all(c);
   chain.model.options.assign(chain.stages.size(), {});
   for (Segment& segment : segments) {
     std::vector<std::vector<Tag>> choices =
@@ -179,7 +184,7 @@ void add_options(const search::Context& c, Chain& chain, std::vector<Segment>& s
     }
     std::vector<StageCost> costs;
     for (const std::vector<Tag>& plan : choices) {
-      std::vector<Tag> tags = keep_all;
+      std::vector<Tag> tags = kept;
       std::copy(plan.begin(), plan.end(), tags.begin() + segment.first);
       costs.push_back(policies::group_cost(chain, c.simulate(tags), segment.first_stage, segment.last_stage));
     }
@@ -192,7 +197,7 @@ void add_options(const search::Context& c, Chain& chain, std::vector<Segment>& s
 
 // The tags of a choice of the chain model with options.
 std::vector<Tag> tags_with_options(const search::Context& c, const Chain& chain, const std::vector<Segment>& segments,
-                         const ChainChoice& choice) {
+                                   const ChainChoice& choice) {
   std::vector<Tag> tags = policies::tags_of(c, chain, choice);
   for (const Segment& segment : segments) {
     const int mode = choice[segment.first_stage];
@@ -218,11 +223,12 @@ BlocksApart plan_blocks_apart(const search::Context& c, int64_t target, const Re
   if (std::none_of(segments.begin(), segments.end(), [](const Segment& s) { return s.twin >= 0; })) return result;
   result.segments = static_cast<int64_t>(segments.size());
   for (const Segment& segment : segments) result.solved += segment.twin < 0;
+  const int64_t most = c.simulate(keep_all(c)).peak_bytes;
   int64_t left = result.solved;
   for (Segment& segment : segments) {  // each an even share of the time left
     if (segment.twin >= 0) continue;
     const double share = std::max(0.0, time_limit_s - elapsed()) / static_cast<double>(left--);
-    segment.plans = plans_of(c, segment, share, result.solves);
+    segment.plans = plans_of(c, segment, most, share, result.solves);
   }
   std::vector<const search::Candidate*> fastest;  // the kSeeds fastest seeds that fit
   for (const search::Candidate& seed : seeds) {
