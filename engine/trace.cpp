@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstdio>
 
 #include "engine/allocator.h"
 #include "engine/error.h"
+#include "engine/file_write.h"
 #include "engine/autograd.h"
 
 namespace remat {
@@ -80,11 +80,6 @@ std::string TraceRecorder::json() const {
   return out;
 }
 
-void TraceRecorder::save(const std::string& path) const {
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "w"), &std::fclose);
-  REMAT_CHECK(file != nullptr, "trace: cannot write {}", path);
-  const std::string text = json();
-  REMAT_CHECK(std::fwrite(text.data(), 1, text.size(), file.get()) == text.size(), "trace: writing {} failed", path);
-}
+void TraceRecorder::save(const std::string& path) const { write_file_atomically(path, json()); }
 
 }  // namespace remat

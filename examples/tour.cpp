@@ -10,7 +10,6 @@
 //   example_tour [DIR]   (DIR: where to write the DOT of part 3)
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,6 +22,7 @@
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/factory.h"
+#include "engine/file_write.h"
 #include "engine/recording.h"
 #include "nn/gpt.h"
 #include "nn/mlp.h"
@@ -174,9 +174,7 @@ void part3(const Inputs& in, const std::string& dot_dir) {
                 plan.tags[v] == Tag::Keep ? "KEEP" : "RECOMPUTE", plan.reasons[v].c_str());
   }
   if (!dot_dir.empty()) {
-    std::ofstream dot(dot_dir + "/abc_cost.dot");
-    dot << scheduler::to_dot(graph, plan);
-    REMAT_CHECK(dot.good(), "tour: cannot write {}/abc_cost.dot", dot_dir);
+    write_file_atomically(dot_dir + "/abc_cost.dot", scheduler::to_dot(graph, plan));
   }
 }
 

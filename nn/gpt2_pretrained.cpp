@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/file_write.h"
 
 namespace remat::nn {
 namespace fs = std::filesystem;
@@ -26,6 +27,18 @@ nlohmann::json read_json(const fs::path& path) {
   nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   REMAT_CHECK(!j.is_discarded() && j.is_object(), "GPT-2 directory: '{}' is not a JSON object", path.string());
   return j;
+}
+
+// config.json's text, as GPT2Config writes it.
+std::string config_json(const GPTConfig& c) {
+  const nlohmann::ordered_json config{
+      {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"vocab_size", c.vocab_size},
+      {"n_positions", c.block_size}, {"n_ctx", c.block_size}, {"n_embd", c.n_embd}, {"n_layer", c.n_layer},
+      {"n_head", c.n_head}, {"n_inner", nullptr}, {"activation_function", "gelu_new"}, {"resid_pdrop", c.dropout},
+      {"embd_pdrop", c.dropout}, {"attn_pdrop", c.dropout}, {"layer_norm_epsilon", c.layer_norm_eps},
+      {"initializer_range", c.init_std}, {"tie_word_embeddings", c.tie_weights},
+      {"torch_dtype", c.dtype == DType::Float64 ? "float64" : "float32"}};
+  return config.dump(2) + "\n";
 }
 
 }  // namespace
@@ -87,6 +100,13 @@ GPTConfig load_gpt2_config(const std::string& dir, uint64_t seed) {
               path.string(), config.n_embd, config.n_head);
   REMAT_CHECK(config.dropout >= 0 && config.dropout < 1, "GPT-2 config '{}': the dropout probability {} is outside "
               "[0, 1)", path.string(), config.dropout);
+  // Checked here rather than by LayerNorm and the initialisers, so that the
+  // error names the file and the key a user edits.
+  REMAT_CHECK(std::isfinite(config.layer_norm_eps) && config.layer_norm_eps > 0, "GPT-2 config '{}': "
+              "layer_norm_epsilon is {}; LayerNorm needs a finite eps > 0 (GPT-2's is 1e-05)", path.string(),
+              config.layer_norm_eps);
+  REMAT_CHECK(std::isfinite(config.init_std) && config.init_std >= 0, "GPT-2 config '{}': initializer_range is {}; "
+              "it is a standard deviation, finite and >= 0 (GPT-2's is 0.02)", path.string(), config.init_std);
   return config;
 }
 
@@ -104,26 +124,22 @@ void save_gpt2_pretrained(const GPT& model, const std::string& dir, SafetensorsM
   fs::create_directories(dir, error);
   REMAT_CHECK(!error && fs::is_directory(dir), "save_gpt2_pretrained: '{}' cannot be made ({})", dir,
               error ? error.message() : "not a folder");
-  const GPTConfig& c = model.config();
-  nlohmann::ordered_json config{{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
-                                {"vocab_size", c.vocab_size}, {"n_positions", c.block_size}, {"n_ctx", c.block_size},
-                                {"n_embd", c.n_embd}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
-                                {"n_inner", nullptr}, {"activation_function", "gelu_new"},
-                                {"resid_pdrop", c.dropout}, {"embd_pdrop", c.dropout}, {"attn_pdrop", c.dropout},
-                                {"layer_norm_epsilon", c.layer_norm_eps}, {"initializer_range", c.init_std},
-                                {"tie_word_embeddings", c.tie_weights},
-                                {"torch_dtype", c.dtype == DType::Float64 ? "float64" : "float32"}};
   metadata["format"] = "pt";
   // Weights first: a config.json beside them says the directory is whole.
   save_safetensors(model, (fs::path(dir) / kWeights).string(), metadata);
-  const fs::path path = fs::path(dir) / kConfig, tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << config.dump(2) << "\n";
-    out.close();
-    REMAT_CHECK(out.good(), "save_gpt2_pretrained: cannot write '{}'", tmp.string());
+  write_file_atomically((fs::path(dir) / kConfig).string(), config_json(model.config()));
+}
+
+int64_t gpt2_pretrained_bytes(const GPT& model, const SafetensorsMetadata& metadata) {
+  // The header, entry by entry: "name":{"dtype":"F32","shape":[..],"data_offsets":[a,b]},
+  // with at most 21 characters a number; a metadata value's character at
+  // most 6 once escaped (\u00XX).
+  int64_t bytes = 8 + 64 + 7;  // the header's length, braces and "format":"pt", its padding
+  for (const auto& [name, tensor] : model.named_parameters()) {
+    bytes += tensor.nbytes() + static_cast<int64_t>(name.size()) + 64 + 21 * (tensor.dim() + 2);
   }
-  fs::rename(tmp, path);
+  for (const auto& [key, value] : metadata) bytes += 6 * static_cast<int64_t>(key.size() + value.size()) + 8;
+  return bytes + static_cast<int64_t>(config_json(model.config()).size());
 }
 
 }  // namespace remat::nn

@@ -15,6 +15,7 @@
 // buffers, not weights, and are left out too.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "nn/gpt.h"
@@ -29,7 +30,8 @@ namespace remat::nn {
 // a missing file or field, another model_type, or a GPT-2 variant nn::GPT
 // does not compute (activation_function other than gelu_new, n_inner other
 // than 4 n_embd, attention scaled by layer or upcast and reordered,
-// dropout probabilities that differ), or sizes out of range.
+// dropout probabilities that differ), or values out of range (sizes,
+// layer_norm_epsilon <= 0, a negative initializer_range).
 GPTConfig load_gpt2_config(const std::string& dir, uint64_t seed = 0);
 
 // DIR/model.safetensors into `model` (all or nothing; nn/safetensors.h),
@@ -38,7 +40,13 @@ void load_gpt2_weights(GPT& model, const std::string& dir);
 
 // DIR/config.json and DIR/model.safetensors (with `metadata`, and
 // "format": "pt" as transformers expects); DIR is made if missing. A tied
-// head writes no lm_head.weight, as save_pretrained does not.
+// head writes no lm_head.weight, as save_pretrained does not. Both files are
+// written whole or not at all (engine/file_write.h), the weights first.
 void save_gpt2_pretrained(const GPT& model, const std::string& dir, SafetensorsMetadata metadata = {});
+
+// At least the bytes save_gpt2_pretrained(model, dir, metadata) writes: the
+// weights' exactly, their header and config.json bounded from above (by a
+// few KiB), for a check of the disk's room before a run that ends in a save.
+int64_t gpt2_pretrained_bytes(const GPT& model, const SafetensorsMetadata& metadata = {});
 
 }  // namespace remat::nn

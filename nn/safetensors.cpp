@@ -7,15 +7,10 @@
 // all or nothing: no parameter is written before every check has passed.
 #include "nn/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -26,6 +21,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "engine/file_write.h"
 
 namespace remat::nn {
 namespace {
@@ -231,21 +227,6 @@ ParsedFile parse_file(const std::string& path) {
   return file;
 }
 
-// Writes all n bytes, retrying short writes; false (errno set) on failure.
-bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t written = ::write(fd, p, n);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += written;
-    n -= static_cast<size_t>(written);
-  }
-  return true;
-}
-
 }  // namespace
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -288,36 +269,13 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   text.append((8 - text.size() % 8) % 8, ' ');  // the body starts 8-byte aligned
   const uint64_t header_size = text.size();
 
-  // A temporary name of this write alone (pid and a counter, created with
-  // O_EXCL): two writers of one path never share, truncate or rename each
-  // other's half-written file, so the name ends up holding one of the files
-  // whole.
-  static std::atomic<uint64_t> writes{0};
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
-    tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), writes++);
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST) break;
+  AtomicFile file(path);  // Note [Whole or not at all]: a failed write leaves `path` as it was
+  file.write(&header_size, 8);
+  file.write(text.data(), text.size());
+  for (const Tensor& body : bodies) {
+    if (body.nbytes() > 0) file.write(body.raw_data(), body.nbytes());
   }
-  REMAT_CHECK(fd >= 0, "write_safetensors '{}': cannot create '{}': {}", path, tmp, std::strerror(errno));
-  bool ok = write_all(fd, &header_size, 8) && write_all(fd, text.data(), text.size());
-  for (size_t i = 0; ok && i < bodies.size(); ++i) {
-    if (bodies[i].nbytes() > 0) ok = write_all(fd, bodies[i].raw_data(), bodies[i].nbytes());
-  }
-  ok = ok && ::fsync(fd) == 0;  // the bytes are on disk before the name points at them
-  const int write_errno = errno;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    REMAT_FAIL("write_safetensors '{}': writing '{}' failed: {}", path, tmp, std::strerror(write_errno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    ::unlink(tmp.c_str());
-    REMAT_FAIL("write_safetensors '{}': cannot rename '{}' onto it: {}", path, tmp, ec.message());
-  }
+  file.commit();
 }
 
 std::vector<std::pair<std::string, Tensor>> read_safetensors(const std::string& path) {

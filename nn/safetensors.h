@@ -39,13 +39,13 @@ struct SafetensorsLoadOptions {
   std::function<std::string(const std::string&)> rename;
 };
 
-// Writes `tensors` in the given order to `path`. The bytes go to a temporary
-// name of this write alone, path + ".tmp.<pid>.<n>", first (flushed with
-// fsync) and are renamed onto `path` only when complete, so a crash never
-// leaves a half-written file under `path`, and two writers of one path never
-// mix their files. Names must be
-// unique, non-empty and not "__metadata__"; tensors must be defined, on the
-// CPU, with dtype float32, float64 or int64 (strided views are written dense).
+// Writes `tensors` in the given order to `path`, whole or not at all
+// (engine/file_write.h: a temporary name of this write alone, flushed and
+// renamed onto `path` when complete), so a crash or a full disk never leaves
+// a half-written file under `path`, and two writers of one path never mix
+// their files. Names must be unique, non-empty and not "__metadata__";
+// tensors must be defined, with dtype float32, float64 or int64 (a GPU's
+// tensors are copied to the CPU, strided views are written dense).
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const SafetensorsMetadata& metadata = {});
 

@@ -6,7 +6,7 @@
 // `remat tradeoff`; reads the plan, decides nothing.
 //
 //   const auto [graph, plan] = train::plan_workload({.workload = "W2", .policy = "cost"});
-//   std::ofstream("graph_cost.dot") << scheduler::to_dot(graph, plan);
+//   write_file_atomically("graph_cost.dot", scheduler::to_dot(graph, plan));   // engine/file_write.h
 #pragma once
 
 #include <string>

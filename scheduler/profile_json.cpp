@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/file_write.h"
+
 namespace remat::scheduler {
 namespace {
 
@@ -280,10 +282,7 @@ GraphProfile profile_from_json(std::string_view text) {
 }
 
 void save_profile(const GraphProfile& graph, const std::string& path) {
-  std::ofstream file(path);
-  file << profile_to_json(graph);
-  file.close();
-  REMAT_CHECK(file.good(), "profile: cannot write '{}'", path);
+  write_file_atomically(path, profile_to_json(graph));  // a failed save leaves the old profile whole
 }
 
 GraphProfile load_profile(const std::string& path) {

@@ -11,10 +11,10 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "engine/error.h"
+#include "engine/file_write.h"
 #include "scheduler/dot.h"
 #include "scheduler/plan.h"
 #include "tools/command.h"
@@ -46,13 +46,6 @@ std::vector<double> parse_fractions(const std::string& text) {
   }
 }
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream file(path);
-  file << text;
-  file.close();
-  REMAT_CHECK(file.good(), "tradeoff: cannot write {}", path.string());
-}
-
 // --out, made if it is not there.
 std::filesystem::path make_out_dir(const std::string& out_dir) {
   namespace fs = std::filesystem;
@@ -74,7 +67,7 @@ void write_graphs(const train::TradeoffOptions& options, const std::filesystem::
         {.workload = options.workload, .policy = policy, .threads = options.threads, .warmup = 1, .seed = options.seed,
          .device = options.device, .profile_path = options.profile_path, .model = options.model});
     const std::filesystem::path path = out / fmt::format("graph_{}.dot", policy);
-    write_file(path, scheduler::to_dot(graph, plan));
+    write_file_atomically(path.string(), scheduler::to_dot(graph, plan));
     written.push_back(path.string());
   }
 }
@@ -115,8 +108,8 @@ void run_tradeoff(train::TradeoffOptions options, const std::string& out_dir) {
     std::fflush(stderr);
   };
   const std::vector<train::TradeoffRow> rows = train::sweep_tradeoff(options);
-  write_file(out / "tradeoff.csv", train::tradeoff_csv(rows));
-  write_file(out / "tradeoff.json", train::tradeoff_json(rows).dump(2) + "\n");
+  write_file_atomically((out / "tradeoff.csv").string(), train::tradeoff_csv(rows));
+  write_file_atomically((out / "tradeoff.json").string(), train::tradeoff_json(rows).dump(2) + "\n");
   std::vector<std::string> written{(out / "tradeoff.csv").string(), (out / "tradeoff.json").string()};
   write_graphs(options, out, written);
   print_rows(options, rows, out, written);
@@ -191,8 +184,8 @@ void run_batches(train::BatchSweepOptions options, const std::string& out_dir) {
     std::fflush(stderr);
   };
   const train::BatchSweep sweep = train::sweep_batches(options);
-  write_file(out / "batches.csv", train::batch_csv(sweep));
-  write_file(out / "batches.json", train::batch_json(sweep).dump(2) + "\n");
+  write_file_atomically((out / "batches.csv").string(), train::batch_csv(sweep));
+  write_file_atomically((out / "batches.json").string(), train::batch_json(sweep).dump(2) + "\n");
   print_batches(options, sweep, out);
 }
 

@@ -8,7 +8,7 @@
 //
 //   BatchSweep sweep = sweep_batches({.model = workload_model("W2"), .batch_sizes = {8, 16, 32},
 //                                     .memory_limit = 256 << 20});
-//   std::ofstream("batches.csv") << batch_csv(sweep);
+//   write_file_atomically("batches.csv", batch_csv(sweep));   // engine/file_write.h
 //
 // What counts against the limit is every byte the device holds at the
 // step's peak (WorkloadReport::peak_total_bytes): parameters, gradients,

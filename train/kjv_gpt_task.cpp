@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "comm/mpi.h"
 #include "engine/allocator.h"
@@ -162,13 +165,16 @@ void check_options(const KjvGptOptions& o) {
 
 namespace {
 
-// The files a run writes (rank 0's; "" elsewhere or when not asked).
+// The files a run writes (rank 0's; "" elsewhere or when not asked), and
+// the lock on the weights folder, held for the run.
 struct KjvOutputs {
   std::string weights_path, profile_out;
+  std::unique_ptr<RunLock> weights_lock;
 };
 
 // Every output can be written and no two flags name one file: found now,
-// not after training.
+// not after training. A second run writing the same weights folder stops
+// here, naming it (the lock is "W.lock" beside the folder W).
 KjvOutputs check_outputs(const KjvGptOptions& options, bool main_process) {
   const std::string weights_path = main_process ? options.weights_path : "";
   const std::string profile_out = main_process ? options.save_checkpointing_profile : "";
@@ -183,7 +189,41 @@ KjvOutputs check_outputs(const KjvGptOptions& options, bool main_process) {
                         ? (std::filesystem::path(weights_path) / "model.safetensors").string()
                         : weights_path,
                     "--save-weights");
-  return {weights_path, profile_out};
+  return {weights_path, profile_out,
+          weights_path.empty() ? nullptr : std::make_unique<RunLock>(weights_path, "--save-weights")};
+}
+
+// What --save-weights records beside the weights.
+nn::SafetensorsMetadata weights_metadata(const data::CharTokenizer& tokenizer, int64_t steps) {
+  return {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()}, {"steps", std::to_string(steps)}};
+}
+
+// --save-weights has room on its disk: found before training, not after.
+void check_weights_room(const nn::GPT& model, const KjvOutputs& outputs, const data::CharTokenizer& tokenizer,
+                        const KjvGptOptions& options) {
+  if (outputs.weights_path.empty()) return;
+  const int64_t bytes = nn::gpt2_pretrained_bytes(model, weights_metadata(tokenizer, options.max_steps));
+  check_free_space(outputs.weights_path, bytes, "--save-weights");
+}
+
+// Where the trained weights are when --save-weights failed after training:
+// the checkpoint of the run's last step (or its best, where the model ended
+// on it), or nowhere.
+std::string weights_left_in(const Trainer& trainer) {
+  const TrainingArguments& args = trainer.args();
+  if (args.output_dir.empty()) {
+    return "the trained weights were not saved anywhere else (with --output-dir a run keeps checkpoints of them)";
+  }
+  const std::string folder = args.load_best_model_at_end && !trainer.best_model_checkpoint().empty()
+                                 ? trainer.best_model_checkpoint()
+                                 : (std::filesystem::path(args.output_dir) /
+                                    fmt::format("checkpoint-{}", trainer.global_step())).string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) {
+    return fmt::format("the trained weights were not saved anywhere else ('{}' is not there)", folder);
+  }
+  return fmt::format("the trained weights are in the checkpoint '{}'; once there is room, the same command with "
+                     "--resume-from-checkpoint {} writes them without training again", folder, folder);
 }
 
 std::vector<int64_t> encode_prompt(const data::CharTokenizer& tokenizer, const std::string& prompt) {
@@ -300,19 +340,37 @@ struct EvalRows {
   }
 };
 
-// After training: the profile and the weights asked for, and rank 0's sample.
+// After training: the weights and the profile asked for, and rank 0's
+// sample. A save that fails does not keep the other from being tried; the
+// error names each that failed (and, for the weights, where they still are).
 void finish_run(nn::GPT& model, Trainer& trainer, const KjvOutputs& outputs, const data::CharTokenizer& tokenizer,
                 const std::vector<int64_t>& prompt, const KjvGptOptions& options, KjvResult& result) {
-  if (!outputs.profile_out.empty()) {
-    const scheduler::GraphProfile* profile = model.checkpointing_profile();
-    REMAT_CHECK(profile != nullptr, "train: --save-checkpointing-profile: no graph was planned (a run of one step "
-                "only profiles it; run two or more)");
-    scheduler::save_profile(*profile, outputs.profile_out);
-  }
+  std::vector<std::string> failed;
   if (!outputs.weights_path.empty()) {
-    nn::save_gpt2_pretrained(model, outputs.weights_path, {{"task", "kjv-gpt"}, {"symbols", tokenizer.symbols()},
-                                                           {"steps", std::to_string(trainer.global_step())}});
+    try {
+      nn::save_gpt2_pretrained(model, outputs.weights_path, weights_metadata(tokenizer, trainer.global_step()));
+    } catch (const Error& e) {
+      failed.push_back(fmt::format("train: --save-weights '{}' was not written: {}; {}", outputs.weights_path,
+                                   e.what(), weights_left_in(trainer)));
+    }
   }
+  if (!outputs.profile_out.empty() && result.first_step == trainer.global_step() &&
+      model.checkpointing_profile() == nullptr) {
+    // Resumed at the last step (to write weights a failed save lost): no
+    // step ran, so there is no graph, and the file asked for is left as is.
+    fmt::print(stderr, "train: --save-checkpointing-profile '{}' was not written: no step ran (resumed at step {}, "
+               "the last)\n", outputs.profile_out, trainer.global_step());
+  } else if (!outputs.profile_out.empty()) {
+    try {
+      const scheduler::GraphProfile* profile = model.checkpointing_profile();
+      REMAT_CHECK(profile != nullptr, "no graph was planned (a run of one step only profiles it; run two or more)");
+      scheduler::save_profile(*profile, outputs.profile_out);
+    } catch (const Error& e) {
+      failed.push_back(fmt::format("train: --save-checkpointing-profile '{}' was not written: {}",
+                                   outputs.profile_out, e.what()));
+    }
+  }
+  REMAT_CHECK(failed.empty(), "{}", fmt::join(failed, "\n"));
   if (trainer.accelerator().is_main_process()) {
     Generator sampler(options.seed + 7);
     result.sample = tokenizer.decode(model.generate(prompt, options.sample_chars, options.temperature, sampler));
@@ -340,6 +398,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   // The model's initialisation and dropout use seed and seed + 1 (nn::GPT),
   // the Trainer's shuffle the seed.
   nn::GPT model(config);
+  check_weights_room(model, outputs, tokenizer, options);
   if (!options.init_from.empty()) nn::load_gpt2_weights(model, options.init_from);
   if (!options.checkpointing_profile.empty()) enable_saved_plan(model, args, options.checkpointing_profile);
 

@@ -4,12 +4,15 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "engine/error.h"
 
@@ -43,9 +46,17 @@ bool same_file(const std::string& a, const std::string& b) {
   return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
 }
 
+// path + ".lock", for a folder "out/" too ("out.lock", not "out/.lock").
+std::string lock_file_of(const std::string& path) {
+  std::string stem = path;
+  while (stem.size() > 1 && stem.back() == '/') stem.pop_back();
+  return stem + ".lock";
+}
+
 }  // namespace
 
-RunLock::RunLock(const std::string& path, std::string_view flag) : lock_path_(path + ".lock") {
+RunLock::RunLock(const std::string& path, std::string_view flag, std::string lock_file)
+    : lock_path_(lock_file.empty() ? lock_file_of(path) : std::move(lock_file)) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     REMAT_CHECK(fd >= 0, "{} '{}': cannot create its lock file '{}': {}", flag, path, lock_path_, std::strerror(errno));
@@ -97,6 +108,24 @@ void check_output_path(const std::string& path, std::string_view flag) {
               std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+void check_free_space(const std::string& path, int64_t bytes, std::string_view flag) {
+  if (path.empty()) return;
+  std::error_code ec;
+  fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  while (!folder.empty() && !fs::is_directory(folder, ec)) folder = folder.parent_path();
+  if (folder.empty()) folder = ".";
+  struct statvfs disk{};
+  if (::statvfs(folder.c_str(), &disk) != 0) return;  // cannot say: the write will tell
+  const auto free_bytes = static_cast<int64_t>(std::min<unsigned long long>(
+      static_cast<unsigned long long>(disk.f_bavail) * disk.f_frsize, std::numeric_limits<int64_t>::max()));
+  const auto amount = [](int64_t n) {
+    return n < (1 << 20) ? fmt::format("{} bytes", n)
+                         : fmt::format("{} bytes ({:.1f} MiB)", n, static_cast<double>(n) / (1 << 20));
+  };
+  REMAT_CHECK(free_bytes >= bytes, "{} '{}': its folder '{}' has {} free, and the run would write {} there; free "
+              "some space or give another folder", flag, path, folder.string(), amount(free_bytes), amount(bytes));
 }
 
 void check_distinct_paths(const std::vector<std::pair<std::string, std::string>>& flag_paths) {

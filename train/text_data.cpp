@@ -99,7 +99,11 @@ std::string load_text_file(const std::string& path) {
   std::ostringstream contents;
   contents << file.rdbuf();
   REMAT_CHECK(!file.bad(), "error while reading {}", path);
-  return std::move(contents).str();
+  std::string text = std::move(contents).str();
+  // Said here, where the file is known: the tokenizer's own error cannot name it.
+  REMAT_CHECK(!text.empty(), "text file '{}' is empty; a character model learns its vocabulary from the text, so "
+              "it needs some", path);
+  return text;
 }
 
 uint64_t fingerprint(std::string_view bytes) { return fnv1a(bytes); }

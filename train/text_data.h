@@ -28,7 +28,8 @@ namespace remat::data {
 // command exits non-zero, or it prints nothing.
 std::string load_kjv();
 
-// The bytes of the file at `path`. Errors: missing or unreadable file.
+// The bytes of the file at `path`. Errors: missing, unreadable or empty file
+// (each names `path`).
 std::string load_text_file(const std::string& path);
 
 // A 64-bit fingerprint of some bytes (FNV-1a): the identity of a run's

@@ -8,7 +8,7 @@
 // measures nothing itself (train/workload.h does).
 //
 //   std::vector<TradeoffRow> rows = sweep_tradeoff({.workload = "W2", .steps = 3});
-//   std::ofstream("tradeoff.csv") << tradeoff_csv(rows);
+//   write_file_atomically("tradeoff.csv", tradeoff_csv(rows));   // engine/file_write.h
 #pragma once
 
 #include <cstdint>

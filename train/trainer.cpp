@@ -132,7 +132,8 @@ std::unique_ptr<RunLock> Trainer::lock_output_dir() {
   std::exception_ptr refused;
   if (accelerator_->is_main_process()) {
     try {
-      lock = std::make_unique<RunLock>((fs::path(args_.output_dir) / "trainer").string(), "output_dir");
+      lock = std::make_unique<RunLock>(args_.output_dir, "output_dir",
+                                       (fs::path(args_.output_dir) / "trainer.lock").string());
       // What a killed save left (its temporary folder), now that no one else writes here.
       for (const fs::directory_entry& entry : fs::directory_iterator(args_.output_dir)) {
         if (entry.path().filename().string().starts_with(".checkpoint-")) fs::remove_all(entry.path());

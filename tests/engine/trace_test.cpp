@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 
 #include "ops/ops.h"
 
@@ -47,6 +49,27 @@ TEST(Trace, NothingIsRecordedWithoutARecorder) {
   sum(relu(w)).backward();  // no recorder: the spans are no-ops
   TraceRecorder trace;
   EXPECT_TRUE(trace.events().empty());
+}
+
+// The trace is written whole or not at all (engine/file_write.h).
+TEST(Trace, ASaveThatFailsNamesTheFileAndLeavesNone) {
+  TraceRecorder trace;
+  const std::string path = (std::filesystem::temp_directory_path() / "remat_trace_test_full.json").string();
+  std::filesystem::remove(path);
+  ::setenv("REMAT_FAULT_WRITE", "ENOSPC:remat_trace_test_full.json:4", 1);
+  std::string message = "no error";
+  try {
+    trace.save(path);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ::unsetenv("REMAT_FAULT_WRITE");
+  EXPECT_NE(message.find("cannot write '" + path + "'"), std::string::npos) << message;
+  EXPECT_NE(message.find("(ENOSPC)"), std::string::npos) << message;
+  EXPECT_FALSE(std::filesystem::exists(path));
+  trace.save(path);
+  EXPECT_TRUE(std::filesystem::exists(path));
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -125,8 +127,54 @@ TEST(Gpt2Pretrained, VariantsRematDoesNotComputeAreErrorsNamingTheField) {
   refused("model_type", "llama", "model_type is 'llama'");
   refused("n_layer", nlohmann::json(nlohmann::json::value_t::discarded), "n_layer is missing");
   refused("n_head", "two", "n_head is missing or not an integer");
+  // Values LayerNorm or the initialisers would refuse without the file's
+  // name ("LayerNorm: need ... eps > 0"): named here, with the file.
+  const std::string file = "GPT-2 config '" + (fs::path(dir) / "config.json").string() + "': ";
+  refused("layer_norm_epsilon", -1e-5, file + "layer_norm_epsilon is -1e-05; LayerNorm needs a finite eps > 0");
+  refused("layer_norm_epsilon", 0, file + "layer_norm_epsilon is 0");
+  refused("initializer_range", -0.02, file + "initializer_range is -0.02");
   fs::remove(fs::path(dir) / "config.json");
   EXPECT_TRUE(testing::contains(testing::error_of([&] { load_gpt2_config(dir); }), "cannot be read"));
+}
+
+// Both files are written whole or not at all: a save that fails leaves the
+// folder's files as they were, and the error names the file.
+TEST(Gpt2Pretrained, ASaveThatFailsLeavesTheFolderAsItWas) {
+  GPT model(tiny(true, 1)), other(tiny(true, 2));
+  const std::string dir = fresh("failed_save");
+  save_gpt2_pretrained(model, dir);
+  const auto bytes_of = [&](const char* name) {
+    std::ifstream in(fs::path(dir) / name, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string weights = bytes_of("model.safetensors"), config = bytes_of("config.json");
+  for (const char* name : {"model.safetensors", "config.json"}) {
+    SCOPED_TRACE(name);
+    ::setenv("REMAT_FAULT_WRITE", fmt::format("ENOSPC:{}:16", name).c_str(), 1);
+    const std::string message = testing::error_of([&] { save_gpt2_pretrained(other, dir); });
+    ::unsetenv("REMAT_FAULT_WRITE");
+    EXPECT_TRUE(testing::contains(message, "cannot write '" + (fs::path(dir) / name).string() + "'")) << message;
+    EXPECT_TRUE(testing::contains(message, "(ENOSPC)")) << message;
+    if (std::string(name) == "config.json") continue;  // the weights before it were written, whole
+    EXPECT_TRUE(bytes_of("model.safetensors") == weights);
+    EXPECT_TRUE(bytes_of("config.json") == config);
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);  // no temporary left
+}
+
+// gpt2_pretrained_bytes bounds what a save writes from above, by a few KiB.
+TEST(Gpt2Pretrained, TheBytesOfASaveAreKnownBeforeIt) {
+  for (const bool tied : {true, false}) {
+    GPT model(tiny(tied, 1));
+    const std::string dir = fresh("bytes");
+    const SafetensorsMetadata metadata{{"symbols", std::string("\n\x01 abc\"\\\0", 9)}, {"steps", "1000"}};
+    save_gpt2_pretrained(model, dir, metadata);
+    const int64_t written = static_cast<int64_t>(fs::file_size(fs::path(dir) / "model.safetensors") +
+                                                 fs::file_size(fs::path(dir) / "config.json"));
+    const int64_t bound = gpt2_pretrained_bytes(model, metadata);
+    EXPECT_GE(bound, written);
+    EXPECT_LT(bound, written + 8192);
+  }
 }
 
 }  // namespace

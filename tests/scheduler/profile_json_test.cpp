@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -98,6 +100,23 @@ TEST(ProfileJson, AFileRoundTripsAndAMissingOneNamesItsPath) {
   EXPECT_EQ(profile_to_json(load_profile(path)), profile_to_json(graph));
   std::filesystem::remove(path);
   EXPECT_TRUE(testing::contains(testing::error_of([&] { load_profile(path); }), path));
+}
+
+// A save on a full disk truncated the good profile in place; now it stands
+// byte for byte, and the error names the file and ENOSPC.
+TEST(ProfileJson, ASaveThatFailsLeavesTheOldProfile) {
+  const GraphProfile graph = gpt_profile();
+  const std::string path = (std::filesystem::temp_directory_path() / "remat_profile_json_full.json").string();
+  std::ofstream(path) << "{\"an\": \"old profile\"}";
+  ::setenv("REMAT_FAULT_WRITE", "ENOSPC:remat_profile_json_full.json:1000", 1);
+  const std::string message = testing::error_of([&] { save_profile(graph, path); });
+  ::unsetenv("REMAT_FAULT_WRITE");
+  EXPECT_TRUE(testing::contains(message, "cannot write '" + path + "'")) << message;
+  EXPECT_TRUE(testing::contains(message, "(ENOSPC)")) << message;
+  std::ifstream in(path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+            "{\"an\": \"old profile\"}");
+  std::filesystem::remove(path);
 }
 
 // `edit` applied to the saved JSON of gpt_profile(), then read back.

@@ -361,4 +361,45 @@ TEST(CliSlow, FashionMnistReaches85PercentIn3Epochs) {
   EXPECT_GE(accuracy, 0.85) << run.output;
 }
 
+
+// ---- Files written whole or not at all (issue 43, item 1) ----
+
+// REMAT_FAULT_WRITE (engine/file_write.h) for the runs of one scope.
+struct FaultWrites {
+  explicit FaultWrites(const std::string& spec) { ::setenv("REMAT_FAULT_WRITE", spec.c_str(), 1); }
+  ~FaultWrites() { ::unsetenv("REMAT_FAULT_WRITE"); }
+};
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A profile saved again on a full disk truncated the good one in place
+// (36,864 bytes of JSON cut short where 35,905 stood); now the run fails
+// naming the file and ENOSPC, and the first profile stands byte for byte.
+TEST(Cli, AProfileSaveThatFailsLeavesTheOldProfile) {
+  const std::string dir = "/tmp/remat_cli_test_profile_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string good = dir + "/good.json";
+  std::string command = tiny_kjv("--checkpointing cost --save-checkpointing-profile " + good);
+  command.replace(command.find("--max-steps 1"), 13, "--max-steps 2");  // one step only profiles
+  Outcome run = run_remat(command);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string first = file_bytes(good);
+  ASSERT_GT(first.size(), 1000u);
+  {
+    const FaultWrites fault("ENOSPC:good.json:" + std::to_string(first.size() / 2));  // half written, then full
+    run = run_remat(command);
+  }
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "--save-checkpointing-profile '" + good + "'")) << run.output;
+  EXPECT_TRUE(contains(run.output, "No space left on device (ENOSPC)")) << run.output;
+  EXPECT_TRUE(file_bytes(good) == first) << "the profile was changed: " << file_bytes(good).size() << " bytes";
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1)
+      << "a temporary file was left behind";
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace

@@ -8,9 +8,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -19,6 +21,7 @@
 #include "nn/safetensors.h"
 #include "scheduler/plan.h"
 #include "scheduler/profile_json.h"
+#include "train/run_files.h"
 
 namespace remat::train {
 namespace {
@@ -339,6 +342,7 @@ TEST(KjvGptTask, AnOutputFolderInUseByAnotherRunIsAnError) {
   int evals = 0;
   const std::string message = error_of(options, &evals);
   EXPECT_TRUE(contains(message, "is in use by another run (process 4242")) << message;
+  EXPECT_TRUE(contains(message, "output_dir '" + dir + "' is in use")) << message;  // the folder given, not DIR/trainer
   EXPECT_EQ(evals, 0);
   EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint-2"));
   ::unlink(lock_path.c_str());
@@ -416,6 +420,93 @@ TEST(KjvGptTask, BadOptionsAreErrors) {
   KjvGptOptions options = tiny_options(write_text("remat_kjv_task_test3.txt", std::string(200, 'a')));
   options.max_steps = 0;
   EXPECT_THROW(train_kjv_gpt(options), Error);
+}
+
+// ---- The run's files (issue 43, item 9 and deliverable 6) ----
+
+// Two runs writing one --save-weights folder: the second stops at its start,
+// naming the flag and the folder.
+TEST(KjvGptTask, AWeightsFolderInUseByAnotherRunIsAnError) {
+  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_weights_locked.txt"));
+  options.max_steps = 2;
+  options.weights_path = temp_folder("remat_kjv_weights_locked");
+  {
+    const RunLock other(options.weights_path, "--save-weights");  // the other run's
+    int evals = 0;
+    const std::string message = error_of(options, &evals);
+    EXPECT_TRUE(contains(message, "--save-weights '" + options.weights_path + "' is in use by another run"))
+        << message;
+    EXPECT_EQ(evals, 0);
+    EXPECT_FALSE(std::filesystem::exists(options.weights_path));
+  }
+  EXPECT_EQ(error_of(options), "no error");  // free once the other run is gone
+  EXPECT_TRUE(std::filesystem::exists(options.weights_path + "/model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(options.weights_path + ".lock"));
+}
+
+// Weights that cannot fit their disk: found before training (where the test
+// may mount a small tmpfs: as root), not after it.
+TEST(KjvGptTask, WeightsWithoutRoomAreFoundBeforeTraining) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const std::string disk = temp_folder("remat_kjv_small_disk");
+  std::filesystem::create_directories(disk);
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=16k") != 0) {
+    GTEST_SKIP() << "mount -t tmpfs -o size=16k failed: a container without CAP_SYS_ADMIN";
+  }
+  struct Unmount {
+    const std::string& at;
+    ~Unmount() { ::umount(at.c_str()); }
+  } unmount{disk};
+  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_small_disk.txt"));
+  options.max_steps = 2;
+  options.weights_path = disk + "/weights";  // about 15 KiB of weights, 16 KiB less the lock's page free
+  int evals = 0;
+  const std::string message = error_of(options, &evals);
+  EXPECT_TRUE(contains(message, "--save-weights '" + options.weights_path + "': its folder '" + disk + "' has "))
+      << message;
+  EXPECT_TRUE(contains(message, " bytes free, and the run would write ")) << message;
+  EXPECT_TRUE(contains(message, " bytes there; free some space or give another folder")) << message;
+  EXPECT_EQ(evals, 0) << "trained before finding: " << message;
+}
+
+// A weights save that fails after training says where the trained weights
+// still are (the last step's checkpoint), and the command it names writes
+// them without training again; the profile asked for is saved all the same.
+TEST(KjvGptTask, AWeightsSaveThatFailsSaysWhereTheWeightsAre) {
+  KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_weights_fail.txt"));
+  options.max_steps = 2;
+  options.eval_interval = 2;
+  const std::string dir = temp_folder("remat_kjv_weights_fail");
+  options.weights_path = temp_folder("remat_kjv_weights_fail_w");
+  options.checkpointing = "blocks";
+  options.save_checkpointing_profile = temp_folder("remat_kjv_weights_fail.json");
+  options.trainer_flags = {"--output-dir", dir};
+  ::setenv("REMAT_FAULT_WRITE", "ENOSPC:remat_kjv_weights_fail_w/model.safetensors:100", 1);
+  int evals = 0;
+  std::string message = error_of(options, &evals);
+  ::unsetenv("REMAT_FAULT_WRITE");
+  EXPECT_EQ(evals, 1);  // it trained
+  EXPECT_TRUE(contains(message, "--save-weights '" + options.weights_path + "' was not written")) << message;
+  EXPECT_TRUE(contains(message, "No space left on device (ENOSPC)")) << message;
+  EXPECT_TRUE(contains(message, "the trained weights are in the checkpoint '" + dir + "/checkpoint-2'")) << message;
+  EXPECT_FALSE(std::filesystem::exists(options.weights_path + "/model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(options.save_checkpointing_profile)) << "the profile was not saved";
+  options.trainer_flags = {"--output-dir", dir, "--resume-from-checkpoint", dir + "/checkpoint-2"};
+  EXPECT_EQ(error_of(options), "no error");
+  EXPECT_EQ(nn::read_safetensors_metadata(options.weights_path + "/model.safetensors").at("steps"), "2");
+  // Without --output-dir, nothing kept them; the message says so.
+  options.trainer_flags = {};
+  ::setenv("REMAT_FAULT_WRITE", "ENOSPC:remat_kjv_weights_fail_w/model.safetensors", 1);
+  message = error_of(options);
+  ::unsetenv("REMAT_FAULT_WRITE");
+  EXPECT_TRUE(contains(message, "the trained weights were not saved anywhere else")) << message;
+}
+
+// An empty --text reached the tokenizer, whose error could not name it.
+TEST(KjvGptTask, AnEmptyTextIsAnErrorNamingTheFile) {
+  const std::string path = write_text("remat_kjv_task_empty.txt", "");
+  const std::string message = error_of(tiny_options(path));
+  EXPECT_TRUE(contains(message, "text file '" + path + "' is empty")) << message;
 }
 
 }  // namespace

@@ -90,5 +90,39 @@ TEST_F(RunFiles, TwoFlagsNamingOneFileAreAnError) {
   check_distinct_paths({{"--checkpoint", ""}, {"--save-weights", ""}, {"--text", text}});
 }
 
+// A folder's lock sits beside it ("w/" and "w" share "w.lock"), and a lock
+// file of its own keeps the message on the path the user gave (the Trainer
+// locks output_dir through DIR/trainer.lock, and names DIR).
+TEST_F(RunFiles, AFoldersLockNamesTheFolderTheUserGave) {
+  const std::string weights = path("weights");
+  {
+    const RunLock first(weights + "/", "--save-weights");
+    EXPECT_EQ(first.lock_path(), weights + ".lock");
+    const std::string message = error_of([&] { RunLock second(weights, "--save-weights"); });
+    EXPECT_TRUE(contains(message, "--save-weights '" + weights + "' is in use by another run")) << message;
+  }
+  fs::create_directories(path("out"));
+  const RunLock held(path("out"), "output_dir", path("out/trainer.lock"));
+  EXPECT_EQ(held.lock_path(), path("out/trainer.lock"));
+  const std::string message = error_of([&] { RunLock second(path("out"), "output_dir", path("out/trainer.lock")); });
+  EXPECT_TRUE(contains(message, "output_dir '" + path("out") + "' is in use by another run")) << message;
+  EXPECT_FALSE(contains(message, "'" + path("out/trainer") + "'")) << message;
+}
+
+// A disk without room for an output is found before the run: the message
+// names the flag, the folder and both numbers.
+TEST_F(RunFiles, AnOutputWithoutRoomIsFoundFirst) {
+  const int64_t too_much = int64_t{1} << 62;  // 4 EiB: no disk has it free
+  std::string message = error_of([&] { check_free_space(path("w"), too_much, "--save-weights"); });
+  EXPECT_TRUE(contains(message, "--save-weights '" + path("w") + "': its folder '" + dir_.string() + "' has "))
+      << message;
+  EXPECT_TRUE(contains(message, "the run would write " + std::to_string(too_much) + " bytes")) << message;
+  // A folder not made yet is measured on the nearest one that is.
+  message = error_of([&] { check_free_space(path("new/deeper/w"), too_much, "--save-weights"); });
+  EXPECT_TRUE(contains(message, "its folder '" + dir_.string() + "'")) << message;
+  check_free_space(path("w"), 1, "--save-weights");
+  check_free_space("", too_much, "--save-weights");
+}
+
 }  // namespace
 }  // namespace remat::train

@@ -151,6 +151,20 @@ TEST(TextFile, LoadsBytesAndFailsOnMissingFile) {
   EXPECT_THROW(load_text_file(path.string()), Error);
 }
 
+// An empty file reached the tokenizer, whose "CharTokenizer: the text is
+// empty" could not say which file; now the file is named.
+TEST(TextFile, AnEmptyFileIsAnErrorNamingIt) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "remat_text_data_empty.txt";
+  std::ofstream(path).close();
+  try {
+    load_text_file(path.string());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("text file '" + path.string() + "' is empty"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(TextKjv, MissingProgramNamesThePackage) {
   // An empty PATH hides `bible` whether or not it is installed.
   const char* old = std::getenv("PATH");
