@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 
 #include "engine/error.h"
+#include "engine/file_write.h"
 
 namespace remat::train {
 namespace {
@@ -59,12 +59,12 @@ RunLock::RunLock(const std::string& path, std::string_view flag, std::string loc
     : lock_path_(lock_file.empty() ? lock_file_of(path) : std::move(lock_file)) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    REMAT_CHECK(fd >= 0, "{} '{}': cannot create its lock file '{}': {}", flag, path, lock_path_, std::strerror(errno));
+    REMAT_CHECK(fd >= 0, "{} '{}': cannot create its lock file '{}': {}", flag, path, lock_path_, errno_text(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;
       const std::string holder = holder_of(fd);
       ::close(fd);
-      REMAT_CHECK(error == EWOULDBLOCK, "{} '{}': cannot lock '{}': {}", flag, path, lock_path_, std::strerror(error));
+      REMAT_CHECK(error == EWOULDBLOCK, "{} '{}': cannot lock '{}': {}", flag, path, lock_path_, errno_text(error));
       REMAT_FAIL("{} '{}' is in use by another run ({}, holding '{}'); wait for it to end, or give this run another "
                  "path", flag, path, holder, lock_path_);
     }
@@ -73,7 +73,7 @@ RunLock::RunLock(const std::string& path, std::string_view flag, std::string loc
       if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
         const int error = errno;
         ::close(fd);
-        REMAT_FAIL("{} '{}': cannot write its lock file '{}': {}", flag, path, lock_path_, std::strerror(error));
+        REMAT_FAIL("{} '{}': cannot write its lock file '{}': {}", flag, path, lock_path_, errno_text(error));
       }
       fd_ = fd;
       return;
@@ -105,7 +105,7 @@ void check_output_path(const std::string& path, std::string_view flag) {
   const std::string probe = (folder / fmt::format(".remat-probe.{}.{}", ::getpid(), probes++)).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   REMAT_CHECK(fd >= 0, "{} '{}': cannot write in its folder '{}': {}", flag, path, folder.string(),
-              std::strerror(errno));
+              errno_text(errno));
   ::close(fd);
   ::unlink(probe.c_str());
 }
