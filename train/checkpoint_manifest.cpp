@@ -115,7 +115,7 @@ ManifestCheck verify_manifest(const std::string& folder) {
     try {
       crc = hex(file_crc32(file.string()));
     } catch (const Error& e) {
-      return damaged(e.what(), file);
+      return damaged(e.what(), file);  // "cannot read '...': Permission denied (EACCES)"
     }
     if (crc != entry["crc32"].get<std::string>()) {
       return damaged(fmt::format("'{}' has CRC-32 {}, '{}' says {} (one of them changed since it was written)",

@@ -90,6 +90,14 @@ void sync_folder(const fs::path& folder) {
   ::close(fd);
 }
 
+// An error's message without its " [file:line]", to be quoted inside another.
+std::string message_of(const Error& e) {
+  std::string text = e.what();
+  const size_t at = text.rfind(" [");
+  if (at != std::string::npos && text.ends_with("]")) text.resize(at);
+  return text;
+}
+
 void warn(const std::string& message) {
   fmt::print(stderr, "warning: {}\n", message);
   std::fflush(stderr);
@@ -142,7 +150,7 @@ Inspection inspect(const fs::path& folder) {
     REMAT_CHECK(!named_as_checkpoint(folder) || named == out.step, "'{}' holds step {} under the name of step {}",
                 folder.string(), out.step, folder.filename().string().substr(11));
   } catch (const Error& e) {
-    out.problem = e.what();
+    out.problem = message_of(e);
   }
   return out;
 }
@@ -337,10 +345,11 @@ void Trainer::keep_runs_apart(const std::string& folder) {
   std::vector<std::string> names;
   for (const fs::path& p : newer) names.push_back(fmt::format("'{}'", p.string()));
   REMAT_CHECK(args_.overwrite_output_dir, "Trainer: resume_from_checkpoint '{}' (step {}) is older than {} in "
-              "output_dir '{}': the resumed run would write over them and mix two runs. Resume from the newest "
+              "output_dir '{}': the resumed run would write over {} and mix two runs. Resume from the newest "
               "(resume_from_checkpoint latest, or {}), give a new output_dir (--output-dir), or give "
-              "overwrite_output_dir (--overwrite-output-dir) to delete the newer ones",
-              folder, step, fmt::join(names, ", "), args_.output_dir, names.back());
+              "overwrite_output_dir (--overwrite-output-dir) to delete {}",
+              folder, step, fmt::join(names, ", "), args_.output_dir, newer.size() == 1 ? "it" : "them",
+              names.back(), newer.size() == 1 ? "it" : "the newer ones");
   if (!accelerator_->is_main_process()) return;
   for (const fs::path& p : newer) fs::remove_all(p);
   warn(fmt::format("overwrite_output_dir: deleted {}, newer than '{}', the checkpoint resumed from",
@@ -392,7 +401,7 @@ void Trainer::resume(Run& run, const std::string& folder) {
     REMAT_CHECK(state.is_object() && state.contains("log_history") && state["log_history"].is_array(),
                 "'{}' has no \"log_history\" list", (fs::path(folder) / kStateFile).string());
   } catch (const Error& e) {
-    REMAT_FAIL("Trainer: resume_from_checkpoint '{}' is damaged: {}", folder, e.what());
+    REMAT_FAIL("Trainer: resume_from_checkpoint '{}' is damaged: {}", folder, message_of(e));
   }
   saved_checkpoint_ = folder;
   global_step_ = load_checkpoint(file, model_, *run.adamw, run.local_sgd.get());

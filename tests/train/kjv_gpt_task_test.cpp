@@ -288,7 +288,7 @@ TEST(KjvGptTask, BadSamplingAndOutputsAreFoundBeforeTheFirstStep) {
   expect_early(o, "output_dir '" + o.text_path + "' cannot be made");
   o = options;
   o.trainer_flags = {"--resume-from-checkpoint", "/nonexistent/remat/checkpoint-5"};
-  expect_early(o, "'/nonexistent/remat/checkpoint-5' holds no checkpoint.safetensors");
+  expect_early(o, "'/nonexistent/remat/checkpoint-5' does not exist");
 }
 
 TEST(KjvGptTask, NumbersOutOfRangeAreErrors) {
