@@ -273,8 +273,9 @@ void Trainer::rotate_checkpoints() {
 // holds). A checkpoint of a remat before manifests is resumed, with a
 // warning that it was not verified.
 std::string Trainer::checkpoint_to_resume() const {
-  const std::string& asked = args_.resume_from_checkpoint;
+  std::string asked = args_.resume_from_checkpoint;
   if (asked.empty()) return "";
+  while (asked.size() > 1 && asked.ends_with('/')) asked.pop_back();  // "out/checkpoint-6/": its name, its folder
   const bool main_process = accelerator_->is_main_process();
   if (asked != "latest" && asked != "true") {
     const Inspection inspection = inspect(asked);
@@ -282,7 +283,8 @@ std::string Trainer::checkpoint_to_resume() const {
       // The newest older checkpoint beside it that verifies, as the way out.
       const std::optional<int64_t> step = step_of(asked);
       std::string older;
-      const std::vector<fs::path> beside = checkpoints_in(fs::path(asked).parent_path().string());
+      const fs::path parent = fs::path(asked).parent_path();
+      const std::vector<fs::path> beside = checkpoints_in(parent.empty() ? "." : parent.string());
       for (auto it = beside.rbegin(); it != beside.rend() && older.empty(); ++it) {
         if ((!step || step_of(*it) < *step) && inspect(*it).problem.empty()) older = it->string();
       }
