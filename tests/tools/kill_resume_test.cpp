@@ -96,13 +96,14 @@ TEST(CliSlow, KilledAtRandomMomentsARunResumesBitIdentical) {
   ASSERT_EQ(run_remat(flags(whole.string()), log, std::nullopt).exit_code, 0) << read_file(log);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
 
-  // Kills at 8% to 30% of an uninterrupted run's time after each start
-  // (each start resumes, so each gets further), then one run to the end.
+  // Kills at 8% to 25% of an uninterrupted run's time after each start
+  // (each start resumes, so each gets further; three cannot finish it
+  // unless it runs a third faster), then one run to the end.
   std::mt19937 moments(43);
-  std::uniform_int_distribution<int64_t> at(took.count() * 8 / 100, took.count() * 30 / 100);
+  std::uniform_int_distribution<int64_t> at(took.count() * 8 / 100, took.count() * 25 / 100);
   int kills = 0, mid_save = 0, resumes = 0;
   std::string kill_times;
-  for (int attempt = 0; attempt < 8; ++attempt) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
     std::vector<std::string> args = flags(killed.string());
     if (holds_a_checkpoint(killed)) {
       args.insert(args.end(), {"--resume-from-checkpoint", "latest"});
