@@ -412,10 +412,13 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   rows.running = &trainer;
   check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options, text_fingerprint), "train");
   trainer.set_run_description(describe_run(config, tokenizer, text_fingerprint));
-  result.first_step = trainer.train().resumed_at_step;
+  const TrainOutput trained = trainer.train();
+  result.first_step = trained.resumed_at_step;
   // The last step's validation, where it was not one of the interval's
-  // (a run stopped by its time limit, or one shorter than the interval).
-  if (trainer.evaluated_at_step() != trainer.global_step()) trainer.evaluate();
+  // (a run stopped by its time limit, or one shorter than the interval);
+  // none where the run resumed had nothing to train (no row twice).
+  const bool took_steps = trained.global_step > trained.resumed_at_step;
+  if (took_steps && trainer.evaluated_at_step() != trainer.global_step()) trainer.evaluate();
   finish_run(model, trainer, outputs, tokenizer, prompt, options, result);
   return result;
 }

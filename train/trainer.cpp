@@ -206,6 +206,7 @@ TrainOutput Trainer::train() {
   } unlock{lock_};
   Run run;
   set_up(run);
+  if (!run.resumed_from.empty() && global_step_ >= run.total_steps) return nothing_to_train(run);
   PreparedOptimizer optimizer = accelerator_->prepare(*run.adamw);
   PreparedScheduler scheduler = accelerator_->prepare(*run.schedule);
   run.eval_every = args_.eval_steps.value_or(args_.logging_steps);
@@ -223,6 +224,23 @@ TrainOutput Trainer::train() {
   run.stop = global_step_ >= run.total_steps;
   for (int64_t epoch = run.next_epoch; !run.stop; ++epoch) run_epoch(run, epoch, optimizer, scheduler);
   return finish(run);
+}
+
+// A checkpoint at or past the run's last step (a finished run resumed, or
+// max_steps lowered): said, and nothing trained, logged or written (no
+// train_loss of 0, no second evaluation of the same step).
+TrainOutput Trainer::nothing_to_train(const Run& run) const {
+  if (accelerator_->is_main_process()) {
+    const std::string last = args_.max_steps > 0
+                                 ? fmt::format("max_steps is {}", args_.max_steps)
+                                 : fmt::format("num_train_epochs {} make {} steps", args_.num_train_epochs,
+                                               run.total_steps);
+    fmt::print(stderr, "warning: nothing to train: the checkpoint is at step {}, {} (resumed from '{}'; nothing "
+               "was logged or written)\n", global_step_, last, run.resumed_from);
+    std::fflush(stderr);
+  }
+  return {.global_step = global_step_, .resumed_at_step = global_step_,
+          .training_loss = run.loss_steps > 0 ? run.loss_sum / static_cast<double>(run.loss_steps) : 0.0};
 }
 
 // The optimizer, loader, schedule and LocalSGD of a run, and where it
@@ -261,6 +279,7 @@ void Trainer::set_up(Run& run) {
   run.resumed_from = checkpoint_to_resume();
   run.saving = !args_.output_dir.empty() && args_.save_strategy != "no";
   if (!run.resumed_from.empty()) {
+    keep_runs_apart(run.resumed_from);
     resume(run, run.resumed_from);
   } else if (run.saving && !checkpoints_in(args_.output_dir).empty()) {
     REMAT_CHECK(args_.overwrite_output_dir, "Trainer: output_dir '{}' already holds checkpoints; give "
@@ -391,6 +410,8 @@ void Trainer::end_step(Run& run, int64_t epoch, int64_t b) {
   const double step_loss = run.window_loss / static_cast<double>(run.window_batches);
   run.logged_loss += step_loss;
   run.run_loss += step_loss;
+  run.loss_sum += step_loss;
+  ++run.loss_steps;
   run.epoch_loss += step_loss;
   ++run.epoch_steps;
   ++run.logged_steps;
@@ -445,7 +466,7 @@ TrainOutput Trainer::finish(Run& run) {
   const double samples = static_cast<double>(steps * args_.gradient_accumulation_steps *
                                              args_.per_device_train_batch_size * accelerator_->num_processes());
   TrainOutput output{.global_step = global_step_, .resumed_at_step = run.resumed_from.empty() ? 0 : run.first_step,
-                     .training_loss = steps > 0 ? run.run_loss / static_cast<double>(steps) : 0.0,
+                     .training_loss = run.loss_steps > 0 ? run.loss_sum / static_cast<double>(run.loss_steps) : 0.0,
                      .metrics = {{"train_runtime", seconds}, {"train_samples_per_second", samples / seconds},
                                  {"train_steps_per_second", static_cast<double>(steps) / seconds}}};
   output.metrics.emplace_back("train_loss", output.training_loss);

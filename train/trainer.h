@@ -23,15 +23,22 @@
 // Saved runs (an output_dir and save_strategy not "no"):
 // output_dir/checkpoint-STEP/ holds checkpoint.safetensors (weights under
 // "model.", AdamW's state, LocalSGD's, and in its metadata the step, the
-// epoch and batch to continue from, and the model's random generators'
-// offsets), trainer_state.json and training_args.json. A checkpoint is
-// written into a temporary folder and renamed into place, so a killed run
-// leaves the last complete one; the newest save_total_limit are kept (and
-// the best, with load_best_model_at_end). resume_from_checkpoint continues
-// bit for bit: N steps, stopped, then resumed to 2N, equal 2N steps run at
-// once (under LocalSGD every rank resumes from rank 0's model and optimizer
-// state, and each save averages the models first). Rank 0 writes; the
-// output folder is locked while a Trainer writes there (train, evaluate).
+// epoch and batch to continue from, the model's random generators'
+// offsets, the run's loss sum), trainer_state.json, training_args.json and,
+// written last, manifest.json (each file's size and CRC-32,
+// train/checkpoint_manifest.h). A checkpoint is written into a temporary
+// folder and renamed into place, so a killed run leaves the last complete
+// one; output_dir/trainer_state.json follows each save. The newest
+// save_total_limit are kept (and the best, with load_best_model_at_end).
+// resume_from_checkpoint continues bit for bit: N steps, stopped, then
+// resumed to 2N, equal 2N steps run at once, train_loss included (under
+// LocalSGD every rank resumes from rank 0's model and optimizer state, and
+// each save averages the models first). A resume verifies the checkpoint
+// ("latest": the newest that verifies, the skipped ones said), refuses one
+// older than output_dir's newest unless overwrite_output_dir (which deletes
+// the newer ones), warns of settings changed since, and trains nothing at
+// or past the last step. Rank 0 writes; the output folder is locked while a
+// Trainer writes there (train, evaluate).
 #pragma once
 
 #include <cstdint>
@@ -63,7 +70,7 @@ ForwardFn classifier_forward();
 struct TrainOutput {
   int64_t global_step = 0;
   int64_t resumed_at_step = 0;  // the checkpoint's step it continued from (0: from the start)
-  double training_loss = 0;  // mean over the steps this call ran
+  double training_loss = 0;  // mean over the run's steps, those before a resume included
   Metrics metrics;           // train_runtime, train_samples_per_second, ..., epoch
 };
 
@@ -180,6 +187,7 @@ class Trainer {
   Metrics evaluate_step(Run& run, bool eval_now);
   void save_step(Run& run, bool save_now);
   TrainOutput finish(Run& run);
+  TrainOutput nothing_to_train(const Run& run) const;  // resumed at or past the last step
   struct Evaluation {
     double loss = 0;
     Tensor predictions, labels;
@@ -189,8 +197,11 @@ class Trainer {
   void prepare_model();
   void save_checkpoint(Run& run);   // every rank
   void write_checkpoint(Run& run);  // rank 0
-  void resume(Run& run, const std::string& folder);
+  // Note [Which checkpoint a resume trusts], Note [Runs never mix] (trainer_checkpoints.cpp).
   std::string checkpoint_to_resume() const;
+  void keep_runs_apart(const std::string& folder);
+  void warn_changed_settings(const std::string& folder) const;
+  void resume(Run& run, const std::string& folder);
   void rotate_checkpoints();
   void write_state(const std::string& path) const;
   bool better(double value) const;

@@ -125,7 +125,9 @@ Metrics Trainer::evaluate(const data::Dataset* dataset, const std::string& prefi
   metrics.emplace_back(prefix + "_samples_per_second", samples / seconds);
   metrics.emplace_back(prefix + "_steps_per_second", steps / seconds);
   log(metrics);
-  if (!args_.output_dir.empty() && accelerator_->is_main_process()) {
+  // During training output_dir/trainer_state.json is written with each
+  // checkpoint (and at the end), so that it never names a step whose save failed.
+  if (!training_ && !args_.output_dir.empty() && accelerator_->is_main_process()) {
     write_state((fs::path(args_.output_dir) / "trainer_state.json").string());
   }
   return metrics;

@@ -47,6 +47,10 @@ struct Trainer::Run {
   int64_t eval_every = 1, first_step = 0;
   trainer_internal::Clock::time_point start;
   double logged_loss = 0, window_loss = 0, run_loss = 0, grad_norm = 0;
+  // The steps' losses summed since the run began (a resumed run starts from
+  // its checkpoint's), and how many: train_loss, the whole run's mean.
+  double loss_sum = 0;
+  int64_t loss_steps = 0;
   int64_t logged_steps = 0, window_batches = 0, step_peak = 0;
   std::optional<double> bad_loss;  // of the window's micro-batches, the first non-finite
   std::optional<double> metric;    // of the step's evaluation, the one that picks the best checkpoint

@@ -107,7 +107,7 @@ struct TrainingArguments {
   double outer_momentum = 0.9;
   uint64_t seed = 42;
   // A checkpoint folder, or "latest" (the newest checkpoint-STEP in
-  // output_dir); empty: start from the beginning.
+  // output_dir that verifies); empty: start from the beginning.
   std::string resume_from_checkpoint;
   std::optional<double> max_time;  // seconds; unset: no limit
   std::string device = "cpu";

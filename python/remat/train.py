@@ -211,7 +211,7 @@ class Trainer:
 
     def train(self, resume_from_checkpoint=None) -> TrainOutput:
         """Trains; resume_from_checkpoint: a checkpoint folder, or True for the
-        newest in output_dir (it continues bit for bit)."""
+        newest in output_dir that verifies (it continues bit for bit)."""
         resume = None
         if resume_from_checkpoint is not None and resume_from_checkpoint is not False:
             resume = "latest" if resume_from_checkpoint is True else os.fspath(resume_from_checkpoint)

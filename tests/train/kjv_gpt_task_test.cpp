@@ -73,6 +73,39 @@ TEST(KjvGptTask, TheLastStepIsEvaluatedBeforeItIsSaved) {
   EXPECT_NE(saved.find(fmt::format("\"eval_loss\": {}", result.curve[1].val_loss)), std::string::npos) << saved;
 }
 
+// Issue 43, items 8 and 9: resuming a finished run (or at max_steps below
+// its step) printed a row of train_loss 0.0000 and lr 0, and appended
+// train_loss 0.0 and a second evaluation of the same step to
+// trainer_state.json. Now: no row, nothing appended.
+TEST(KjvGptTask, AResumeWithNothingToTrainWritesNoRow) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "abcd efg\n";
+  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_nothing.txt", text));
+  options.max_steps = 6;
+  options.eval_interval = 2;
+  const std::string dir = (std::filesystem::temp_directory_path() / "remat_kjv_nothing").string();
+  std::filesystem::remove_all(dir);
+  options.trainer_flags = {"--output-dir", dir};
+  train_kjv_gpt(options);
+  const auto state = [&] {
+    std::ifstream in(dir + "/trainer_state.json");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string before = state();
+  options.trainer_flags = {"--output-dir", dir, "--resume-from-checkpoint", "latest"};
+  for (const int64_t steps : {6, 4}) {
+    options.max_steps = steps;
+    ::testing::internal::CaptureStderr();
+    const KjvResult result = train_kjv_gpt(options);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(result.curve.empty()) << "a row: step " << result.curve[0].step;
+    EXPECT_EQ(result.first_step, 6);
+    EXPECT_NE(err.find(fmt::format("nothing to train: the checkpoint is at step 6, max_steps is {}", steps)),
+              std::string::npos) << err;
+  }
+  EXPECT_EQ(state(), before);
+}
+
 TEST(KjvGptTask, CheckpointingChangesMemoryNotTheCurve) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "abcd efg\n";
@@ -258,7 +291,7 @@ TEST(KjvGptTask, BadSamplingAndOutputsAreFoundBeforeTheFirstStep) {
   expect_early(o, "output_dir '" + o.text_path + "' cannot be made");
   o = options;
   o.trainer_flags = {"--resume-from-checkpoint", "/nonexistent/remat/checkpoint-5"};
-  expect_early(o, "'/nonexistent/remat/checkpoint-5' holds no checkpoint.safetensors");
+  expect_early(o, "'/nonexistent/remat/checkpoint-5' does not exist");
 }
 
 TEST(KjvGptTask, NumbersOutOfRangeAreErrors) {

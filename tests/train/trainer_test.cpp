@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
 
 #include "engine/factory.h"
 #include "nn/mlp.h"
@@ -177,7 +181,7 @@ TEST(Trainer, AResumedRunContinuesBitForBit) {
     return std::make_unique<nn::MLP>(std::vector<int64_t>{4, 16, 3}, g);
   };
   const auto straight = fresh_model();
-  Trainer(*straight, args, train_set).train();
+  const TrainOutput uninterrupted = Trainer(*straight, args, train_set).train();
 
   args.output_dir = fresh_dir("resume");
   args.save_strategy = "steps";
@@ -189,8 +193,238 @@ TEST(Trainer, AResumedRunContinuesBitForBit) {
   args.resume_from_checkpoint = "latest";
   const auto resumed = fresh_model();  // other weights until the checkpoint is loaded
   Trainer trainer(*resumed, args, train_set);
-  EXPECT_EQ(trainer.train().global_step, 12);
+  const TrainOutput out = trainer.train();
+  EXPECT_EQ(out.global_step, 12);
   EXPECT_EQ(weights_of(*resumed), weights_of(*straight));
+  // Issue 43, item 9: train_loss is the whole run's mean (it was the resumed steps' alone).
+  EXPECT_EQ(out.training_loss, uninterrupted.training_loss);
+}
+
+// Note [Which checkpoint a resume trusts], Note [Runs never mix]
+// (train/trainer_checkpoints.cpp): a saved run of checkpoints 2, 4, 6 (or
+// as many as `steps` make), resumed after its files were damaged, moved or
+// its settings changed.
+struct SavedRun {
+  data::Dataset train_set = blobs(40, 1);
+  TrainingArguments args = small_args();
+  explicit SavedRun(const std::string& name, int64_t steps = 6) {
+    args.output_dir = fresh_dir(name);
+    args.max_steps = steps;
+    args.save_strategy = "steps";
+    args.save_steps = 2;
+    train(args);
+  }
+  std::string checkpoint(int64_t step) const {
+    return (fs::path(args.output_dir) / fmt::format("checkpoint-{}", step)).string();
+  }
+  // A run on `a` with the model every run here starts from; stderr caught.
+  TrainOutput train(const TrainingArguments& a, std::string* err = nullptr, TrainerCallbacks callbacks = {}) const {
+    Generator g(3);
+    nn::MLP model({4, 8, 3}, g);
+    if (err) ::testing::internal::CaptureStderr();
+    const auto captured = [&] {
+      if (err) *err = ::testing::internal::GetCapturedStderr();
+    };
+    try {
+      Trainer trainer(model, a, train_set, nullptr, {}, classifier_forward(), std::move(callbacks));
+      const TrainOutput out = trainer.train();
+      captured();
+      return out;
+    } catch (...) {
+      captured();
+      throw;
+    }
+  }
+  TrainingArguments resuming(const std::string& from, int64_t steps = 8) const {
+    TrainingArguments a = args;
+    a.resume_from_checkpoint = from;
+    a.max_steps = steps;
+    return a;
+  }
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_file(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+void flip_byte(const fs::path& path, size_t at) {
+  std::string bytes = read_file(path);
+  ASSERT_LT(at, bytes.size()) << path;
+  bytes[at] = static_cast<char>(bytes[at] ^ 0x01);
+  write_file(path, bytes);
+}
+
+// Issue 43, items 3 and 4: one byte changed in any file of the newest
+// checkpoint. Named explicitly it is an error naming that file and the
+// older checkpoint that verifies; "latest" skips it, saying so, and resumes
+// from that older one.
+TEST(Trainer, AFlippedByteInAnyFileOfACheckpointIsCaught) {
+  for (const std::string file : {"checkpoint.safetensors", "trainer_state.json", "training_args.json",
+                                 "manifest.json"}) {
+    SavedRun run("flip");
+    const fs::path damaged = fs::path(run.checkpoint(6)) / file;
+    const size_t size = fs::file_size(damaged);
+    // The last byte of the weights file is a tensor's; of a JSON file, inside its text.
+    flip_byte(damaged, file == "checkpoint.safetensors" ? size - 1 : size / 2);
+    const std::string message = error_of([&] { run.train(run.resuming(run.checkpoint(6))); });
+    EXPECT_TRUE(contains(message, damaged.string())) << file << ": " << message;
+    EXPECT_TRUE(contains(message, "An older checkpoint verifies: '" + run.checkpoint(4) + "'")) << message;
+    std::string err;
+    const TrainOutput out = run.train(run.resuming("latest"), &err);
+    EXPECT_EQ(out.resumed_at_step, 4) << file;
+    EXPECT_EQ(out.global_step, 8);
+    EXPECT_TRUE(contains(err, "warning: resume_from_checkpoint latest: skipped '" + run.checkpoint(6) + "': '" +
+                                  damaged.string()))
+        << file << ": " << err;
+  }
+}
+
+// Two tensors' data_offsets swapped in the header: a file that reads as
+// well as the original, with other values in two tensors.
+TEST(Trainer, SwappedDataOffsetsAreCaught) {
+  SavedRun run("swap");
+  const fs::path file = fs::path(run.checkpoint(6)) / "checkpoint.safetensors";
+  std::string bytes = read_file(file);
+  const auto offsets_of = [&](const std::string& name) {
+    const size_t at = bytes.find("\"" + name + "\"");
+    const size_t begin = bytes.find("\"data_offsets\":[", at) + 16;
+    return std::pair{begin, bytes.find(']', begin) - begin};
+  };
+  // exp_avg and exp_avg_sq of one parameter: the same shape, adjacent in the body.
+  const auto [a, a_size] = offsets_of("optimizer.0.exp_avg");
+  const auto [b, b_size] = offsets_of("optimizer.0.exp_avg_sq");
+  ASSERT_NE(a, b);
+  const std::string first = bytes.substr(a, a_size), second = bytes.substr(b, b_size);
+  ASSERT_NE(first, second);
+  ASSERT_LT(a, b);
+  bytes = bytes.substr(0, a) + second + bytes.substr(a + a_size, b - a - a_size) + first + bytes.substr(b + b_size);
+  write_file(file, bytes);
+  const std::string message = error_of([&] { run.train(run.resuming(run.checkpoint(6))); });
+  EXPECT_TRUE(contains(message, file.string() + "' has CRC-32")) << message;
+}
+
+// An empty checkpoint-100/ and a checkpoint-99999999999999999999 (no int64
+// holds its step) are named and skipped; a checkpoint written before
+// manifests resumes, said to be unverified.
+TEST(Trainer, FoldersThatAreNotCheckpointsAreSkippedAndOldOnesResumeUnverified) {
+  SavedRun run("strays", 4);
+  fs::create_directories(run.checkpoint(100));
+  const std::string overflow = (fs::path(run.args.output_dir) / "checkpoint-99999999999999999999").string();
+  fs::create_directories(overflow);
+  fs::remove(fs::path(run.checkpoint(4)) / "manifest.json");  // as a remat before manifests wrote it
+  std::string err;
+  const TrainOutput out = run.train(run.resuming("latest", 6), &err);
+  EXPECT_EQ(out.resumed_at_step, 4);
+  EXPECT_TRUE(contains(err, "skipped '" + run.checkpoint(100) + "': '" + run.checkpoint(100) +
+                                "' holds neither manifest.json nor checkpoint.safetensors"))
+      << err;
+  EXPECT_TRUE(contains(err, "skipped '" + overflow + "': its step does not fit in 64 bits")) << err;
+  EXPECT_TRUE(contains(err, "checkpoint '" + run.checkpoint(4) + "' is not verified: written before manifests"))
+      << err;
+  // Named, the empty folder is an error that says so.
+  const std::string message = error_of([&] { run.train(run.resuming(run.checkpoint(100), 102)); });
+  EXPECT_TRUE(contains(message, "resume_from_checkpoint '" + run.checkpoint(100) + "' fails its check")) << message;
+  EXPECT_TRUE(contains(message, "not a checkpoint")) << message;
+}
+
+// Issue 43, item 3: '{garbage' in trainer_state.json (of a checkpoint
+// without a manifest, so that only the strict parse can tell) wiped the log
+// history silently; now it is an error naming the file, and latest skips it.
+TEST(Trainer, ACorruptTrainerStateIsADamagedCheckpoint) {
+  SavedRun run("garbage", 4);
+  const fs::path state = fs::path(run.checkpoint(4)) / "trainer_state.json";
+  fs::remove(fs::path(run.checkpoint(4)) / "manifest.json");
+  write_file(state, "{garbage");
+  const std::string message = error_of([&] { run.train(run.resuming(run.checkpoint(4), 6)); });
+  EXPECT_TRUE(contains(message, state.string() + "' is not valid JSON")) << message;
+  EXPECT_TRUE(contains(message, "An older checkpoint verifies: '" + run.checkpoint(2) + "'")) << message;
+  fs::remove(state);
+  EXPECT_TRUE(contains(error_of([&] { run.train(run.resuming(run.checkpoint(4), 6)); }),
+                       state.string() + "' is missing"));
+  std::string err;
+  EXPECT_EQ(run.train(run.resuming("latest", 6), &err).resumed_at_step, 2);
+  EXPECT_TRUE(contains(err, "skipped '" + run.checkpoint(4) + "'")) << err;
+}
+
+// Issue 43, item 2: a resume from checkpoint-2 of a run saved to 6 wrote
+// its checkpoints 4 and 6 over the first run's. Refused, naming them and
+// the ways out; with overwrite_output_dir they are deleted, and said so.
+TEST(Trainer, ResumingFromAnOlderCheckpointIsRefusedUnlessOverwriting) {
+  SavedRun run("older");
+  const std::string message = error_of([&] { run.train(run.resuming(run.checkpoint(2))); });
+  EXPECT_TRUE(contains(message, "'" + run.checkpoint(4) + "', '" + run.checkpoint(6) + "'")) << message;
+  for (const char* way : {"resume_from_checkpoint latest", "--output-dir", "--overwrite-output-dir"}) {
+    EXPECT_TRUE(contains(message, way)) << way << ": " << message;
+  }
+  EXPECT_TRUE(fs::exists(run.checkpoint(6)));
+  TrainingArguments overwrite = run.resuming(run.checkpoint(2), 3);
+  overwrite.overwrite_output_dir = true;
+  std::string err;
+  EXPECT_EQ(run.train(overwrite, &err).global_step, 3);
+  EXPECT_TRUE(contains(err, "overwrite_output_dir: deleted '" + run.checkpoint(4) + "', '" + run.checkpoint(6) +
+                                "'"))
+      << err;
+  EXPECT_FALSE(fs::exists(run.checkpoint(4)));
+  EXPECT_FALSE(fs::exists(run.checkpoint(6)));
+  EXPECT_TRUE(fs::exists(run.checkpoint(3)));  // the new run's last step
+}
+
+// Settings that change the training, changed on resume, are listed old -> new.
+TEST(Trainer, SettingsChangedOnResumeAreListed) {
+  SavedRun run("changed", 4);
+  TrainingArguments changed = run.resuming("latest", 6);
+  changed.learning_rate = 2e-2;
+  changed.lr_scheduler_type = "cosine";
+  std::string err;
+  run.train(changed, &err);
+  EXPECT_TRUE(contains(err, "learning_rate 0.01 -> 0.02, lr_scheduler_type \"linear\" -> \"cosine\", max_steps 4 -> 6"))
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << "one warning: " << err;
+}
+
+// Issue 43, items 8 and 9: a resume at or past max_steps logged a row of
+// train_loss 0 (and the finished run's evaluation again). Now it says so and
+// trains, logs and writes nothing.
+TEST(Trainer, AResumeAtOrPastMaxStepsTrainsAndLogsNothing) {
+  SavedRun run("nothing");
+  const std::string state_before = read_file(fs::path(run.args.output_dir) / "trainer_state.json");
+  for (const int64_t steps : {6, 4}) {
+    std::string err;
+    int logged = 0;
+    const TrainOutput out = run.train(run.resuming("latest", steps), &err,
+                                      {.on_log = [&](const Metrics&) { ++logged; }});
+    EXPECT_EQ(out.global_step, 6);
+    EXPECT_EQ(out.resumed_at_step, 6);
+    EXPECT_EQ(logged, 0);
+    EXPECT_TRUE(contains(err, fmt::format("nothing to train: the checkpoint is at step 6, max_steps is {}", steps)))
+        << err;
+  }
+  EXPECT_EQ(read_file(fs::path(run.args.output_dir) / "trainer_state.json"), state_before);
+}
+
+// Issue 43, item 9: on a full disk the top-level trainer_state.json said
+// global_step 4 although checkpoint-4 failed.
+TEST(Trainer, TheTopLevelStateNamesNoStepWhoseCheckpointFailed) {
+  const data::Dataset train_set = blobs(40, 1), eval_set = blobs(16, 2);
+  Generator g(3);
+  nn::MLP model({4, 8, 3}, g);
+  TrainingArguments args = small_args();
+  args.output_dir = fresh_dir("full_disk");
+  args.max_steps = 6;
+  args.save_strategy = "steps";
+  args.save_steps = 2;
+  args.eval_strategy = "steps";
+  args.eval_steps = 2;
+  ::setenv("REMAT_FAULT_WRITE", "ENOSPC:checkpoint-4.tmp", 1);
+  const std::string message = error_of([&] { Trainer(model, args, train_set, &eval_set).train(); });
+  ::unsetenv("REMAT_FAULT_WRITE");
+  EXPECT_TRUE(contains(message, "saving checkpoint-4 failed") && contains(message, "ENOSPC")) << message;
+  std::ifstream state(fs::path(args.output_dir) / "trainer_state.json");
+  EXPECT_EQ(nlohmann::json::parse(state)["global_step"].get<int64_t>(), 2);
+  EXPECT_FALSE(fs::exists(fs::path(args.output_dir) / "checkpoint-4"));
 }
 
 TEST(Trainer, AccumulationWithCheckpointingEqualsOneLargerBatch) {
