@@ -176,7 +176,7 @@ class Trainer {
   void train_micro_batch(Run& run, const data::Batch& batch, PreparedOptimizer& optimizer,
                          PreparedScheduler& scheduler);
   void end_step(Run& run, int64_t epoch, int64_t b);
-  bool told_to_stop(const Run& run);
+  bool told_to_stop(Run& run);
   Metrics evaluate_step(Run& run, bool eval_now);
   void save_step(Run& run, bool save_now);
   TrainOutput finish(Run& run);
