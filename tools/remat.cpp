@@ -83,17 +83,17 @@ bool command_given(int argc, char** argv) {
 // What stopped the run and where it stands, on stderr: the checkpoint to
 // continue from, or why there is none.
 void say_interrupted(const remat::train::Interrupted& e) {
-  const std::string signal = remat::train::signal_name(e.signal());
+  const std::string stopped = fmt::format("{}remat: {}: training stopped after step {}",
+                                          isatty(STDERR_FILENO) == 1 ? "\n" : "",  // below a progress bar
+                                          remat::train::signal_name(e.signal()), e.step());
   if (!e.checkpoint().empty()) {
-    fmt::print(stderr, "remat: {}: training stopped after step {}; saved checkpoint '{}'. To continue: the same "
-               "command with --resume-from-checkpoint latest\n", signal, e.step(), e.checkpoint());
+    fmt::print(stderr, "{}; saved checkpoint '{}'. To continue: the same command with --resume-from-checkpoint "
+               "latest\n", stopped, e.checkpoint());
   } else if (e.output_dir().empty()) {
-    fmt::print(stderr, "remat: {}: training stopped after step {}; no checkpoint saved (no --output-dir: with one, "
-               "a stop saves a checkpoint to continue from with --resume-from-checkpoint latest)\n", signal,
-               e.step());
+    fmt::print(stderr, "{}; no checkpoint saved (no --output-dir: with one, a stop saves a checkpoint to continue "
+               "from with --resume-from-checkpoint latest)\n", stopped);
   } else {
-    fmt::print(stderr, "remat: {}: training stopped after step {}; no checkpoint saved (--save-strategy no)\n",
-               signal, e.step());
+    fmt::print(stderr, "{}; no checkpoint saved (--save-strategy no)\n", stopped);
   }
 }
 
@@ -142,11 +142,12 @@ int main(int argc, char** argv) {
     if (remat::comm::Mpi::launched_by_mpi()) remat::comm::Mpi::abort_job(1);
     return 1;
   }
-  // A signal after the training loop had ended (while sampling, or saving
-  // the weights): what was asked for is done, and the exit code says the signal came.
+  // A signal with no training step left to stop after (it came during the
+  // sample or the weights' save, or the run had nothing to train): what was
+  // asked for is done, and the exit code says that the signal came.
   if (const int signal = remat::train::pending_stop_signal(); signal != 0) {
     if (std::max(0, remat::comm::Mpi::launch_rank()) == 0) {
-      fmt::print(stderr, "remat: {} came after training had ended; its results are complete\n",
+      fmt::print(stderr, "remat: {}: no training step was left to stop after; the command finished\n",
                  remat::train::signal_name(signal));
     }
     return 128 + signal;

@@ -32,6 +32,12 @@
 // once (under LocalSGD every rank resumes from rank 0's model and optimizer
 // state, and each save averages the models first). Rank 0 writes; the
 // output folder is locked while a Trainer writes there (train, evaluate).
+//
+// Stopped by a signal: where an InterruptScope catches SIGINT and SIGTERM
+// (train/interrupt.h; the remat program holds one), a signal on any rank
+// stops every rank after the optimizer step under way, as should_stop does
+// (the step is saved when saving is on, without a last evaluation), and
+// train() throws Interrupted naming the signal, the step and the checkpoint.
 #pragma once
 
 #include <cstdint>
