@@ -106,9 +106,18 @@ inline nb::list profile_rows(const scheduler::GraphProfile& graph) {
 // A policy written in Python: rule(nodes) -> one "keep" or "recompute" per
 // node (nodes: profile_rows). Called with the GIL held: plans are made on
 // the thread that runs the step, inside a call from Python.
-inline scheduler::CustomPolicy python_policy(nb::callable rule) {
-  return [rule = nb::object(rule)](const scheduler::GraphProfile& graph) {
+//
+// The rule often reaches what holds it (a lambda whose globals hold the
+// model, a closure over it): a cycle through C++, which the collector sees
+// only through the holders' types (rule_traverse and rule_clear, on Module
+// and Checkpointer); unseen, the model and rule outlived the interpreter
+// ("nanobind: leaked 4 instances").
+struct PythonRule {
+  nb::object rule;  // reset by rule_clear: the holder is being collected
+
+  std::vector<Tag> operator()(const scheduler::GraphProfile& graph) const {
     nb::gil_scoped_acquire gil;
+    REMAT_CHECK(rule.is_valid(), "policy: the Python rule was released (its module is being collected)");
     const nb::object answer = rule(profile_rows(graph));
     REMAT_CHECK(nb::isinstance<nb::list>(answer) || nb::isinstance<nb::tuple>(answer), "policy: the Python rule "
                 "answered a {}: a list of 'keep' or 'recompute', one per node",
@@ -121,7 +130,38 @@ inline scheduler::CustomPolicy python_policy(nb::callable rule) {
       tags.push_back(word == "keep" ? Tag::Keep : Tag::Recompute);
     }
     return tags;
-  };
+  }
+};
+
+// The Python rule `options` plan with, or null (a policy by name, or no
+// options). Not const: rule_clear lets go of it.
+inline PythonRule* python_rule(const scheduler::PlanOptions* options) {
+  if (options == nullptr) return nullptr;
+  // The function object itself is never const (a Checkpointer's member).
+  return const_cast<PythonRule*>(options->custom.target<PythonRule>());
+}
+
+// tp_traverse and tp_clear of a type whose C++ object holds PlanOptions
+// (`options_of` finds them): the collector visits the Python rule, and lets
+// go of it to break a cycle. Only the object that owns its C++ object does
+// (a second Python object over it, returned by reference, holds nothing).
+template <class T, const scheduler::PlanOptions* (*options_of)(const T&)>
+PythonRule* owned_rule(PyObject* self) {
+  const auto [ready, owner] = nb::inst_state(self);
+  return ready && owner ? python_rule(options_of(*nb::inst_ptr<T>(self))) : nullptr;
+}
+
+template <class T, const scheduler::PlanOptions* (*options_of)(const T&)>
+int rule_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (const PythonRule* rule = owned_rule<T, options_of>(self)) Py_VISIT(rule->rule.ptr());
+  return 0;
+}
+
+template <class T, const scheduler::PlanOptions* (*options_of)(const T&)>
+int rule_clear(PyObject* self) {
+  if (PythonRule* rule = owned_rule<T, options_of>(self)) rule->rule.reset();
+  return 0;
 }
 
 // Each of the plan's warnings (Note [Nothing silent] in scheduler/plan.cpp)
@@ -151,7 +191,7 @@ inline scheduler::PlanOptions plan_options(const nb::object& policy, const std::
                 "(remat.scheduler.policy_names()) nor a callable rule(nodes) -> ['keep' | 'recompute', ...]", what,
                 nb::cast<std::string>(nb::repr(policy)));
     options.policy = "custom";
-    options.custom = python_policy(nb::borrow<nb::callable>(policy));
+    options.custom = PythonRule{nb::borrow<nb::object>(policy)};
   }
   options.on_plan = &warn_about;
   return options;

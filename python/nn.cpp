@@ -64,9 +64,22 @@ std::vector<Tensor> parameter_list(const nb::handle& params) {
   return out;
 }
 
+// A Python policy held by a module's checkpointing, seen by the collector
+// (PythonRule in convert.h): each module type's tp_traverse and tp_clear.
+template <class T>
+const scheduler::PlanOptions* module_options(const T& module) {
+  return module.checkpointing_options();
+}
+template <class T>
+PyType_Slot module_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(&rule_traverse<T, &module_options<T>>)},
+    {Py_tp_clear, reinterpret_cast<void*>(&rule_clear<T, &module_options<T>>)},
+    {0, nullptr}};
+
 // Module: the tree, its parameters, and activation checkpointing.
 void bind_module(nb::module_& m) {
-  nb::class_<nn::Module>(m, "Module", "A module tree with named parameters and activation checkpointing")
+  nb::class_<nn::Module>(m, "Module", "A module tree with named parameters and activation checkpointing",
+                         nb::type_slots(module_slots<nn::Module>))
       .def("__call__", [](nn::Module& self, const Tensor& x) { return self.forward(x); })
       .def("forward", [](nn::Module& self, const Tensor& x) { return self.forward(x); })
       .def("parameters", &nn::Module::parameters)
@@ -106,7 +119,7 @@ void bind_module(nb::module_& m) {
 
 // Linear and MLP.
 void bind_layers(nb::module_& m) {
-  nb::class_<nn::Linear, nn::Module>(m, "Linear")
+  nb::class_<nn::Linear, nn::Module>(m, "Linear", nb::type_slots(module_slots<nn::Linear>))
       .def("__init__", [](nn::Linear* self, int64_t in, int64_t out, bool bias, uint64_t seed) {
         Generator g(seed);
         new (self) nn::Linear(in, out, bias, g);
@@ -114,7 +127,8 @@ void bind_layers(nb::module_& m) {
       .def_prop_ro("weight", &nn::Linear::weight)
       .def_prop_ro("bias", &nn::Linear::bias);
 
-  nb::class_<nn::MLP, nn::Module>(m, "MLP", "Linear layers with ReLU between: sizes from input to output")
+  nb::class_<nn::MLP, nn::Module>(m, "MLP", "Linear layers with ReLU between: sizes from input to output",
+                                 nb::type_slots(module_slots<nn::MLP>))
       .def("__init__", [](nn::MLP* self, std::vector<int64_t> sizes, uint64_t seed) {
         Generator g(seed);
         new (self) nn::MLP(std::move(sizes), g);
@@ -134,7 +148,7 @@ void bind_gpt(nb::module_& m) {
         throw nb::index_error("CausalLMOutput: (logits, loss) has 2 items");
       });
 
-  nb::class_<nn::GPT, nn::Module>(m, "GPT", "GPT-2's layout and parameter names")
+  nb::class_<nn::GPT, nn::Module>(m, "GPT", "GPT-2's layout and parameter names", nb::type_slots(module_slots<nn::GPT>))
       .def("__init__",
            [](nn::GPT* self, int64_t vocab_size, int64_t block_size, int64_t n_layer, int64_t n_head, int64_t n_embd,
               double dropout, bool tie_weights, uint64_t seed, const std::string& dtype) {

@@ -199,6 +199,16 @@ void bind_plan(nb::module_& m) {
   m.def("to_dot", &scheduler::to_dot, nb::arg("profile"), nb::arg("plan"), "the plan as Graphviz DOT text");
 }
 
+// A Python policy held by a Checkpointer, seen by the collector (PythonRule
+// in convert.h).
+const scheduler::PlanOptions* checkpointer_options(const scheduler::Checkpointer& checkpointer) {
+  return &checkpointer.options();
+}
+PyType_Slot checkpointer_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(&rule_traverse<scheduler::Checkpointer, &checkpointer_options>)},
+    {Py_tp_clear, reinterpret_cast<void*>(&rule_clear<scheduler::Checkpointer, &checkpointer_options>)},
+    {0, nullptr}};
+
 // The Checkpointer, and a module's checkpointing seen as profiles and plans.
 void bind_checkpointer(nb::module_& m) {
   nb::class_<Recording>(m, "_Recording")
@@ -208,7 +218,8 @@ void bind_checkpointer(nb::module_& m) {
   nb::class_<scheduler::Checkpointer>(m, "Checkpointer",
                                       "Plans a step's graph and applies the plan to the steps recorded under "
                                       "record(): the first step of a graph profiles it, unless rehearse() planned "
-                                      "it from shapes and bytes first")
+                                      "it from shapes and bytes first",
+                                      nb::type_slots(checkpointer_slots))
       .def("__init__",
            [](scheduler::Checkpointer* self, nb::object policy, std::optional<Budget> budget, Rules must_keep,
               Rules must_recompute, Rules prefer_keep, Rules prefer_recompute) {

@@ -11,6 +11,8 @@
 //   (bench, explain, tradeoff: --model gpt [sizes] | --model mlp --dims 784,1024,10 | --hf DIR instead of --workload)
 //
 // Each subcommand prints a human table by default and JSON lines with --json.
+// SIGINT or SIGTERM during `remat train` stops it after an optimizer step,
+// saves a checkpoint there (with --output-dir) and exits 130 or 143.
 // Errors from the engine are printed as "remat: error: ..." with exit code 1;
 // bad flags are reported by CLI11 with its own non-zero exit codes. The
 // ranges of numbers are checked by train/ (train, bench, tradeoff), with
@@ -19,14 +21,17 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/mpi.h"
 #include "kernels/cpu/gemm_library.h"
 #include "tools/command.h"
+#include "train/interrupt.h"
 
 namespace remat::tools {
 
@@ -75,6 +80,23 @@ bool command_given(int argc, char** argv) {
 // machine (docs/gemm.md). libgomp reads OMP_WAIT_POLICY
 // when it loads, before main(), so the program sets it and runs itself
 // again, once.
+// What stopped the run and where it stands, on stderr: the checkpoint to
+// continue from, or why there is none.
+void say_interrupted(const remat::train::Interrupted& e) {
+  const std::string stopped = fmt::format("{}remat: {}: training stopped after step {}",
+                                          isatty(STDERR_FILENO) == 1 ? "\n" : "",  // below a progress bar
+                                          remat::train::signal_name(e.signal()), e.step());
+  if (!e.checkpoint().empty()) {
+    fmt::print(stderr, "{}; saved checkpoint '{}'. To continue: the same command with --resume-from-checkpoint "
+               "latest\n", stopped, e.checkpoint());
+  } else if (e.output_dir().empty()) {
+    fmt::print(stderr, "{}; no checkpoint saved (no --output-dir: with one, a stop saves a checkpoint to continue "
+               "from with --resume-from-checkpoint latest)\n", stopped);
+  } else {
+    fmt::print(stderr, "{}; no checkpoint saved (--save-strategy no)\n", stopped);
+  }
+}
+
 void make_openmp_threads_sleep_when_idle(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
@@ -100,10 +122,18 @@ int main(int argc, char** argv) {
     commands.back()->add(app);
   }
   CLI11_PARSE(app, argc, argv);
+  // Ctrl-C or SIGTERM during `remat train`: the run stops after its step,
+  // saves its checkpoint, and the program exits 128 + the signal (a second
+  // one quits at once); train/interrupt.h.
+  std::optional<remat::train::InterruptScope> interrupts;
+  if (app.got_subcommand("train")) interrupts.emplace();
   try {
     for (size_t i = 0; i < commands.size(); ++i) {
       if (app.got_subcommand(remat::tools::commands()[i].name)) commands[i]->run();
     }
+  } catch (const remat::train::Interrupted& e) {  // on every rank alike: each one's step saved and ended
+    if (std::max(0, remat::comm::Mpi::launch_rank()) == 0) say_interrupted(e);
+    return e.exit_code();
   } catch (const std::exception& e) {  // remat::Error, and e.g. std::bad_alloc
     fmt::print(stderr, "remat: error{}: {}\n",
                remat::comm::Mpi::launched_by_mpi() ? fmt::format(" on rank {}", remat::comm::Mpi::launch_rank()) : "",
@@ -111,6 +141,16 @@ int main(int argc, char** argv) {
     // The other ranks would wait for this one in their next collective.
     if (remat::comm::Mpi::launched_by_mpi()) remat::comm::Mpi::abort_job(1);
     return 1;
+  }
+  // A signal with no training step left to stop after (it came during the
+  // sample or the weights' save, or the run had nothing to train): what was
+  // asked for is done, and the exit code says that the signal came.
+  if (const int signal = remat::train::pending_stop_signal(); signal != 0) {
+    if (std::max(0, remat::comm::Mpi::launch_rank()) == 0) {
+      fmt::print(stderr, "remat: {}: no training step was left to stop after; the command finished\n",
+                 remat::train::signal_name(signal));
+    }
+    return 128 + signal;
   }
   return 0;
 }

@@ -5,12 +5,14 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -27,6 +29,7 @@
 #include "optim/lr_schedule.h"
 #include "train/accelerator.h"
 #include "train/checkpoint.h"
+#include "train/interrupt.h"
 #include "train/limits.h"
 #include "train/local_sgd.h"
 #include "train/parse.h"
@@ -223,7 +226,14 @@ TrainOutput Trainer::train() {
   run.start = Clock::now();
   run.stop = global_step_ >= run.total_steps;
   for (int64_t epoch = run.next_epoch; !run.stop; ++epoch) run_epoch(run, epoch, optimizer, scheduler);
-  return finish(run);
+  TrainOutput output = finish(run);
+  // Stopped by a signal, after the step's save: the caller goes no further
+  // (the CLI exits with 128 + the signal).
+  if (run.stop_signal != 0) {
+    throw Interrupted(run.stop_signal, global_step_, run.saving ? saved_checkpoint_ : std::string(),
+                      args_.output_dir);
+  }
+  return output;
 }
 
 // A checkpoint at or past the run's last step (a finished run resumed, or
@@ -291,12 +301,22 @@ void Trainer::set_up(Run& run) {
   }
 }
 
-// Out of time, or told to stop (should_stop): rank 0's decision, for every rank.
-bool Trainer::told_to_stop(const Run& run) {
-  int64_t told = (args_.max_time && seconds_since(run.start) >= *args_.max_time) ||
-                 (callbacks_.should_stop && callbacks_.should_stop(global_step_));
-  if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&told, 1, DType::Int64, 0);
-  return told != 0;
+// Out of time, or told to stop (should_stop): rank 0's decision, for every
+// rank. Or a signal caught by an InterruptScope (train/interrupt.h) on any
+// rank, kept in run.stop_signal (rank 0's, else the first rank's that has one).
+bool Trainer::told_to_stop(Run& run) {
+  std::array<int64_t, 2> mine{(args_.max_time && seconds_since(run.start) >= *args_.max_time) ||
+                                  (callbacks_.should_stop && callbacks_.should_stop(global_step_)),
+                              pending_stop_signal()};
+  std::vector<int64_t> all(mine.begin(), mine.end());
+  if (accelerator_->num_processes() > 1) {
+    all.resize(mine.size() * static_cast<size_t>(accelerator_->num_processes()));
+    accelerator_->host_communicator().allgather(mine.data(), all.data(), 2, DType::Int64);
+  }
+  for (size_t rank = 0; rank < all.size() / 2 && run.stop_signal == 0; ++rank) {
+    run.stop_signal = static_cast<int>(all[2 * rank + 1]);
+  }
+  return all[0] != 0 || run.stop_signal != 0;
 }
 
 // The step's evaluation, and the metric that picks the best checkpoint.
@@ -445,8 +465,10 @@ void Trainer::end_step(Run& run, int64_t epoch, int64_t b) {
   run.epoch_done = b + 1 == run.batches;
   // An epoch's own evaluation and save come after its last step.
   // The last step is evaluated too, off the interval or not, before its
-  // save; an evaluation's log may ask to stop too (early stopping).
-  const bool eval_now = args_.eval_strategy == "steps" && (global_step_ % run.eval_every == 0 || run.stop);
+  // save (but not one a signal stopped: it saves and ends at once); an
+  // evaluation's log may ask to stop too (early stopping).
+  const bool eval_now = args_.eval_strategy == "steps" &&
+                        (global_step_ % run.eval_every == 0 || (run.stop && run.stop_signal == 0));
   evaluate_step(run, eval_now);
   if (eval_now && !run.stop) run.stop = told_to_stop(run);
   save_step(run, (args_.save_strategy == "steps" && (global_step_ % args_.save_steps == 0 || run.stop)) ||

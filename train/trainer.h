@@ -39,6 +39,12 @@
 // the newer ones), warns of settings changed since, and trains nothing at
 // or past the last step. Rank 0 writes; the output folder is locked while a
 // Trainer writes there (train, evaluate).
+//
+// Stopped by a signal: where an InterruptScope catches SIGINT and SIGTERM
+// (train/interrupt.h; the remat program holds one), a signal on any rank
+// stops every rank after the optimizer step under way, as should_stop does
+// (the step is saved when saving is on, without a last evaluation), and
+// train() throws Interrupted naming the signal, the step and the checkpoint.
 #pragma once
 
 #include <cstdint>
@@ -183,7 +189,7 @@ class Trainer {
   void train_micro_batch(Run& run, const data::Batch& batch, PreparedOptimizer& optimizer,
                          PreparedScheduler& scheduler);
   void end_step(Run& run, int64_t epoch, int64_t b);
-  bool told_to_stop(const Run& run);
+  bool told_to_stop(Run& run);
   Metrics evaluate_step(Run& run, bool eval_now);
   void save_step(Run& run, bool save_now);
   TrainOutput finish(Run& run);

@@ -55,6 +55,7 @@ struct Trainer::Run {
   std::optional<double> bad_loss;  // of the window's micro-batches, the first non-finite
   std::optional<double> metric;    // of the step's evaluation, the one that picks the best checkpoint
   bool stop = false;
+  int stop_signal = 0;  // the signal that stopped the run (train/interrupt.h), 0 if none
   // The epoch's own figures.
   double epoch_loss = 0;
   int64_t epoch_steps = 0, epoch_peak = 0;

@@ -37,14 +37,19 @@ __all__ = ["Error", "Tensor", "tensor", "from_numpy", "Generator", "no_grad", "z
 
 def tensor(data, dtype=None, requires_grad=False):
     """A new tensor holding a copy of `data` (a NumPy array, or anything
-    numpy.asarray takes). Floats default to float32 and integers to int64,
-    as in PyTorch; dtype: "float32", "float64" or "int64"."""
+    numpy.asarray takes), of its shape: a number, a NumPy scalar
+    (np.float32(3)) or a 0-d array makes a 0-d tensor, shape (). Python
+    floats default to float32 and integers to int64, as in PyTorch (NumPy's
+    float64 arrays and scalars stay float64); dtype: "float32", "float64" or
+    "int64"."""
     array = _np.asarray(data)
     if dtype is None:
         if array.dtype.kind == "f":
-            dtype = "float64" if array.dtype == _np.float64 and isinstance(data, _np.ndarray) else "float32"
+            numpy_data = isinstance(data, (_np.ndarray, _np.generic))
+            dtype = "float64" if array.dtype == _np.float64 and numpy_data else "float32"
         elif array.dtype.kind in "iub":
             dtype = "int64"
         else:
             raise Error(f"tensor: NumPy dtype {array.dtype} is not a number remat holds (float32, float64, int64)")
-    return _remat._from_numpy(_np.ascontiguousarray(array, dtype=dtype), requires_grad)
+    # Not np.ascontiguousarray: it makes a 0-d array 1-d.
+    return _remat._from_numpy(_np.asarray(array, dtype=dtype, order="C"), requires_grad)

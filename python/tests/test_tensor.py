@@ -120,6 +120,16 @@ def test_python_floats_default_to_float32_and_ints_to_int64():
     assert remat.tensor(np.ones(2)).dtype == "float64"
 
 
+@pytest.mark.parametrize("value, dtype", [(np.float32(3), "float32"), (np.float64(3), "float64"),
+                                          (np.int64(3), "int64"), (np.array(3.0), "float64"),
+                                          (np.array(3, dtype=np.int32), "int64"), (3.0, "float32"), (3, "int64")])
+def test_numbers_and_numpy_scalars_make_0_d_tensors(value, dtype):
+    t = remat.tensor(value)
+    assert t.shape == () and t.dtype == dtype and t.item() == 3
+    assert t.numpy().shape == () and remat.tensor(value, dtype="float64").shape == ()
+    assert remat.tensor(np.float32(3), requires_grad=True).requires_grad
+
+
 def test_an_unsupported_dtype_is_an_error():
     with pytest.raises(remat.Error, match="complex"):
         remat.tensor(np.ones(2, dtype=np.complex64))
