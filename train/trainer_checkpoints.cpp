@@ -280,18 +280,25 @@ std::string Trainer::checkpoint_to_resume() const {
   if (asked != "latest" && asked != "true") {
     const Inspection inspection = inspect(asked);
     if (!inspection.problem.empty()) {
-      // The newest older checkpoint beside it that verifies, as the way out.
+      // The newest checkpoint beside it that verifies, as the way out (a
+      // newer one is what latest takes; an older one is resumed by name).
       const std::optional<int64_t> step = step_of(asked);
-      std::string older;
+      std::string other;
+      bool newer = false;
       const fs::path parent = fs::path(asked).parent_path();
       const std::vector<fs::path> beside = checkpoints_in(parent.empty() ? "." : parent.string());
-      for (auto it = beside.rbegin(); it != beside.rend() && older.empty(); ++it) {
-        if ((!step || step_of(*it) < *step) && inspect(*it).problem.empty()) older = it->string();
+      for (auto it = beside.rbegin(); it != beside.rend() && other.empty(); ++it) {
+        std::error_code ec;
+        if (fs::equivalent(*it, asked, ec) || !inspect(*it).problem.empty()) continue;
+        other = it->string();
+        newer = step && step_of(*it) > *step;
       }
       REMAT_FAIL("Trainer: resume_from_checkpoint '{}' fails its check: {}. {}", asked, inspection.problem,
-                 older.empty() ? std::string("No older checkpoint beside it verifies")
+                 other.empty() ? std::string("No other checkpoint beside it verifies")
+                 : newer       ? fmt::format("The newest checkpoint beside it that verifies is '{}' "
+                                             "(resume_from_checkpoint latest takes it)", other)
                                : fmt::format("An older checkpoint verifies: '{}' (resume from it, or give "
-                                             "resume_from_checkpoint latest, which skips damaged ones)", older));
+                                             "resume_from_checkpoint latest, which skips damaged ones)", other));
     }
     if (!inspection.note.empty() && main_process) warn(fmt::format("checkpoint '{}' is {}", asked, inspection.note));
     return asked;
