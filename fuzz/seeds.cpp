@@ -6,11 +6,11 @@
 #include <zlib.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "engine/factory.h"
+#include "engine/file_write.h"
 #include "fuzz/seeds.h"
 #include "nn/safetensors.h"
 #include "ops/ops.h"
@@ -23,7 +23,7 @@ namespace {
 
 void write_bytes(const fs::path& path, const std::string& bytes) {
   fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
+  write_file_atomically(path.string(), bytes);
 }
 
 void write_gzip(const fs::path& path, const std::string& bytes) {
