@@ -462,7 +462,7 @@ void Checkpointer::rehearse_dtr(const std::function<void()>& step) {
   }
   restore();
   REMAT_CHECK(*options_.budget >= floor.bytes, "checkpointing: policy dtr's budget of {} bytes ({:.2f} MiB) cannot "
-              "hold this step: node {} alone needs {} bytes ({:.2f} MiB) at once, its output and the values it reads, "
+              "hold this step: node '{}' alone needs {} bytes ({:.2f} MiB) at once, its output and the values it reads, "
               "the floor below which no eviction goes; give a budget of at least {} bytes", *options_.budget,
               static_cast<double>(*options_.budget) / kMiB, floor.node, floor.bytes,
               static_cast<double>(floor.bytes) / kMiB, floor.bytes);

@@ -34,7 +34,9 @@ struct KjvGptOptions {
   // (save_checkpointing_profile): every step runs under its plan, the first
   // too, and the plan is kept (the same on every run), so the budget holds
   // from the first step, and a budget below the graph's minimum is an error
-  // before it. Empty: the first step profiles the graph (under blocks).
+  // before it; so is a profile of another graph (another model, batch or
+  // context), naming both signatures and the first node that differs.
+  // Empty: the first step is planned from a rehearsal of it.
   std::string checkpointing_profile;
   // Written at the end: the profile the run planned from (scheduler/profile_json.h).
   std::string save_checkpointing_profile;

@@ -61,6 +61,9 @@ struct TrainingArguments {
   bool overwrite_output_dir = false;
   double num_train_epochs = 3;
   int64_t max_steps = -1;  // > 0: optimizer steps, overriding num_train_epochs
+  // More than the training set's rows (a rank's part of them) is an error
+  // naming both, before any step (Hugging Face would train every step on the
+  // same rows); auto_find_batch_size starts from the rows there are.
   int64_t per_device_train_batch_size = 8;
   // With memory_limit: before training, the largest per-device batch, from
   // per_device_train_batch_size halving down to 1 (as Hugging Face's

@@ -105,12 +105,19 @@ TEST(Plan, ASavedProfileRefusesABudgetBelowItsMinimumBeforeTheFirstStep) {
 // after it (an epoch's smaller last batch) is planned as before.
 TEST(Plan, AProfileOfAnotherGraphIsRefusedAtTheFirstStep) {
   const GraphProfile saved = profile_from_json(profile_to_json(run(gpt(4), {.policy = "none"}).graph));
-  const auto step_of = [](Checkpointer& checkpointer, const Workload& workload) {
-    return [&checkpointer, workload] {
+  // gpt(batch)'s step on a model and batch made outside the rehearsal (a
+  // model's initialisation reads its weights: not on the meta device).
+  nn::GPT model({.vocab_size = 17, .block_size = 16, .n_layer = 3, .n_head = 2, .n_embd = 32, .dropout = 0.1,
+                 .seed = 6});
+  const auto step_of = [&model](Checkpointer& checkpointer, int64_t batch) {
+    Generator g(2);
+    const Tensor ids = as_data([&] { return randint(17, {batch, 16}, g); });
+    const Tensor targets = as_data([&] { return randint(17, {batch, 16}, g); });
+    return [&checkpointer, &model, ids, targets] {
       Tensor loss;
       {
         const auto recording = checkpointer.record();
-        loss = workload().first;
+        loss = model.forward(ids, targets).loss;
       }
       loss.backward();
     };
@@ -118,7 +125,7 @@ TEST(Plan, AProfileOfAnotherGraphIsRefusedAtTheFirstStep) {
   {
     Checkpointer checkpointer({.policy = "cost"});
     checkpointer.plan_from(saved);
-    const std::string message = testing::error_of([&] { checkpointer.rehearse(step_of(checkpointer, gpt(2))); });
+    const std::string message = testing::error_of([&] { checkpointer.rehearse(step_of(checkpointer, 2)); });
     const uint64_t other = run(gpt(2), {.policy = "none"}).graph.signature;
     EXPECT_TRUE(testing::contains(message, fmt::format("signature {:016x} and {} nodes", saved.signature,
                                                        saved.size()))) << message;
@@ -138,7 +145,7 @@ TEST(Plan, AProfileOfAnotherGraphIsRefusedAtTheFirstStep) {
   }
   Checkpointer checkpointer({.policy = "cost"});
   checkpointer.plan_from(saved);
-  checkpointer.rehearse(step_of(checkpointer, gpt(4)));
+  checkpointer.rehearse(step_of(checkpointer, 4));
   const auto [reports, grads] = steps_under(checkpointer, gpt(4), 2);
   EXPECT_FALSE(reports.front().profiling) << reports.front().str();
   steps_under(checkpointer, gpt(2), 2);  // a later graph of its own

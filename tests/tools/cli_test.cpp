@@ -348,7 +348,8 @@ TEST(Cli, TwoSpellingsOfOneSettingMustAgree) {
   Outcome run = run_remat(tiny_kjv("--lr 0.002 --learning-rate 2e-3"));
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.out, "batch 4 per rank, AdamW lr 0.002, 1 steps")) << run.out;
-  batch.replace(batch.find("--batch-size 4"), 14, "");
+  batch.replace(batch.find("--batch-size 4"), 14, "");  // batch and steps by trainer flags alone
+  batch.replace(batch.find("--max-steps 1"), 13, "");
   run = run_remat(batch + " --learning-rate 2e-3 --max_steps 2");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.out, "batch 8 per rank, AdamW lr 0.002, 2 steps")) << run.out;
