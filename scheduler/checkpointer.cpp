@@ -1,9 +1,11 @@
 // The Checkpointer; see checkpointer.h.
 #include "scheduler/checkpointer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/factory.h"
 #include "engine/meta.h"
@@ -22,7 +24,65 @@ bool same_block(const Node& a, const Node& b) {
   return x && y && *x == *y;
 }
 
+// "'h.0.attn/matmul' matmul -> (4, 16, 16) float32"
+std::string describe_node(const NodeProfile& node) {
+  return fmt::format("'{}' {} -> ({}) {}", node.name, node.op, fmt::join(node.output_shape, ", "),
+                     dtype_name(node.output_dtype));
+}
+
+// Why `recorded` is not the graph of the profile `saved`: both signatures
+// and sizes, and the first node that differs (or, where every node agrees,
+// what else the signature covers).
+std::string graph_difference(const GraphProfile& saved, const GraphProfile& recorded) {
+  std::string differs;
+  const int64_t common = std::min(saved.size(), recorded.size());
+  for (int64_t v = 0; v < common && differs.empty(); ++v) {
+    const NodeProfile& a = saved.nodes[v];
+    const NodeProfile& b = recorded.nodes[v];
+    if (a.op != b.op || a.output_shape != b.output_shape || a.output_dtype != b.output_dtype ||
+        a.input_shapes != b.input_shapes || a.input_dtypes != b.input_dtypes) {
+      differs = fmt::format("node {} is {} in the profile, {} in this step", v, describe_node(a), describe_node(b));
+    } else if (a.inputs != b.inputs || (a.region != 0) != (b.region != 0)) {
+      differs = fmt::format("node {} ({}) reads other nodes, or is in a checkpoint region in one graph only", v,
+                            describe_node(b));
+    }
+  }
+  if (differs.empty() && saved.size() != recorded.size()) {
+    const GraphProfile& longer = saved.size() > recorded.size() ? saved : recorded;
+    differs = fmt::format("the first {} nodes agree, then {} has {} more, from {}", common,
+                          &longer == &saved ? "the profile" : "this step", longer.size() - common,
+                          describe_node(longer.nodes[static_cast<size_t>(common)]));
+  }
+  if (differs.empty()) differs = "every node agrees in op, shapes and inputs";
+  return fmt::format("the profile's graph has signature {:016x} and {} nodes, this step's {:016x} and {} nodes: {}",
+                     saved.signature, saved.size(), recorded.signature, recorded.size(), differs);
+}
+
 }  // namespace
+
+DtrFloor dtr_floor(const GraphProfile& graph) {
+  // The node whose storage a value is: a view's is its base's.
+  const auto storage_of = [&](int64_t v) {
+    while (v >= 0 && graph.nodes[static_cast<size_t>(v)].view_of >= 0) {
+      const NodeProfile& view = graph.nodes[static_cast<size_t>(v)];
+      v = view.inputs[static_cast<size_t>(view.view_of)];
+    }
+    return v;
+  };
+  DtrFloor floor;
+  for (const NodeProfile& node : graph.nodes) {
+    int64_t bytes = node.output_bytes;
+    std::vector<int64_t> read;
+    for (const int64_t input : node.inputs) {
+      const int64_t storage = storage_of(input);
+      if (storage < 0 || std::find(read.begin(), read.end(), storage) != read.end()) continue;
+      read.push_back(storage);
+      bytes += graph.nodes[static_cast<size_t>(storage)].output_bytes;
+    }
+    if (bytes > floor.bytes) floor = {.bytes = bytes, .node = node.name};
+  }
+  return floor;
+}
 
 std::string StepReport::str() const {
   std::string predicted = predicted_peak_bytes ? fmt::format("{:.2f}", *predicted_peak_bytes / kMiB) : "-";
@@ -105,14 +165,14 @@ std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   // The allocator the step's bytes come from: the meta one in a rehearsal.
   watch_ = std::make_unique<TransientPeakWatch>(placement(device_));
   step_start_ = mark_sequence();  // what is allocated from here on is the step's
-  if (pool_) pool_->begin_step();  // the budget counts from here, as the watch does
+  if (pool_ && !rehearsing_) pool_->begin_step();  // the budget counts from here, as the watch does
   return std::make_unique<Recording>(*this);
 }
 
 RecordingContext Checkpointer::step_context() {
   RecordingContext context = remat::recording_context();
   context.tagger = this;
-  context.residency = pool_;
+  context.residency = rehearsing_ ? nullptr : pool_;  // a dtr rehearsal only looks at the graph
   auto observers = context.observers ? std::make_shared<GraphObservers>(*context.observers)
                                      : std::make_shared<GraphObservers>();
   observers->push_back(profiler_);
@@ -194,6 +254,7 @@ bool Checkpointer::fits_so_far(const CachedPlan& plan) const {
 
 Tag Checkpointer::tag(const Node& node) {
   records_.push_back(node.shared_record());
+  if (rehearsing_) return Tag::Keep;  // dtr's rehearsal: the graph alone
   if (pool_) return Tag::Recompute;  // dtr: the pool decides, at run time
   if (mismatch_) return Tag::Keep;
   if (!active_) return options_.policy != "none" && node.record().block ? Tag::Recompute : Tag::Keep;
@@ -251,6 +312,7 @@ void Checkpointer::settle_last_step() {
     graph.step_ms = forward_wall_ms_ + pass.backward_pass_ms - pass.backward_pass_replay_ms -
                     pass.backward_pass_first_touch_ms;
   }
+  check_saved_graph(graph);
   const bool applied = active_ && !mismatch_ && graph.signature == active_->plan.signature;
   if (applied && !active_->frozen && static_cast<int>(active_->warm_steps.size()) < CachedPlan::kWarmPlans) {
     // The plan came from the graph's profiling step, whose times are cold,
@@ -298,8 +360,18 @@ void Checkpointer::plan_from(GraphProfile graph) {
   ++plans_made_;
   cache_[cached->plan.signature] = cached;
   active_ = cached;
+  unchecked_profile_ = cached;
   untold_.push_back(cached);
   tell_plans();
+}
+
+void Checkpointer::check_saved_graph(const GraphProfile& recorded) {
+  if (!unchecked_profile_) return;
+  REMAT_CHECK(recorded.signature == unchecked_profile_->plan.signature, "checkpointing: the saved profile planned "
+              "from is of another graph than this model's step (saved from another model, batch or block size?): "
+              "{}. Save a profile of this run (--save-checkpointing-profile) or leave the profile out",
+              graph_difference(unchecked_profile_->graph, recorded));
+  unchecked_profile_.reset();
 }
 
 namespace {
@@ -318,7 +390,10 @@ GraphProfile without_times(GraphProfile graph) {
 
 void Checkpointer::rehearse(const std::function<void()>& step) {
   REMAT_CHECK(!t_recording, "checkpointing: rehearse while a step is recording");
-  if (pool_) return;  // dtr plans nothing: its budget holds from the first step
+  if (pool_) {
+    rehearse_dtr(step);
+    return;
+  }
   settle_last_step();  // a real step before it is planned first
   records_.clear();
   const StepReport before = report_;
@@ -337,6 +412,7 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
     REMAT_CHECK(!records_.empty() && profiler_->measured(*records_.back()).backward_ran, "checkpointing: the rehearsed "
                 "step recorded no forward under record(), or ran no backward from its loss");
     GraphProfile graph = profile_records(records_, *profiler_, step_start_);
+    check_saved_graph(graph);
     std::shared_ptr<CachedPlan> planned;
     if (auto it = cache_.find(graph.signature); it != cache_.end()) {
       planned = it->second;
@@ -357,6 +433,39 @@ void Checkpointer::rehearse(const std::function<void()>& step) {
     throw;
   }
   tell_plans();
+}
+
+// dtr plans nothing, so its rehearsal only records the step's graph (kept
+// whole, outside the pool) for its floor: a budget below it is refused now
+// rather than exceeded at every step.
+void Checkpointer::rehearse_dtr(const std::function<void()>& step) {
+  const StepReport before = report_;
+  auto restore = [&] {
+    records_.clear();
+    watch_.reset();
+    report_ = before;
+    rehearsing_ = false;
+  };
+  DtrFloor floor;
+  rehearsing_ = true;
+  try {
+    {
+      MetaScope meta;
+      step();
+    }
+    REMAT_CHECK(!records_.empty() && profiler_->measured(*records_.back()).backward_ran, "checkpointing: the rehearsed "
+                "step recorded no forward under record(), or ran no backward from its loss");
+    floor = dtr_floor(profile_records(records_, *profiler_, step_start_));
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  REMAT_CHECK(*options_.budget >= floor.bytes, "checkpointing: policy dtr's budget of {} bytes ({:.2f} MiB) cannot "
+              "hold this step: node '{}' alone needs {} bytes ({:.2f} MiB) at once, its output and the values it reads, "
+              "the floor below which no eviction goes; give a budget of at least {} bytes", *options_.budget,
+              static_cast<double>(*options_.budget) / kMiB, floor.node, floor.bytes,
+              static_cast<double>(floor.bytes) / kMiB, floor.bytes);
 }
 
 StepReport Checkpointer::report() const {

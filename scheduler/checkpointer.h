@@ -139,7 +139,12 @@ class Checkpointer final : public Tagger {
   // budget holds from the first step, and a budget below the graph's
   // minimum is an error here, before any step. The plan stays as the
   // profile made it (no re-plans from this run's times: CachedPlan::frozen).
-  // A step whose graph is not the profile's is kept and profiled as usual.
+  // The first graph recorded after it (a rehearsal's, else the first
+  // step's) must be the profile's: one that is not (a profile saved from
+  // another model or batch) is an error naming both signatures and the
+  // first node that differs, never a run that goes on unplanned. After
+  // that first match, a step of another graph (an epoch's smaller last
+  // batch) is kept and planned as usual.
   void plan_from(GraphProfile graph);
   // Plans the graph of `step` before it runs, from shapes and bytes alone:
   // `step` (a forward under record() and the backward from its loss, as
@@ -151,7 +156,9 @@ class Checkpointer final : public Tagger {
   // is an error here, before any step, and leaves the Checkpointer as it
   // was. Measured times replace the nominal ones from that step on (the
   // warm re-plans). Nothing to plan (policy none) is no error: the step
-  // still rehearses, and is kept whole.
+  // still rehearses, and is kept whole. Policy dtr plans nothing either,
+  // but its rehearsal finds the floor no eviction goes below (dtr_floor):
+  // a budget under it is an error naming both, before any step.
   //   checkpointer.rehearse([&] {
   //     Tensor loss;
   //     { auto recording = checkpointer.record(); loss = model.forward(ids, targets).loss; }
@@ -210,7 +217,23 @@ class Checkpointer final : public Tagger {
   int64_t plans_made_ = 0;
   std::shared_ptr<ResidentPool> pool_;  // policy dtr: the pool its steps record into
   std::vector<std::shared_ptr<const CachedPlan>> untold_;  // plans on_plan has not heard of yet
+  // plan_from's plan, until the first graph recorded after it is checked
+  // against its profile (check_saved_graph).
+  std::shared_ptr<const CachedPlan> unchecked_profile_;
+  void check_saved_graph(const GraphProfile& recorded);
+  void rehearse_dtr(const std::function<void()>& step);
+  bool rehearsing_ = false;  // a dtr rehearsal: recorded without the pool
 };
+
+// Policy dtr's floor on `graph`: the most bytes one node needs at once
+// while it runs, its output and the step's values it reads (a view's
+// storage once), which every eviction schedule holds at that node, and
+// the node that needs them. No budget below it holds.
+struct DtrFloor {
+  int64_t bytes = 0;
+  std::string node;
+};
+DtrFloor dtr_floor(const GraphProfile& graph);
 
 // Runs fn(inputs) in a checkpoint region (engine's CheckpointRegion): what
 // fn records is replayed in backward, its output kept once read outside.

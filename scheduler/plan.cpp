@@ -170,7 +170,7 @@ void check_first_step(const std::string& first_step) {
 }
 
 bool rehearses_first_step(const PlanOptions& options) {
-  return options.first_step == "rehearse" && options.policy != "none" && options.policy != "dtr";
+  return options.first_step == "rehearse" && options.policy != "none";
 }
 
 std::vector<std::optional<Tag>> forced_tags(const GraphProfile& graph, const Overrides& overrides) {

@@ -160,8 +160,9 @@ std::string budget_policies();
 // "rehearse" or "profile" (PlanOptions::first_step); anything else is an error naming it.
 void check_first_step(const std::string& first_step);
 // Whether a training loop rehearses the first step of options' policy: every
-// policy that plans (not none, whose plan keeps all, nor dtr, which plans
-// nothing), unless first_step is "profile".
+// policy that plans, and dtr, which plans nothing but finds in its
+// rehearsal the floor its budget must reach (not none, whose plan keeps
+// all), unless first_step is "profile".
 bool rehearses_first_step(const PlanOptions& options);
 
 // The plan of options.policy for `graph`. Whether a budget is feasible

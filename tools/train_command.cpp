@@ -57,24 +57,6 @@ void apply(const CommonFlags& flags, Options& options) {
   if (flags.diloco) options.diloco = flags.outer;
 }
 
-// "4 ranks (mpi), LocalSGD every 8 steps, 2 micro-batches per step"
-template <class Options>
-std::string distribution(const Options& options) {
-  const bool mpi = comm::Mpi::launched_by_mpi();
-  const int ranks = comm::Mpi::launch_size();
-  std::string out = !mpi ? "1 process" : ranks > 0 ? fmt::format("{} ranks (mpi)", ranks) : "mpi";
-  if (options.local_sgd_steps > 0) {
-    out += fmt::format(", {} every {} steps", options.diloco ? "DiLoCo" : "LocalSGD", options.local_sgd_steps);
-    if (options.diloco) out += fmt::format(" (outer lr {}, momentum {})", options.diloco->outer_lr, options.diloco->momentum);
-  } else if (mpi) {
-    out += ", synchronous data parallel";
-  }
-  if (options.gradient_accumulation_steps > 1) {
-    out += fmt::format(", {} micro-batches per step", options.gradient_accumulation_steps);
-  }
-  return out;
-}
-
 // Sets the threads the task will run (an invalid count is its error) and
 // prints "gemm: BLIS 0.9.0, haswell kernels (the CPU's AVX2+FMA, by CPUID), 2 threads".
 void set_threads_and_print_gemm(int threads) {
@@ -113,16 +95,15 @@ void print_epoch(const EpochResult& r, bool json) {
 
 void train_fashion_mnist(const train::FashionMnistOptions& options, bool json) {
   train::check_options(options);  // before the header
+  const train::TrainingArguments args = train::trainer_arguments(options);
   if (!json && main_process()) {
-    fmt::print("task fashion-mnist: MLP 784-{}-10, AdamW lr {}, batch {} per rank, {} epochs, {} threads; {}\n",
-               fmt::join(options.hidden, "-"), options.lr, options.batch_size, options.epochs, options.threads,
-               distribution(options));
+    fmt::print("{}\n", train::run_header(options, args));  // the arguments it trains with
     set_threads_and_print_gemm(options.threads);
     print_device(options.device);
     if (!options.trainer_flags.empty()) fmt::print("trainer arguments: {}\n", fmt::join(options.trainer_flags, " "));
     std::fflush(stdout);
   }
-  train::Progress progress = make_progress(train::trainer_arguments(options));
+  train::Progress progress = make_progress(args);
   // The Trainer prints its dicts ({'epoch': 1.0, 'eval_loss': ...}); after
   // each epoch a line of what remat measured. --json: one JSON line per epoch.
   auto on_epoch = [&](const EpochResult& r) {
@@ -130,9 +111,9 @@ void train_fashion_mnist(const train::FashionMnistOptions& options, bool json) {
     print_epoch(r, json);
   };
   auto on_step = [&](const train::StepStats& step) {
-    // The Trainer's batch: auto_find_batch_size may have chosen another.
-    progress.set_samples_per_step(static_cast<double>(step.batch_size * options.gradient_accumulation_steps *
-                                                      std::max(1, comm::Mpi::launch_size())));
+    // The rows the step ran (auto_find_batch_size may have chosen another
+    // batch; an epoch's last batch may be smaller), on every rank.
+    progress.set_samples_per_step(static_cast<double>(step.samples * std::max(1, comm::Mpi::launch_size())));
     progress.update(step.step, step.steps, step.mean_loss);
     if (step.step == step.steps) progress.finish();
   };
@@ -147,16 +128,8 @@ void train_fashion_mnist(const train::FashionMnistOptions& options, bool json) {
   train::train_fashion_mnist(options, on_epoch, on_step, on_log);
 }
 
-void print_kjv_header(const train::KjvGptOptions& options) {
-  const std::string model = options.init_from.empty()
-                                ? fmt::format("GPT {} layers x {} channels, {} heads, context {}, {} head",
-                                              options.n_layer, options.n_embd, options.n_head, options.block_size,
-                                              options.tie_weights ? "tied" : "untied")
-                                : fmt::format("GPT of {}/config.json", options.init_from);
-  fmt::print("task kjv-gpt: {}, batch {} per rank, AdamW lr {}, {} steps{}, {} threads; {}\n", model,
-             options.batch_size, options.lr, options.max_steps,
-             options.time_limit_seconds > 0 ? fmt::format(" or {} s", options.time_limit_seconds) : std::string(),
-             options.threads, distribution(options));
+void print_kjv_header(const train::KjvGptOptions& options, const train::TrainingArguments& args) {
+  fmt::print("{}\n", train::run_header(options, args));  // the arguments it trains with
   set_threads_and_print_gemm(options.threads);
   print_device(options.device);
   if (!options.trainer_flags.empty()) fmt::print("trainer arguments: {}\n", fmt::join(options.trainer_flags, " "));
@@ -182,18 +155,19 @@ void print_kjv_eval(const KjvEval& e, bool json) {
 
 void train_kjv_gpt(const train::KjvGptOptions& options, bool json) {
   train::check_options(options);  // before the header
-  if (!json && main_process()) print_kjv_header(options);
+  const train::TrainingArguments args = train::trainer_arguments(options);
+  if (!json && main_process()) print_kjv_header(options, args);
   // A bar on a terminal, a line every 5 s elsewhere (train/progress.h), and
   // a row of the table at each validation. --json: one JSON line per row.
-  train::Progress progress = make_progress(train::trainer_arguments(options));
+  train::Progress progress = make_progress(args);
   auto on_eval = [&](const KjvEval& e) {
     progress.finish();
     print_kjv_eval(e, json);
   };
   auto on_step = [&](const train::StepStats& step) {
-    // The Trainer's batch: auto_find_batch_size may have chosen another.
-    progress.set_samples_per_step(static_cast<double>(step.batch_size * options.gradient_accumulation_steps *
-                                                      std::max(1, comm::Mpi::launch_size())));
+    // The rows the step ran (auto_find_batch_size may have chosen another
+    // batch; an epoch's last batch may be smaller), on every rank.
+    progress.set_samples_per_step(static_cast<double>(step.samples * std::max(1, comm::Mpi::launch_size())));
     if (!json) progress.update(step.step, step.steps, step.mean_loss);
   };
   // The table says what the Trainer's dicts would (they are in
@@ -281,6 +255,7 @@ class TrainCommand : public Command {
     if (task_ == "fashion-mnist") {
       apply(common_, mnist_);
       mnist_.trainer_flags = trainer_flags;
+      mnist_.flags_given = flags_given(train::task_flags(mnist_));
       train_fashion_mnist(mnist_, json_);
     }
     if (task_ == "kjv-gpt") {
@@ -292,6 +267,7 @@ class TrainCommand : public Command {
       }
       apply(common_, kjv_);
       kjv_.trainer_flags = trainer_flags;
+      kjv_.flags_given = flags_given(train::task_flags(kjv_));
       if (!kjv_budget_.empty()) kjv_.checkpointing_budget = train::parse_bytes(kjv_budget_, "--checkpointing-budget");
       train_kjv_gpt(kjv_, json_);
     }
@@ -378,6 +354,18 @@ class TrainCommand : public Command {
                                            "here as a Hugging Face GPT-2 folder (config.json, model.safetensors)"));
     kjv_only_.push_back(train_->add_option("--init-from", kjv_.init_from, "kjv-gpt: start from the weights of a "
                                            "Hugging Face GPT-2 folder (its configuration replaces the model flags)"));
+  }
+
+  // Which of a task's flags that give training arguments the user gave:
+  // a trainer flag may not give one of them another value (Note [One value
+  // per setting] in train/training_arguments.cpp).
+  template <class Options>
+  std::vector<std::string> flags_given(const std::vector<train::TaskFlag<Options>>& table) const {
+    std::vector<std::string> given;
+    for (const train::TaskFlag<Options>& row : table) {
+      if (train_->get_option(std::string(row.flag))->count() > 0) given.emplace_back(row.flag);
+    }
+    return given;
   }
 
   // The flags of the task not run: an error, or for fashion-mnist the

@@ -48,24 +48,55 @@ std::vector<Setting> shared_settings(const FashionMnistOptions& o) {
 
 }  // namespace
 
+namespace {
+
+using Args = TrainingArguments;
+using Options = FashionMnistOptions;
+
+}  // namespace
+
+const std::vector<TaskFlag<FashionMnistOptions>>& task_flags(const FashionMnistOptions&) {
+  static const std::vector<TaskFlag<Options>> table{
+      {"--epochs", "num_train_epochs", [](Args& a, const Options& o) { a.num_train_epochs = o.epochs; }},
+      {"--batch-size", "per_device_train_batch_size",
+       [](Args& a, const Options& o) { a.per_device_train_batch_size = o.batch_size; }},
+      {"--lr", "learning_rate", [](Args& a, const Options& o) { a.learning_rate = o.lr; }},
+      {"--weight-decay", "weight_decay", [](Args& a, const Options& o) { a.weight_decay = o.weight_decay; }},
+      {"--gradient-accumulation-steps", "gradient_accumulation_steps",
+       [](Args& a, const Options& o) { a.gradient_accumulation_steps = o.gradient_accumulation_steps; }},
+      {"--local-sgd-steps", "local_sgd_steps", [](Args& a, const Options& o) { a.local_sgd_steps = o.local_sgd_steps; }},
+      {"--diloco", "diloco", [](Args& a, const Options& o) { a.diloco = o.diloco.has_value(); }},
+      {"--outer-lr", "outer_lr", [](Args& a, const Options& o) { if (o.diloco) a.outer_lr = o.diloco->outer_lr; }},
+      {"--outer-momentum", "outer_momentum",
+       [](Args& a, const Options& o) { if (o.diloco) a.outer_momentum = o.diloco->momentum; }},
+      {"--seed", "seed", [](Args& a, const Options& o) { a.seed = o.seed; }},
+      {"--device", "device", [](Args& a, const Options& o) { a.device = o.device; }},
+  };
+  return table;
+}
+
 TrainingArguments trainer_arguments(const FashionMnistOptions& o) {
-  TrainingArguments args;
-  args.num_train_epochs = o.epochs;
-  args.per_device_train_batch_size = o.batch_size;
-  args.per_device_eval_batch_size = 1000;
-  args.learning_rate = o.lr;
-  args.weight_decay = o.weight_decay;
-  args.eval_strategy = "epoch";
-  args.save_strategy = "epoch";  // where an output_dir is given
-  set_distribution(args, o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
-  args.seed = o.seed;
-  args.device = o.device;
+  // The task's own choices, which no flag of its gives.
+  TrainingArguments defaults;
+  defaults.per_device_eval_batch_size = 1000;
+  defaults.eval_strategy = "epoch";
+  defaults.save_strategy = "epoch";  // where an output_dir is given
+  TrainingArguments args = with_task_flags(defaults, task_flags(o), o);
   apply_flags(args, o.trainer_flags);
   return args;
 }
 
+std::string run_header(const FashionMnistOptions& o, const TrainingArguments& args) {
+  return fmt::format("task fashion-mnist: MLP 784-{}-10, AdamW lr {}, batch {} per rank, {}, {} threads; {}",
+                     fmt::join(o.hidden, "-"), args.learning_rate, args.per_device_train_batch_size,
+                     args.max_steps > 0 ? fmt::format("{} steps", args.max_steps)
+                                        : fmt::format("{} epochs", args.num_train_epochs),
+                     o.threads, describe_distribution(args));
+}
+
 // Every option, before the data is read.
 void check_options(const FashionMnistOptions& o) {
+  check_task_flags(task_flags(o), o, o.flags_given, o.trainer_flags);  // one value per setting, first
   REMAT_CHECK(check_device(o.device, "train").is_cpu() || !o.diloco, "train: --diloco's outer step runs on the "
               "CPU only, not on --device {}", o.device);
   REMAT_CHECK(o.epochs >= 1, "train: --epochs must be at least 1, got {}", o.epochs);

@@ -45,7 +45,22 @@ struct FashionMnistOptions {
   // {"--gradient-checkpointing", "--eval-strategy", "epoch"}; see
   // train/training_arguments.h).
   std::vector<std::string> trainer_flags;
+  // The flags of task_flags() the user gave ("--lr", "--epochs"; the
+  // CLI's): a trainer flag that gives one of their arguments another value
+  // (--batch-size 4 --per-device-train-batch-size 8) is an error naming
+  // both. Empty: every field above is a default the trainer flags may replace.
+  std::vector<std::string> flags_given;
 };
+
+// The task's flags that give training arguments (--epochs: num_train_epochs),
+// one row each (Note [One value per setting] in train/training_arguments.cpp):
+// what trainer_arguments builds from, and what flags_given is checked by.
+const std::vector<TaskFlag<FashionMnistOptions>>& task_flags(const FashionMnistOptions&);
+
+// The run's header line, from the arguments it trains with (the trainer
+// flags' values where they give them): "task fashion-mnist: MLP
+// 784-256-256-10, AdamW lr 0.002, batch 64 per rank, 3 epochs, 2 threads; 1 process".
+std::string run_header(const FashionMnistOptions& options, const TrainingArguments& args);
 
 struct EpochResult {
   int epoch = 0;                // 1-based

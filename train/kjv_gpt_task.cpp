@@ -30,41 +30,81 @@
 
 namespace remat::train {
 
+namespace {
+
+using Args = TrainingArguments;
+using Options = KjvGptOptions;
+
+}  // namespace
+
+const std::vector<TaskFlag<KjvGptOptions>>& task_flags(const KjvGptOptions&) {
+  static const std::vector<TaskFlag<Options>> table{
+      {"--max-steps", "max_steps", [](Args& a, const Options& o) { a.max_steps = o.max_steps; }},
+      {"--batch-size", "per_device_train_batch_size",
+       [](Args& a, const Options& o) { a.per_device_train_batch_size = a.per_device_eval_batch_size = o.batch_size; }},
+      {"--lr", "learning_rate", [](Args& a, const Options& o) { a.learning_rate = o.lr; }},
+      {"--weight-decay", "weight_decay", [](Args& a, const Options& o) { a.weight_decay = o.weight_decay; }},
+      {"--warmup-steps", "warmup_steps", [](Args& a, const Options& o) { a.warmup_steps = o.warmup_steps; }},
+      // Evaluation, logging and saving every eval_interval steps.
+      {"--eval-interval", "eval_steps",
+       [](Args& a, const Options& o) { a.eval_steps = a.logging_steps = a.save_steps = o.eval_interval; }},
+      {"--gradient-accumulation-steps", "gradient_accumulation_steps",
+       [](Args& a, const Options& o) { a.gradient_accumulation_steps = o.gradient_accumulation_steps; }},
+      {"--local-sgd-steps", "local_sgd_steps", [](Args& a, const Options& o) { a.local_sgd_steps = o.local_sgd_steps; }},
+      {"--diloco", "diloco", [](Args& a, const Options& o) { a.diloco = o.diloco.has_value(); }},
+      {"--outer-lr", "outer_lr", [](Args& a, const Options& o) { if (o.diloco) a.outer_lr = o.diloco->outer_lr; }},
+      {"--outer-momentum", "outer_momentum",
+       [](Args& a, const Options& o) { if (o.diloco) a.outer_momentum = o.diloco->momentum; }},
+      {"--seed", "seed", [](Args& a, const Options& o) { a.seed = o.seed; }},
+      {"--time-limit", "max_time",
+       [](Args& a, const Options& o) { if (o.time_limit_seconds > 0) a.max_time = o.time_limit_seconds; }},
+      {"--device", "device", [](Args& a, const Options& o) { a.device = o.device; }},
+      {"--checkpointing", "gradient_checkpointing_kwargs",
+       [](Args& a, const Options& o) {
+         if (o.checkpointing.empty()) return;
+         a.gradient_checkpointing = true;
+         a.gradient_checkpointing_kwargs.policy = o.checkpointing;
+         a.gradient_checkpointing_kwargs.budget = o.checkpointing_budget;
+       }},
+  };
+  return table;
+}
+
 TrainingArguments trainer_arguments(const KjvGptOptions& o) {
-  TrainingArguments args;
-  args.max_steps = o.max_steps;
-  args.per_device_train_batch_size = o.batch_size;
-  args.per_device_eval_batch_size = o.batch_size;
-  args.learning_rate = o.lr;
-  args.weight_decay = o.weight_decay;
-  args.adam_beta2 = 0.95;
-  args.max_grad_norm = o.grad_clip;
-  args.lr_scheduler_type = "cosine_with_min_lr";
-  args.lr_scheduler_kwargs.min_lr_rate = o.min_lr_ratio;
-  args.warmup_steps = o.warmup_steps;
-  args.eval_strategy = "steps";
-  args.eval_steps = o.eval_interval;
-  args.logging_steps = o.eval_interval;
-  args.save_strategy = "steps";  // where an output_dir is given
-  args.save_steps = o.eval_interval;
-  set_distribution(args, o.gradient_accumulation_steps, o.local_sgd_steps, o.diloco);
-  if (!o.checkpointing.empty()) {
-    args.gradient_checkpointing = true;
-    args.gradient_checkpointing_kwargs.policy = o.checkpointing;
-    args.gradient_checkpointing_kwargs.budget = o.checkpointing_budget;
-  }
-  args.seed = o.seed;
-  if (o.time_limit_seconds > 0) args.max_time = o.time_limit_seconds;
-  args.device = o.device;
+  // The task's own choices, which no flag of its gives.
+  TrainingArguments defaults;
+  defaults.adam_beta2 = 0.95;
+  defaults.max_grad_norm = o.grad_clip;
+  defaults.lr_scheduler_type = "cosine_with_min_lr";
+  defaults.lr_scheduler_kwargs.min_lr_rate = o.min_lr_ratio;
+  defaults.eval_strategy = "steps";
+  defaults.save_strategy = "steps";  // where an output_dir is given
+  TrainingArguments args = with_task_flags(defaults, task_flags(o), o);
   apply_flags(args, o.trainer_flags);
   // The floor is the task's cosine's: another schedule named by a flag is
   // Hugging Face's, without it (unless the flags give one too).
   if (args.lr_scheduler_type != "cosine_with_min_lr" && !names_training_argument(o.trainer_flags, "lr_scheduler_kwargs")) {
     args.lr_scheduler_kwargs = {};
   }
-  // A warm-up ratio named by a flag replaces the task's warm-up steps.
-  if (names_training_argument(o.trainer_flags, "warmup_ratio") && !names_training_argument(o.trainer_flags, "warmup_steps")) args.warmup_steps = 0;
+  // A warm-up ratio named by a flag replaces the task's default warm-up
+  // steps (given ones win, as Hugging Face's warmup_steps over warmup_ratio).
+  const bool steps_given = names_training_argument(o.trainer_flags, "warmup_steps") ||
+                           std::ranges::find(o.flags_given, "--warmup-steps") != o.flags_given.end();
+  if (names_training_argument(o.trainer_flags, "warmup_ratio") && !steps_given) args.warmup_steps = 0;
   return args;
+}
+
+std::string run_header(const KjvGptOptions& o, const TrainingArguments& args) {
+  const std::string model = o.init_from.empty()
+                                ? fmt::format("GPT {} layers x {} channels, {} heads, context {}, {} head", o.n_layer,
+                                              o.n_embd, o.n_head, o.block_size, o.tie_weights ? "tied" : "untied")
+                                : fmt::format("GPT of {}/config.json", o.init_from);
+  return fmt::format("task kjv-gpt: {}, batch {} per rank, AdamW lr {}, {}{}, {} threads; {}", model,
+                     args.per_device_train_batch_size, args.learning_rate,
+                     args.max_steps > 0 ? fmt::format("{} steps", args.max_steps)
+                                        : fmt::format("{} epochs", args.num_train_epochs),
+                     args.max_time ? fmt::format(" or {} s", *args.max_time) : std::string(), o.threads,
+                     describe_distribution(args));
 }
 
 namespace {
@@ -114,6 +154,7 @@ nn::SafetensorsMetadata describe_run(const nn::GPTConfig& o, const data::CharTok
 // Every option, before anything runs: a bad value found when training ends
 // (a --temperature of 0 at sampling time) would lose the trained model.
 void check_options(const KjvGptOptions& o) {
+  check_task_flags(task_flags(o), o, o.flags_given, o.trainer_flags);  // one value per setting, first
   REMAT_CHECK(check_device(o.device, "train").is_cpu() || !o.diloco, "train: --diloco's outer step runs on the "
               "CPU only, not on --device {}", o.device);
   REMAT_CHECK(o.n_layer >= 1 && o.n_head >= 1 && o.n_embd >= 1 && o.block_size >= 1, "train: --n-layer, --n-head, "
@@ -122,6 +163,9 @@ void check_options(const KjvGptOptions& o) {
   REMAT_CHECK(o.n_embd % o.n_head == 0, "train: --n-embd {} must be a multiple of --n-head {} (each head gets "
               "n_embd / n_head channels)", o.n_embd, o.n_head);
   REMAT_CHECK(o.dropout >= 0 && o.dropout < 1, "train: --dropout must be in [0, 1), got {}", o.dropout);
+  REMAT_CHECK(!o.checkpointing.empty() || std::ranges::find(o.flags_given, "--checkpointing") == o.flags_given.end(),
+              "train: --checkpointing '' names no policy; give one of {} (or leave --checkpointing out to keep every "
+              "activation)", fmt::join(scheduler::policy_names(), ", "));
   if (!o.checkpointing.empty()) scheduler::check_policy(o.checkpointing);
   REMAT_CHECK(!o.checkpointing_budget || !o.checkpointing.empty(), "train: --checkpointing-budget needs "
               "--checkpointing with a policy that takes one, {} (without a policy nothing is recomputed, and the budget would be "
@@ -291,6 +335,7 @@ struct EvalRows {
   StepStats last;
   double loss_sum = 0;
   int64_t losses = 0, peak = 0, first_peak = 0;
+  int64_t samples = 0;  // rows trained on this rank since the first step, as they ran
 
   void step_end(const StepStats& step) {
     if (!first_step) first_step = step.step - 1;
@@ -298,6 +343,7 @@ struct EvalRows {
     into = std::max(into, step.peak_activation_bytes);
     loss_sum += step.loss;
     ++losses;
+    samples += step.samples;
     last = step;
     if (on_step) on_step(step);
   }
@@ -318,8 +364,7 @@ struct EvalRows {
     const std::optional<double> val_loss = value("eval_loss");
     if (!val_loss) return;
     const comm::CommStats& traffic = running->accelerator().communicator().stats();
-    const int64_t tokens = (last.step - first_step.value_or(last.step)) * args.gradient_accumulation_steps *
-                           last.batch_size * block_size;  // the Trainer's batch (auto_find_batch_size's choice)
+    const int64_t tokens = samples * block_size;  // the rows run, not steps x batch (a last batch may be smaller)
     KjvEval eval{.step = running->global_step(), .train_loss = losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0,
                  .val_loss = *val_loss, .val_perplexity = value("eval_perplexity").value_or(std::exp(*val_loss)),
                  .lr = last.learning_rate, .seconds = last.seconds,

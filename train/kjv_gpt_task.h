@@ -34,7 +34,9 @@ struct KjvGptOptions {
   // (save_checkpointing_profile): every step runs under its plan, the first
   // too, and the plan is kept (the same on every run), so the budget holds
   // from the first step, and a budget below the graph's minimum is an error
-  // before it. Empty: the first step profiles the graph (under blocks).
+  // before it; so is a profile of another graph (another model, batch or
+  // context), naming both signatures and the first node that differs.
+  // Empty: the first step is planned from a rehearsal of it.
   std::string checkpointing_profile;
   // Written at the end: the profile the run planned from (scheduler/profile_json.h).
   std::string save_checkpointing_profile;
@@ -83,7 +85,25 @@ struct KjvGptOptions {
   // checkpoint records the model's configuration, the vocabulary and a
   // fingerprint of the text, and a resume that differs is an error naming what.
   std::vector<std::string> trainer_flags;
+  // The flags of task_flags() the user gave ("--lr", "--max-steps"; the
+  // CLI's). A trainer flag that gives one of their arguments another value
+  // (--lr 3e-3 --learning-rate 1e-3) is an error naming both; an empty
+  // --checkpointing is an error, not "no policy"; a warm-up ratio replaces
+  // --warmup-steps only where it was not given. Empty: every field above
+  // is a default the trainer flags may replace.
+  std::vector<std::string> flags_given;
 };
+
+// The task's flags that give training arguments (--lr: learning_rate), one
+// row each (Note [One value per setting] in train/training_arguments.cpp):
+// what trainer_arguments builds from, and what flags_given is checked by.
+const std::vector<TaskFlag<KjvGptOptions>>& task_flags(const KjvGptOptions&);
+
+// The run's header line, from the arguments it trains with (the trainer
+// flags' values where they give them): "task kjv-gpt: GPT 4 layers x 128
+// channels, 4 heads, context 128, tied head, batch 32 per rank, AdamW lr
+// 0.003, 1000 steps, 2 threads; 1 process".
+std::string run_header(const KjvGptOptions& options, const TrainingArguments& args);
 
 struct KjvEval {
   int64_t step = 0;
@@ -92,7 +112,7 @@ struct KjvEval {
   double val_perplexity = 0;  // exp(val_loss)
   double lr = 0;
   double seconds = 0;     // since training started
-  double tokens_per_second = 0;  // trained by this rank (every batch counted as full)
+  double tokens_per_second = 0;  // trained by this rank: the rows of the batches run, x block_size
   // Largest rise of activation + temporary bytes over a step's forward and
   // backward so far (the span a checkpointing budget bounds; clipping and
   // the optimizer come after it), the run's first step apart: under

@@ -215,11 +215,12 @@ TrainOutput Trainer::train() {
   run.eval_every = args_.eval_steps.value_or(args_.logging_steps);
   run.first_step = global_step_;
   const scheduler::PlanOptions* plan = model_.checkpointing_options();
-  if (plan && scheduler::rehearses_first_step(*plan) && !model_.checkpointing_profile() &&
-      global_step_ < run.total_steps) {
+  if (plan && scheduler::rehearses_first_step(*plan) && global_step_ < run.total_steps) {
     // The first step under the policy and within the budget too (or the run
     // refused before it): planned from a rehearsal of it on the meta device
-    // (Note [The first step] in scheduler/checkpointer.h).
+    // (Note [The first step] in scheduler/checkpointer.h). A plan already
+    // made (from a saved profile, or an earlier train()) is found by the
+    // rehearsal's graph, and a saved profile of another graph is refused.
     const data::Batch batch = run.loader->epoch(run.next_epoch).batch(run.next_batch);
     model_.rehearse_checkpointing([&] { forward_(model_, batch).loss.backward(); });
   }
@@ -266,6 +267,7 @@ void Trainer::set_up(Run& run) {
   run.batches = run.loader->size();
   REMAT_CHECK(run.batches > 0, "Trainer: the training dataset gives no batches (it has {} rows)",
               train_dataset_.size());
+  check_batch_rows(args_.per_device_train_batch_size, run.loader->shard_rows());
   run.steps_per_epoch = (run.batches + k - 1) / k;
   run.total_steps = args_.max_steps > 0 ? args_.max_steps
                                         : static_cast<int64_t>(std::ceil(args_.num_train_epochs *
@@ -396,6 +398,7 @@ void Trainer::train_micro_batch(Run& run, const data::Batch& batch, PreparedOpti
   }
   run.window_loss += loss;
   ++run.window_batches;
+  run.window_samples += batch.inputs.size(0);
   if (accelerator_->sync_gradients()) {
     // With data parallelism every rank holds the averaged gradients
     // here, so a NaN from one rank's batch stops every rank at this
@@ -441,11 +444,13 @@ void Trainer::end_step(Run& run, int64_t epoch, int64_t b) {
                             .mean_loss = run.run_loss / static_cast<double>(global_step_ - run.first_step),
                             .grad_norm = run.grad_norm, .learning_rate = run.schedule->last_lr(),
                             .peak_activation_bytes = run.step_peak, .seconds = seconds_since(run.start),
-                            .batch_size = args_.per_device_train_batch_size});
+                            .batch_size = args_.per_device_train_batch_size, .samples = run.window_samples});
   }
+  run.samples += run.window_samples;
   run.step_peak = 0;
   run.window_loss = 0;
   run.window_batches = 0;
+  run.window_samples = 0;
   if (global_step_ % args_.logging_steps == 0) {
     // The mean over the ranks, as Hugging Face logs it (every rank logs
     // at this step, so each joins the gather).
@@ -485,8 +490,9 @@ TrainOutput Trainer::finish(Run& run) {
   }
   const double seconds = seconds_since(run.start);
   const int64_t steps = global_step_ - run.first_step;
-  const double samples = static_cast<double>(steps * args_.gradient_accumulation_steps *
-                                             args_.per_device_train_batch_size * accelerator_->num_processes());
+  // The rows the steps really trained (every rank's shard has as many), not
+  // steps x batch: an epoch's last batch may be smaller.
+  const double samples = static_cast<double>(run.samples * accelerator_->num_processes());
   TrainOutput output{.global_step = global_step_, .resumed_at_step = run.resumed_from.empty() ? 0 : run.first_step,
                      .training_loss = run.loss_steps > 0 ? run.loss_sum / static_cast<double>(run.loss_steps) : 0.0,
                      .metrics = {{"train_runtime", seconds}, {"train_samples_per_second", samples / seconds},

@@ -113,6 +113,9 @@ struct StepStats {
   // Rows of each micro-batch on this rank (per_device_train_batch_size,
   // or the batch auto_find_batch_size chose).
   int64_t batch_size = 0;
+  // Rows this step trained on this rank: its micro-batches' rows, an
+  // epoch's last, smaller batch counted as it is. Throughputs count these.
+  int64_t samples = 0;
 };
 
 // Hooks of a training run (Hugging Face's TrainerCallback, in small).
@@ -220,6 +223,11 @@ class Trainer {
   // the check of the first step.
   void find_batch_size();
   void check_batch_fit(int64_t measured);
+  // A batch of more rows than this rank's part of the training set is an
+  // error naming both (every step would train on the same rows, and the
+  // throughput would count rows that never ran).
+  void check_batch_rows(int64_t batch_size, int64_t rows) const;
+  int64_t rows_per_rank() const;  // of the training set: this rank's shard
 
   nn::Module& model_;
   TrainingArguments args_;

@@ -81,6 +81,19 @@ Trainer::BatchFit Trainer::predict_step(int64_t batch_size) {
   return fit;
 }
 
+int64_t Trainer::rows_per_rank() const {
+  return accelerator_->prepare(data::DataLoader(train_dataset_, {.batch_size = 1})).shard_rows();
+}
+
+void Trainer::check_batch_rows(int64_t batch_size, int64_t rows) const {
+  const int ranks = accelerator_->num_processes();
+  REMAT_CHECK(batch_size <= rows, "Trainer: per_device_train_batch_size (--batch-size) {} is more than the {} rows of "
+              "the training set{}: every step would train on those {} rows; give a batch of at most {}, or "
+              "auto_find_batch_size with a memory_limit (it starts from the rows there are)", batch_size, rows,
+              ranks > 1 ? fmt::format(" per rank ({} rows over {} ranks)", train_dataset_.size(), ranks) : "", rows,
+              rows);
+}
+
 void Trainer::find_batch_size() {
   const int64_t limit = *args_.memory_limit;
   const bool main = accelerator_->is_main_process();
@@ -97,6 +110,18 @@ void Trainer::find_batch_size() {
                        mib(fit.activations), fit.policy,
                        fit.budget ? fmt::format(" with the budget the limit leaves, {:.2f} MiB", mib(*fit.budget)) : "");
   };
+  // A batch of more rows than the data: the search starts from the rows
+  // there are (a larger batch would train on the same rows); the batch
+  // given alone is Trainer::set_up's error.
+  const int64_t rows = rows_per_rank();
+  if (search && args_.per_device_train_batch_size > rows) {
+    say(fmt::format("per_device_train_batch_size {} is more than the {} rows of the training set{}: starting from {}",
+                    args_.per_device_train_batch_size, rows, accelerator_->num_processes() > 1 ? " per rank" : "",
+                    rows));
+    args_.per_device_train_batch_size = rows;
+  } else if (!search) {
+    check_batch_rows(args_.per_device_train_batch_size, rows);
+  }
   std::optional<BatchFit> smallest;
   for (int64_t batch = args_.per_device_train_batch_size; batch >= 1; batch = search ? batch / 2 : 0) {
     BatchFit fit = predict_step(batch);

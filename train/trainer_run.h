@@ -52,6 +52,9 @@ struct Trainer::Run {
   double loss_sum = 0;
   int64_t loss_steps = 0;
   int64_t logged_steps = 0, window_batches = 0, step_peak = 0;
+  // Rows trained on this rank: in the window of micro-batches, and in this
+  // train() call (an epoch's last, smaller batch counted as it is).
+  int64_t window_samples = 0, samples = 0;
   std::optional<double> bad_loss;  // of the window's micro-batches, the first non-finite
   std::optional<double> metric;    // of the step's evaluation, the one that picks the best checkpoint
   bool stop = false;

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "comm/mpi.h"
 #include "engine/error.h"
 #include "scheduler/plan.h"
 #include "train/parse.h"
@@ -372,28 +373,101 @@ void set_training_argument(TrainingArguments& args, std::string_view name, std::
   field_named(name, "flags").from_text(args, value);
 }
 
-void apply_flags(TrainingArguments& args, const std::vector<std::string>& flags) {
+namespace {
+
+// One flag of a list as apply_flags reads it: its field, the flag as the
+// user wrote it ("--learning-rate 1e-3", "--max_steps=6", "--tf32"), and
+// its value's text.
+struct FlagGiven {
+  const Field* field = nullptr;
+  std::string as_given;
+  std::string value;
+};
+
+std::vector<FlagGiven> read_flags(const std::vector<std::string>& flags) {
+  std::vector<FlagGiven> out;
   for (size_t i = 0; i < flags.size(); ++i) {
     const std::string& flag = flags[i];
     REMAT_CHECK(flag.starts_with("--") && flag.size() > 2, "flags: expected --name, got '{}'", flag);
     const std::string_view body = std::string_view(flag).substr(2);
     const size_t equals = body.find('=');
     const std::string_view name = body.substr(0, equals);
-    REMAT_CHECK(find_field(name) != nullptr, "flags: unknown flag --{}: not a training argument (known, with dashes or "
+    const Field* f = find_field(name);
+    REMAT_CHECK(f != nullptr, "flags: unknown flag --{}: not a training argument (known, with dashes or "
                 "underscores: {})", name, fmt::join(training_argument_names(), ", "));
-    const Field& f = *find_field(name);
     if (equals != std::string_view::npos) {
-      f.from_text(args, body.substr(equals + 1));
-    } else if (f.is_bool && (i + 1 == flags.size() || flags[i + 1].starts_with("--"))) {
-      f.from_text(args, "true");  // a bare bool flag
+      out.push_back({f, flag, std::string(body.substr(equals + 1))});
+    } else if (f->is_bool && (i + 1 == flags.size() || flags[i + 1].starts_with("--"))) {
+      out.push_back({f, flag, "true"});  // a bare bool flag
     } else {
       REMAT_CHECK(i + 1 < flags.size() && !flags[i + 1].starts_with("--"), "flags: --{} needs a value{}", name,
                   i + 1 < flags.size() ? fmt::format(", not the flag {} (--{}=VALUE gives a value that starts with "
                                                      "dashes)", flags[i + 1], name)
                                        : std::string());
-      f.from_text(args, flags[++i]);
+      out.push_back({f, flag + " " + flags[i + 1], flags[i + 1]});
+      ++i;
     }
   }
+  return out;
+}
+
+// A value as a message shows it: text bare, anything else as JSON.
+std::string shown(const nlohmann::ordered_json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+}  // namespace
+
+// Note [One value per setting]: a field named twice, in one spelling or two
+// (--max-steps and --max_steps), with two values is an error naming both,
+// never the last one silently; the same value twice is no conflict.
+void apply_flags(TrainingArguments& args, const std::vector<std::string>& flags) {
+  std::map<std::string_view, std::pair<std::string, nlohmann::ordered_json>> given;  // field -> flag, value
+  for (const FlagGiven& flag : read_flags(flags)) {
+    flag.field->from_text(args, flag.value);
+    const nlohmann::ordered_json value = flag.field->to_json(args);
+    const auto [previous, fresh] = given.try_emplace(flag.field->name, flag.as_given, value);
+    REMAT_CHECK(fresh || previous->second.second == value, "flags: {} and {} give training argument {} two values "
+                "({} and {}): give one", previous->second.first, flag.as_given, flag.field->name,
+                shown(previous->second.second), shown(value));
+  }
+}
+
+std::optional<std::string> flag_giving(const std::vector<std::string>& flags, std::string_view name) {
+  const std::string wanted = training_argument_name(name);
+  std::optional<std::string> found;
+  for (const FlagGiven& flag : read_flags(flags)) {
+    if (flag.field->name == wanted) found = flag.as_given;
+  }
+  return found;
+}
+
+void check_one_value(const TrainingArguments& task_args, std::string_view task_flag, std::string_view name,
+                     const std::vector<std::string>& trainer_flags) {
+  const std::optional<std::string> other = flag_giving(trainer_flags, name);
+  if (!other) return;
+  const Field& f = field_named(name, "check_one_value");
+  TrainingArguments with_flags = task_args;
+  apply_flags(with_flags, trainer_flags);
+  const nlohmann::ordered_json task_value = f.to_json(task_args), flag_value = f.to_json(with_flags);
+  REMAT_CHECK(task_value == flag_value, "train: {} {} and {} give training argument {} two values ({} and {}): "
+              "give one", task_flag, shown(task_value), *other, f.name, shown(task_value), shown(flag_value));
+}
+
+std::string describe_distribution(const TrainingArguments& args) {
+  const bool mpi = comm::Mpi::launched_by_mpi();
+  const int ranks = comm::Mpi::launch_size();
+  std::string out = !mpi ? "1 process" : ranks > 0 ? fmt::format("{} ranks (mpi)", ranks) : "mpi";
+  if (args.local_sgd_steps > 0) {
+    out += fmt::format(", {} every {} steps", args.diloco ? "DiLoCo" : "LocalSGD", args.local_sgd_steps);
+    if (args.diloco) out += fmt::format(" (outer lr {}, momentum {})", args.outer_lr, args.outer_momentum);
+  } else if (mpi) {
+    out += ", synchronous data parallel";
+  }
+  if (args.gradient_accumulation_steps > 1) {
+    out += fmt::format(", {} micro-batches per step", args.gradient_accumulation_steps);
+  }
+  return out;
 }
 
 nlohmann::ordered_json to_json(const TrainingArguments& args) {

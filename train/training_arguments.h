@@ -13,6 +13,7 @@
 // seconds) stops training at the next optimizer step, and has no default.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -60,6 +61,9 @@ struct TrainingArguments {
   bool overwrite_output_dir = false;
   double num_train_epochs = 3;
   int64_t max_steps = -1;  // > 0: optimizer steps, overriding num_train_epochs
+  // More than the training set's rows (a rank's part of them) is an error
+  // naming both, before any step (Hugging Face would train every step on the
+  // same rows); auto_find_batch_size starts from the rows there are.
   int64_t per_device_train_batch_size = 8;
   // With memory_limit: before training, the largest per-device batch, from
   // per_device_train_batch_size halving down to 1 (as Hugging Face's
@@ -148,8 +152,57 @@ TrainingArguments load_training_arguments(const std::string& path);
 
 // Sets fields from "--name value", "--name=value" and, for a flag of type
 // bool, a bare "--name"; dashes and underscores in a name are the same
-// ("--per-device-train-batch-size"). Errors name the flag and the value.
+// ("--per-device-train-batch-size"). Errors name the flag and the value,
+// and one argument given two values, in one spelling or two
+// (--max-steps 4 --max_steps 6), is an error naming both flags (Note [One
+// value per setting] in training_arguments.cpp); the same value twice is not.
 void apply_flags(TrainingArguments& args, const std::vector<std::string>& flags);
+// The last of `flags` that gives argument `name`, as written ("--learning-rate
+// 1e-3"), or none.
+std::optional<std::string> flag_giving(const std::vector<std::string>& flags, std::string_view name);
+
+// A task's own flag that gives a training argument: kjv-gpt's --lr gives
+// learning_rate. A task lists its flags in one table of these
+// (train/kjv_gpt_task.h, train/fashion_mnist_task.h), which both builds the
+// arguments it trains with (set) and, for the flags the user gave, finds a
+// trainer flag that gives the same argument another value (check_task_flags):
+// `--lr 3e-3 --learning-rate 1e-3` is an error naming both, not a run at one
+// value under a header showing the other.
+template <class Options>
+struct TaskFlag {
+  std::string_view flag;      // the task's, "--lr"
+  std::string_view argument;  // the TrainingArguments field it gives, "learning_rate"
+  void (*set)(TrainingArguments& args, const Options& options);
+};
+
+// An error where the task's flag `task_flag` (its value in task_args) and a
+// trainer flag of trainer_flags give argument `name` two values.
+void check_one_value(const TrainingArguments& task_args, std::string_view task_flag, std::string_view name,
+                     const std::vector<std::string>& trainer_flags);
+
+// args with every row of `table` set from `options`.
+template <class Options>
+TrainingArguments with_task_flags(TrainingArguments args, const std::vector<TaskFlag<Options>>& table,
+                                  const Options& options) {
+  for (const TaskFlag<Options>& row : table) row.set(args, options);
+  return args;
+}
+
+// check_one_value for each row of `table` whose flag is among `given` (the
+// task flags the user gave).
+template <class Options>
+void check_task_flags(const std::vector<TaskFlag<Options>>& table, const Options& options,
+                      const std::vector<std::string>& given, const std::vector<std::string>& trainer_flags) {
+  const TrainingArguments task_args = with_task_flags(TrainingArguments{}, table, options);
+  for (const TaskFlag<Options>& row : table) {
+    if (std::find(given.begin(), given.end(), row.flag) == given.end()) continue;
+    check_one_value(task_args, row.flag, row.argument, trainer_flags);
+  }
+}
+
+// How a run of `args` is spread, for a task's header: "4 ranks (mpi),
+// LocalSGD every 8 steps, 2 micro-batches per step", or "1 process".
+std::string describe_distribution(const TrainingArguments& args);
 // One field from text, as a flag gives it.
 void set_training_argument(TrainingArguments& args, std::string_view name, std::string_view value);
 bool is_training_argument(std::string_view name);

@@ -160,12 +160,47 @@ TEST(Dtr, NeedsABudgetAndMakesNoPlan) {
                                 "policy dtr needs a positive budget"));
   EXPECT_TRUE(testing::contains(testing::error_of([] { make_plan(GraphProfile{}, {.policy = "dtr", .budget = 64}); }),
                                 "policy dtr makes no plan"));
-  // A rehearsal has nothing to plan: it runs nothing.
-  Checkpointer checkpointer({.policy = "dtr", .budget = 1 << 20});
-  bool ran = false;
-  checkpointer.rehearse([&] { ran = true; });
-  EXPECT_FALSE(ran);
-  EXPECT_EQ(checkpointer.plan(), nullptr);
+  // A rehearsal plans nothing either (it finds the budget's floor: below).
+  Generator init(11);
+  nn::MLP model({32, 96, 96, 10}, init);
+  model.gradient_checkpointing_enable({.policy = "dtr", .budget = 1 << 20});
+  Generator data(12);
+  const Tensor x = normal({64, 32}, 0, 1, DType::Float32, data);
+  const Tensor y = randint(10, {64}, data);
+  model.rehearse_checkpointing([&] { cross_entropy(model.forward(x), y).backward(); });
+  EXPECT_EQ(model.checkpointing_plan(), nullptr);
+  EXPECT_EQ(model.parameters()[0].grad().defined(), false);  // nothing computed
+}
+
+// A budget below what one node needs at once (its output and the values it
+// reads) cannot hold under any eviction: the rehearsal before the first
+// step refuses it, naming the floor and the node; at the floor it passes.
+TEST(Dtr, ABudgetBelowTheFloorIsRefusedByTheRehearsal) {
+  Generator data(12);
+  const Tensor x = normal({64, 32}, 0, 1, DType::Float32, data);
+  const Tensor y = randint(10, {64}, data);
+  const auto rehearse_at = [&](int64_t budget) {
+    Generator init(11);
+    nn::MLP model({32, 96, 96, 10}, init);
+    model.gradient_checkpointing_enable({.policy = "dtr", .budget = budget});
+    try {
+      model.rehearse_checkpointing([&] { cross_entropy(model.forward(x), y).backward(); });
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string message = rehearse_at(1);
+  EXPECT_TRUE(testing::contains(message, "policy dtr's budget of 1 bytes")) << message;
+  const std::string at_least = "give a budget of at least ";
+  const size_t at = message.find(at_least);
+  ASSERT_NE(at, std::string::npos) << message;
+  const int64_t floor = std::stoll(message.substr(at + at_least.size()));
+  // A (64, 96) float32 output and the (64, 96) it reads: 2 x 24 KiB at least.
+  EXPECT_GE(floor, 2 * 64 * 96 * 4) << message;
+  EXPECT_TRUE(testing::contains(message, "node '")) << message;
+  EXPECT_TRUE(testing::contains(rehearse_at(floor - 1), "cannot hold this step"));
+  EXPECT_EQ(rehearse_at(floor), "no error");
 }
 
 // GPT (2 blocks, dropout 0.2): two steps, so that the second draws new

@@ -97,6 +97,61 @@ TEST(Plan, ASavedProfileRefusesABudgetBelowItsMinimumBeforeTheFirstStep) {
   }
 }
 
+// A profile of another graph (a batch of 4's run on 2 rows, a GPT's run on
+// an MLP) is refused at the rehearsal before the first step, or, in a loop
+// that rehearses nothing, once the first step's graph is known: the error
+// names both signatures and the first node that differs, and training
+// never goes on unplanned. The profile's own graph passes, and a graph
+// after it (an epoch's smaller last batch) is planned as before.
+TEST(Plan, AProfileOfAnotherGraphIsRefusedAtTheFirstStep) {
+  const GraphProfile saved = profile_from_json(profile_to_json(run(gpt(4), {.policy = "none"}).graph));
+  // gpt(batch)'s step on a model and batch made outside the rehearsal (a
+  // model's initialisation reads its weights: not on the meta device).
+  nn::GPT model({.vocab_size = 17, .block_size = 16, .n_layer = 3, .n_head = 2, .n_embd = 32, .dropout = 0.1,
+                 .seed = 6});
+  const auto step_of = [&model](Checkpointer& checkpointer, int64_t batch) {
+    Generator g(2);
+    const Tensor ids = as_data([&] { return randint(17, {batch, 16}, g); });
+    const Tensor targets = as_data([&] { return randint(17, {batch, 16}, g); });
+    return [&checkpointer, &model, ids, targets] {
+      Tensor loss;
+      {
+        const auto recording = checkpointer.record();
+        loss = model.forward(ids, targets).loss;
+      }
+      loss.backward();
+    };
+  };
+  {
+    Checkpointer checkpointer({.policy = "cost"});
+    checkpointer.plan_from(saved);
+    const std::string message = testing::error_of([&] { checkpointer.rehearse(step_of(checkpointer, 2)); });
+    const uint64_t other = run(gpt(2), {.policy = "none"}).graph.signature;
+    EXPECT_TRUE(testing::contains(message, fmt::format("signature {:016x} and {} nodes", saved.signature,
+                                                       saved.size()))) << message;
+    EXPECT_TRUE(testing::contains(message, fmt::format("this step's {:016x}", other))) << message;
+    // The first node of the batch's shape: (4, 16, ...) saved, (2, 16, ...) now.
+    EXPECT_TRUE(testing::contains(message, "-> (4, 16")) << message;
+    EXPECT_TRUE(testing::contains(message, "float32 in the profile, '")) << message;
+    EXPECT_TRUE(testing::contains(message, "-> (2, 16")) << message;
+  }
+  {
+    Checkpointer checkpointer({.policy = "cost"});
+    checkpointer.plan_from(saved);
+    const std::string message = testing::error_of([&] { steps_under(checkpointer, mlp(), 2); });
+    EXPECT_TRUE(testing::contains(message, "the saved profile planned from is of another graph")) << message;
+    EXPECT_TRUE(testing::contains(message, fmt::format("{:016x}", saved.signature))) << message;
+    EXPECT_TRUE(testing::contains(message, "node 0 is")) << message;
+  }
+  Checkpointer checkpointer({.policy = "cost"});
+  checkpointer.plan_from(saved);
+  checkpointer.rehearse(step_of(checkpointer, 4));
+  const auto [reports, grads] = steps_under(checkpointer, gpt(4), 2);
+  EXPECT_FALSE(reports.front().profiling) << reports.front().str();
+  steps_under(checkpointer, gpt(2), 2);  // a later graph of its own
+  EXPECT_EQ(checkpointer.plans_made(), 2);
+}
+
 // The budget a plan reports as the graph's minimum holds over the steps
 // that re-plan from warm times (before: the minimum followed each step's
 // times, and a re-plan refused a budget the step before had met).

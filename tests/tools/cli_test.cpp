@@ -318,6 +318,69 @@ TEST(Cli, NegativeAndOutOfRangeNumbersAreRejected) {
   }
 }
 
+// Note [One value per setting]: two spellings of one setting with two
+// values (a task's flag and a trainer flag, or two trainer flags) are an
+// error naming both; they trained at one value under a header showing the
+// other. The same value twice runs, and the header shows the value the
+// run trains with, a trainer flag's where it alone gave it.
+TEST(Cli, TwoSpellingsOfOneSettingMustAgree) {
+  const std::string mnist = "train --task fashion-mnist --data-dir /nonexistent ";
+  std::string batch = tiny_kjv("--per-device-train-batch-size 8");
+  const std::pair<std::string, std::string> cases[] = {
+      {tiny_kjv("--lr 3e-3 --learning-rate 1e-3"), "--lr 0.003 and --learning-rate 1e-3 give training argument "
+                                                   "learning_rate two values (0.003 and 0.001)"},
+      {tiny_kjv("--max_steps 6"), "--max-steps 1 and --max_steps 6 give training argument max_steps"},
+      {batch, "--batch-size 4 and --per-device-train-batch-size 8 give training argument per_device_train_batch_size"},
+      {tiny_kjv("--weight-decay 0.1 --weight_decay 0.2"), "--weight-decay 0.1 and --weight_decay 0.2"},
+      {tiny_kjv("--eval-interval 2 --eval-steps 3"), "--eval-interval 2 and --eval-steps 3"},
+      {tiny_kjv("--time-limit 5 --max-time 9"), "--time-limit 5.0 and --max-time 9"},
+      {tiny_kjv("--learning_rate 1 --learning-rate 2"), "--learning_rate 1 and --learning-rate 2"},
+      {mnist + "--max-steps 4 --max_steps 6", "--max-steps 4 and --max_steps 6 give training argument max_steps"},
+      {mnist + "--batch-size 4 --per-device-train-batch-size 8", "--batch-size 4 and --per-device-train-batch-size 8"},
+      {mnist + "--epochs 2 --num-train-epochs 3", "--epochs 2.0 and --num-train-epochs 3"},
+      {mnist + "--lr 1e-3 --learning_rate 2e-3", "--lr 0.001 and --learning_rate 2e-3"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const Outcome run = run_remat(args);
+    EXPECT_EQ(run.exit_code, 1) << args << ": " << run.output;
+    EXPECT_TRUE(contains(run.output, expected)) << args << ": " << run.output;
+  }
+  Outcome run = run_remat(tiny_kjv("--lr 0.002 --learning-rate 2e-3"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.out, "batch 4 per rank, AdamW lr 0.002, 1 steps")) << run.out;
+  batch.replace(batch.find("--batch-size 4"), 14, "");  // batch and steps by trainer flags alone
+  batch.replace(batch.find("--max-steps 1"), 13, "");
+  run = run_remat(batch + " --learning-rate 2e-3 --max_steps 2");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.out, "batch 8 per rank, AdamW lr 0.002, 2 steps")) << run.out;
+  run = run_remat(batch + " --max_steps 2 --json");
+  EXPECT_TRUE(contains(run.out, "{\"step\": 2, ")) << run.out;  // trained 2 steps
+}
+
+// Nothing accepted silently: an empty policy name, a dtr budget below what
+// one node needs at once, a batch larger than the training set (it was
+// capped, and its throughput counted rows that never ran).
+TEST(Cli, AnEmptyPolicyATooSmallDtrBudgetAndATooLargeBatchAreErrors) {
+  std::string huge = tiny_kjv("");
+  huge.replace(huge.find("--batch-size 4"), 14, "--batch-size 99999999999");
+  const std::pair<std::string, std::string> cases[] = {
+      {tiny_kjv("--checkpointing ''"), "--checkpointing '' names no policy; give one of"},
+      {tiny_kjv("--checkpointing dtr --checkpointing-budget 1B"), "policy dtr's budget of 1 bytes (0.00 MiB) cannot "
+                                                                   "hold this step"},
+      {huge, "per_device_train_batch_size (--batch-size) 99999999999 is more than the "},
+  };
+  for (const auto& [args, expected] : cases) {
+    const Outcome run = run_remat(args);
+    EXPECT_EQ(run.exit_code, 1) << args << ": " << run.output;
+    EXPECT_TRUE(contains(run.output, expected)) << args << ": " << run.output;
+  }
+  if (std::ifstream("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    const Outcome run = run_remat("train --task fashion-mnist --batch-size 1000000 --epochs 1 --threads 1");
+    EXPECT_EQ(run.exit_code, 1) << run.output;
+    EXPECT_TRUE(contains(run.output, "1000000 is more than the 60000 rows of the training set")) << run.output;
+  }
+}
+
 // The second run into one --output-dir, and an --output-dir that is a file.
 TEST(Cli, AnOutputFolderWithCheckpointsOrThatIsAFileIsRefused) {
   const std::string dir = "/tmp/remat_cli_test_output";

@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string_view>
+
+#include <fmt/format.h>
+
 #include "engine/error.h"
 
 namespace remat::train {
@@ -49,6 +54,53 @@ TEST(FashionMnistTask, OptionsOutOfRangeAreErrorsBeforeTheData) {
   o.device = "cuda:99";
   expect_error(o, "cuda:99");  // no such GPU (or no CUDA in the build)
   expect_error(options, "/nonexistent/fashion-mnist");  // and with good options, the data's
+}
+
+// Note [One value per setting] (train/training_arguments.cpp): every flag
+// of the task that gives a training argument, given with a trainer flag
+// that gives the argument another value, is an error naming both, before
+// the data is read; so are two trainer flags of one argument.
+TEST(FashionMnistTask, EveryTaskFlagAndATrainerFlagOfItsArgumentMustAgree) {
+  const FashionMnistOptions options{.data_dir = "/nonexistent/fashion-mnist"};
+  const std::map<std::string_view, std::string> other{
+      {"num_train_epochs", "7"}, {"per_device_train_batch_size", "5"}, {"learning_rate", "0.5"},
+      {"weight_decay", "0.5"}, {"gradient_accumulation_steps", "3"}, {"local_sgd_steps", "3"}, {"diloco", "true"},
+      {"outer_lr", "0.5"}, {"outer_momentum", "0.5"}, {"seed", "9"}, {"device", "meta"}};
+  ASSERT_EQ(task_flags(options).size(), other.size());
+  for (const TaskFlag<FashionMnistOptions>& row : task_flags(options)) {
+    SCOPED_TRACE(std::string(row.flag));
+    FashionMnistOptions o = options;
+    o.flags_given = {std::string(row.flag)};
+    const std::string trainer_flag = fmt::format("--{}={}", row.argument, other.at(row.argument));
+    o.trainer_flags = {trainer_flag};
+    const std::string message = error_of(o);
+    EXPECT_NE(message.find(std::string(row.flag) + " "), std::string::npos) << message;
+    EXPECT_NE(message.find(" and " + trainer_flag + " give training argument " + std::string(row.argument)),
+              std::string::npos) << message;
+  }
+  // kjv-gpt's --max-steps reaches this task as a trainer flag: with --max_steps too.
+  FashionMnistOptions o = options;
+  o.trainer_flags = {"--max-steps", "4", "--max_steps", "6"};
+  std::string message = error_of(o);
+  EXPECT_NE(message.find("--max-steps 4 and --max_steps 6 give training argument max_steps two values"),
+            std::string::npos) << message;
+  o.flags_given = {"--batch-size"};
+  o.batch_size = 4;
+  o.trainer_flags = {"--per-device-train-batch-size", "4"};  // the same value
+  message = error_of(o);
+  EXPECT_NE(message.find("/nonexistent/fashion-mnist"), std::string::npos) << message;
+}
+
+// The header is made from the arguments the run trains with.
+TEST(FashionMnistTask, TheHeaderShowsTheArgumentsTheRunTrainsWith) {
+  FashionMnistOptions o{.hidden = {32}, .threads = 1};
+  std::string header = run_header(o, trainer_arguments(o));
+  EXPECT_EQ(header, "task fashion-mnist: MLP 784-32-10, AdamW lr 0.002, batch 64 per rank, 3 epochs, 1 threads; "
+                    "1 process");
+  o.trainer_flags = {"--learning-rate", "1e-3", "--per_device_train_batch_size", "8", "--max-steps", "5"};
+  header = run_header(o, trainer_arguments(o));
+  EXPECT_EQ(header, "task fashion-mnist: MLP 784-32-10, AdamW lr 0.001, batch 8 per rank, 5 steps, 1 threads; "
+                    "1 process");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "engine/error.h"
 #include "nn/safetensors.h"
@@ -316,6 +317,118 @@ TEST(KjvGptTask, NumbersOutOfRangeAreErrors) {
   o = options;
   o.threads = 100000;
   expect_error(o, "--threads must be between 1 and");
+}
+
+// Note [One value per setting] (train/training_arguments.cpp): every flag
+// of the task that gives a training argument, given with a trainer flag
+// that gives the argument another value, is an error naming both, before
+// anything runs; the same value in both is not.
+TEST(KjvGptTask, EveryTaskFlagAndATrainerFlagOfItsArgumentMustAgree) {
+  const KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_flags.txt"));
+  const std::map<std::string_view, std::string> other{
+      {"max_steps", "7"}, {"per_device_train_batch_size", "5"}, {"learning_rate", "0.5"}, {"weight_decay", "0.5"},
+      {"warmup_steps", "3"}, {"eval_steps", "3"}, {"gradient_accumulation_steps", "3"}, {"local_sgd_steps", "3"},
+      {"diloco", "true"}, {"outer_lr", "0.5"}, {"outer_momentum", "0.5"}, {"seed", "9"}, {"max_time", "9"},
+      {"device", "meta"}, {"gradient_checkpointing_kwargs", R"({"policy": "sqrt"})"}};
+  ASSERT_EQ(task_flags(options).size(), other.size());
+  for (const TaskFlag<KjvGptOptions>& row : task_flags(options)) {
+    SCOPED_TRACE(std::string(row.flag));
+    KjvGptOptions o = options;
+    o.checkpointing = "cost";
+    o.flags_given = {std::string(row.flag)};
+    const std::string trainer_flag = fmt::format("--{}={}", row.argument, other.at(row.argument));
+    o.trainer_flags = {trainer_flag};
+    const std::string message = error_of(o);
+    EXPECT_TRUE(contains(message, std::string(row.flag) + " ")) << message;
+    EXPECT_TRUE(contains(message, " and " + trainer_flag + " give training argument " + std::string(row.argument)))
+        << message;
+  }
+  KjvGptOptions o = options;
+  o.lr = 3e-3;
+  o.flags_given = {"--lr", "--max-steps"};
+  o.trainer_flags = {"--learning-rate", "0.003", "--max_steps", "80"};
+  check_options(o);
+  // Without the task's flag given, the trainer flag sets the argument.
+  o.flags_given.clear();
+  o.trainer_flags = {"--learning-rate", "1e-3"};
+  EXPECT_EQ(trainer_arguments(o).learning_rate, 1e-3);
+}
+
+// The header is made from the arguments the run trains with, so it shows a
+// trainer flag's value where only the trainer flag gave it.
+TEST(KjvGptTask, TheHeaderShowsTheArgumentsTheRunTrainsWith) {
+  KjvGptOptions o = tiny_options("unused.txt");
+  o.batch_size = 4;
+  std::string header = run_header(o, trainer_arguments(o));
+  EXPECT_TRUE(contains(header, "batch 4 per rank, AdamW lr 0.01, 80 steps, 1 threads; 1 process")) << header;
+  o.trainer_flags = {"--learning-rate", "1e-3", "--max_steps", "6", "--per-device-train-batch-size", "8",
+                     "--gradient-accumulation-steps", "2"};
+  header = run_header(o, trainer_arguments(o));
+  EXPECT_TRUE(contains(header, "task kjv-gpt: GPT 1 layers x 16 channels, 2 heads, context 16, tied head, batch 8 "
+                               "per rank, AdamW lr 0.001, 6 steps, 1 threads; 1 process, 2 micro-batches per step"))
+      << header;
+}
+
+// Nothing accepted silently: an empty policy name, a dtr budget below the
+// floor no eviction goes under, a profile saved from another model.
+TEST(KjvGptTask, AnEmptyPolicyATooSmallDtrBudgetAndAnotherModelsProfileAreErrors) {
+  const KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_silent.txt"));
+  KjvGptOptions o = options;
+  o.flags_given = {"--checkpointing"};
+  std::string message = error_of(o);
+  EXPECT_TRUE(contains(message, "--checkpointing '' names no policy; give one of")) << message;
+  o = options;
+  o.max_steps = 2;
+  o.checkpointing = "dtr";
+  o.checkpointing_budget = 1;
+  message = error_of(o);
+  EXPECT_TRUE(contains(message, "policy dtr's budget of 1 bytes (0.00 MiB) cannot hold this step")) << message;
+  EXPECT_TRUE(contains(message, "give a budget of at least")) << message;
+  // A profile of a 2-layer model, run on 1 layer.
+  const std::string profile = (std::filesystem::temp_directory_path() / "remat_kjv_other_profile.json").string();
+  std::filesystem::remove(profile);
+  o = options;
+  o.n_layer = 2;
+  o.max_steps = 2;
+  o.eval_interval = 2;
+  o.checkpointing = "cost";
+  o.save_checkpointing_profile = profile;
+  ASSERT_EQ(error_of(o), "no error");
+  o.n_layer = 1;
+  o.save_checkpointing_profile.clear();
+  o.checkpointing_profile = profile;
+  int evals = 0;
+  message = error_of(o, &evals);
+  EXPECT_TRUE(contains(message, "the saved profile planned from is of another graph")) << message;
+  EXPECT_TRUE(contains(message, "the profile's graph has signature")) << message;
+  EXPECT_EQ(evals, 0);  // refused before the first step
+}
+
+// Tokens per second count the rows the steps ran: an epoch's last batch is
+// smaller than the others (30 blocks in batches of 7: 7, 7, 7, 7, 2).
+TEST(KjvGptTask, TokensPerSecondCountTheRowsThatRan) {
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "abcd efg\n";
+  KjvGptOptions options = tiny_options(write_text("remat_kjv_task_rows.txt", text));
+  options.batch_size = 7;
+  options.eval_batches = 1;
+  std::vector<StepStats> steps;
+  const auto on_step = [&](const StepStats& step) { steps.push_back(step); };
+  options.max_steps = 20;  // over several epochs
+  options.eval_interval = 20;
+  const KjvResult result = train_kjv_gpt(options, {}, on_step);
+  int64_t samples = 0;
+  bool partial = false;
+  for (const StepStats& step : steps) {
+    samples += step.samples;
+    partial = partial || step.samples < 7;
+    EXPECT_EQ(step.batch_size, 7);
+  }
+  EXPECT_TRUE(partial) << "no epoch ended in a smaller batch";
+  EXPECT_LT(samples, 20 * 7);
+  ASSERT_EQ(result.curve.size(), 1u);
+  const KjvEval& eval = result.curve[0];
+  EXPECT_NEAR(eval.tokens_per_second * eval.seconds, static_cast<double>(samples * 16), 1e-6 * samples * 16);
 }
 
 TEST(KjvGptTask, PathsThatCollideAreRefused) {

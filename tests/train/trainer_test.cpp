@@ -536,6 +536,53 @@ TEST(Trainer, TheCosineWithAFloorEndsAtItAndEveryStepIsReported) {
   EXPECT_DOUBLE_EQ(trainer.log_history()[0]["learning_rate"].get<double>(), 1e-3);
 }
 
+// A batch larger than the training set is an error naming both numbers,
+// before any step (it would train every step on the same rows, and count
+// rows that never ran); auto_find_batch_size starts from the rows there are.
+TEST(Trainer, ABatchLargerThanTheDataIsAnErrorNamingBoth) {
+  const data::Dataset train_set = blobs(10, 1);
+  Generator g(3);
+  nn::MLP model({4, 8, 3}, g);
+  TrainingArguments args = small_args();
+  args.per_device_train_batch_size = 99999999999;
+  args.max_steps = 2;
+  int steps = 0;
+  TrainerCallbacks counting{.on_log = [](const Metrics&) {}, .on_step_end = [&](const StepStats&) { ++steps; }};
+  Trainer trainer(model, args, train_set, nullptr, {}, classifier_forward(), counting);
+  const std::string message = error_of([&] { trainer.train(); });
+  EXPECT_TRUE(contains(message, "per_device_train_batch_size (--batch-size) 99999999999 is more than the 10 rows of "
+                                "the training set")) << message;
+  EXPECT_EQ(steps, 0);
+  args.auto_find_batch_size = true;
+  args.memory_limit = int64_t{1} << 30;
+  Trainer searching(model, args, train_set, nullptr, {}, classifier_forward(), counting);
+  searching.train();
+  EXPECT_EQ(searching.args().per_device_train_batch_size, 10);
+  EXPECT_EQ(steps, 2);
+}
+
+// train_samples_per_second and each step's samples count the rows that
+// ran: 10 rows in batches of 4 are 4, 4 and 2 a epoch, not 3 x 4.
+TEST(Trainer, ThroughputCountsTheRowsThatRan) {
+  const data::Dataset train_set = blobs(10, 1);
+  Generator g(3);
+  nn::MLP model({4, 8, 3}, g);
+  TrainingArguments args = small_args();
+  args.per_device_train_batch_size = 4;
+  args.num_train_epochs = 2;
+  std::vector<int64_t> samples;
+  Trainer trainer(model, args, train_set, nullptr, {}, classifier_forward(),
+                  {.on_log = [](const Metrics&) {}, .on_step_end = [&](const StepStats& s) { samples.push_back(s.samples); }});
+  const TrainOutput output = trainer.train();
+  EXPECT_EQ(samples, (std::vector<int64_t>{4, 4, 2, 4, 4, 2}));
+  double runtime = 0, per_second = 0;
+  for (const auto& [name, value] : output.metrics) {
+    if (name == "train_runtime") runtime = value;
+    if (name == "train_samples_per_second") per_second = value;
+  }
+  EXPECT_NEAR(per_second * runtime, 20.0, 1e-9);
+}
+
 TEST(Trainer, AnEvalStrategyWithoutAnEvalDatasetIsAnError) {
   const data::Dataset train_set = blobs(16, 1);
   Generator g(3);

@@ -163,5 +163,38 @@ TEST(TrainingArguments, UnknownNamesAndBadValuesAreErrorsNamingThem) {
   }, "magic");
 }
 
+// Note [One value per setting]: one argument given two values, in one
+// spelling or two, is an error naming both flags and both values; the same
+// value twice (3e-3 and 0.003 are one number) is not.
+TEST(TrainingArguments, OneArgumentGivenTwoValuesIsAnErrorNamingBoth) {
+  TrainingArguments a;
+  std::string message = error_of([&] { apply_flags(a, {"--learning_rate", "1", "--learning-rate", "2"}); });
+  EXPECT_TRUE(contains(message, "--learning_rate 1 and --learning-rate 2 give training argument learning_rate two "
+                                "values (1.0 and 2.0)")) << message;
+  message = error_of([&] { apply_flags(a, {"--max-steps", "4", "--max_steps=6"}); });
+  EXPECT_TRUE(contains(message, "--max-steps 4 and --max_steps=6 give training argument max_steps")) << message;
+  message = error_of([&] { apply_flags(a, {"--tf32", "--tf32=false"}); });
+  EXPECT_TRUE(contains(message, "--tf32 and --tf32=false give training argument tf32")) << message;
+  message = error_of([&] { apply_flags(a, {"--evaluation_strategy", "epoch", "--eval-strategy", "steps"}); });
+  EXPECT_TRUE(contains(message, "--evaluation_strategy epoch and --eval-strategy steps")) << message;
+  TrainingArguments b;
+  apply_flags(b, {"--learning_rate", "3e-3", "--learning-rate", "0.003", "--seed", "4", "--seed=4"});
+  EXPECT_EQ(b.learning_rate, 3e-3);
+  EXPECT_EQ(flag_giving({"--seed", "4", "--learning-rate=0.1"}, "learning_rate"), "--learning-rate=0.1");
+  EXPECT_EQ(flag_giving({"--seed", "4"}, "learning_rate"), std::nullopt);
+}
+
+// A task's flag (--lr) and a trainer flag (--learning-rate) of one
+// argument: the same value passes, another is an error naming both.
+TEST(TrainingArguments, ATaskFlagAndATrainerFlagOfOneArgumentMustAgree) {
+  TrainingArguments task;
+  task.learning_rate = 3e-3;
+  const std::string message = error_of([&] { check_one_value(task, "--lr", "learning_rate", {"--learning-rate", "1e-3"}); });
+  EXPECT_TRUE(contains(message, "--lr 0.003 and --learning-rate 1e-3 give training argument learning_rate two values "
+                                "(0.003 and 0.001)")) << message;
+  check_one_value(task, "--lr", "learning_rate", {"--learning_rate=3e-3", "--seed", "2"});  // the same value
+  check_one_value(task, "--lr", "learning_rate", {"--seed", "2"});                          // not given there
+}
+
 }  // namespace
 }  // namespace remat::train
