@@ -152,6 +152,25 @@ TEST(Plan, AProfileOfAnotherGraphIsRefusedAtTheFirstStep) {
   EXPECT_EQ(checkpointer.plans_made(), 2);
 }
 
+// The profile a run saves (Checkpointer::profile) is of its full batches'
+// graph when the run ends on an epoch's short last batch, or on the step
+// after one: the short batch's graph is planned only once a later step
+// starts, and that step finds its own graph's plan again. Otherwise the
+// next run would refuse the saved profile at its first step.
+TEST(Plan, TheProfileToSaveIsOfTheFullBatchesGraph) {
+  const uint64_t usual = run(gpt(4), {.policy = "none"}).graph.signature;
+  const uint64_t last_batch = run(gpt(2), {.policy = "none"}).graph.signature;
+  Checkpointer checkpointer({.policy = "cost"});
+  steps_under(checkpointer, gpt(4), 3);
+  steps_under(checkpointer, gpt(2), 1);  // an epoch's last batch
+  ASSERT_NE(checkpointer.profile(), nullptr);
+  EXPECT_EQ(checkpointer.profile()->signature, usual) << "the short batch's " << last_batch;
+  steps_under(checkpointer, gpt(4), 1);  // the next epoch's first: the short batch's graph is planned now
+  EXPECT_EQ(checkpointer.cached_plans(), 2u);
+  ASSERT_NE(checkpointer.profile(), nullptr);
+  EXPECT_EQ(checkpointer.profile()->signature, usual) << "not the short batch's " << last_batch;
+}
+
 // The budget a plan reports as the graph's minimum holds over the steps
 // that re-plan from warm times (before: the minimum followed each step's
 // times, and a re-plan refused a budget the step before had met).
