@@ -117,6 +117,7 @@ void check_options(const WorkloadOptions& options, bool rehearsal) {
   REMAT_CHECK(rehearsal || !device_from_name(options.device).is_meta(), "bench: --device meta: a workload on the "
               "meta device computes no loss to report (meta tensors have shapes and bytes only; explain plans one)");
   check_output_path(options.save_profile_path, "--save-profile");
+  check_output_path(options.trace_path, "--trace");  // found now, not after the steps
   // The profile of a step that ran: the first plans from a rehearsal or is
   // profiled, and its times are planned from after it.
   REMAT_CHECK(options.save_profile_path.empty() || options.warmup + options.steps >= 2, "bench: --save-profile needs "

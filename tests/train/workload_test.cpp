@@ -228,6 +228,19 @@ TEST(Workload, UnknownNamesAreErrors) {
   EXPECT_THROW(run_workload({.threads = 0}), Error);
 }
 
+// Outputs are checked before the steps run: a --trace whose folder is
+// missing is an error naming the flag and the folder, not one after them.
+TEST(Workload, AnOutputThatCannotBeWrittenIsAnErrorBeforeTheSteps) {
+  try {
+    run_workload({.workload = "W1", .steps = 1, .warmup = 0, .trace_path = "/nonexistent-remat/trace.json"});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("--trace '/nonexistent-remat/trace.json'"), std::string::npos) << message;
+    EXPECT_NE(message.find("'/nonexistent-remat' does not exist"), std::string::npos) << message;
+  }
+}
+
 // explain --device meta: the workload's step rehearsed on the meta device,
 // nothing run; its graph is the real step's (signature, nodes, keep-all
 // peak) and its plan fits the budget a share of keep-all's peak gives.
