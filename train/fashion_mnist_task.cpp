@@ -56,22 +56,11 @@ using Options = FashionMnistOptions;
 }  // namespace
 
 const std::vector<TaskFlag<FashionMnistOptions>>& task_flags(const FashionMnistOptions&) {
-  static const std::vector<TaskFlag<Options>> table{
+  static const std::vector<TaskFlag<Options>> table = with_shared_task_flags<Options>({
       {"--epochs", "num_train_epochs", [](Args& a, const Options& o) { a.num_train_epochs = o.epochs; }},
       {"--batch-size", "per_device_train_batch_size",
        [](Args& a, const Options& o) { a.per_device_train_batch_size = o.batch_size; }},
-      {"--lr", "learning_rate", [](Args& a, const Options& o) { a.learning_rate = o.lr; }},
-      {"--weight-decay", "weight_decay", [](Args& a, const Options& o) { a.weight_decay = o.weight_decay; }},
-      {"--gradient-accumulation-steps", "gradient_accumulation_steps",
-       [](Args& a, const Options& o) { a.gradient_accumulation_steps = o.gradient_accumulation_steps; }},
-      {"--local-sgd-steps", "local_sgd_steps", [](Args& a, const Options& o) { a.local_sgd_steps = o.local_sgd_steps; }},
-      {"--diloco", "diloco", [](Args& a, const Options& o) { a.diloco = o.diloco.has_value(); }},
-      {"--outer-lr", "outer_lr", [](Args& a, const Options& o) { if (o.diloco) a.outer_lr = o.diloco->outer_lr; }},
-      {"--outer-momentum", "outer_momentum",
-       [](Args& a, const Options& o) { if (o.diloco) a.outer_momentum = o.diloco->momentum; }},
-      {"--seed", "seed", [](Args& a, const Options& o) { a.seed = o.seed; }},
-      {"--device", "device", [](Args& a, const Options& o) { a.device = o.device; }},
-  };
+  });
   return table;
 }
 

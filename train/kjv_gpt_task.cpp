@@ -38,27 +38,16 @@ using Options = KjvGptOptions;
 }  // namespace
 
 const std::vector<TaskFlag<KjvGptOptions>>& task_flags(const KjvGptOptions&) {
-  static const std::vector<TaskFlag<Options>> table{
+  static const std::vector<TaskFlag<Options>> table = with_shared_task_flags<Options>({
       {"--max-steps", "max_steps", [](Args& a, const Options& o) { a.max_steps = o.max_steps; }},
       {"--batch-size", "per_device_train_batch_size",
        [](Args& a, const Options& o) { a.per_device_train_batch_size = a.per_device_eval_batch_size = o.batch_size; }},
-      {"--lr", "learning_rate", [](Args& a, const Options& o) { a.learning_rate = o.lr; }},
-      {"--weight-decay", "weight_decay", [](Args& a, const Options& o) { a.weight_decay = o.weight_decay; }},
       {"--warmup-steps", "warmup_steps", [](Args& a, const Options& o) { a.warmup_steps = o.warmup_steps; }},
       // Evaluation, logging and saving every eval_interval steps.
       {"--eval-interval", "eval_steps",
        [](Args& a, const Options& o) { a.eval_steps = a.logging_steps = a.save_steps = o.eval_interval; }},
-      {"--gradient-accumulation-steps", "gradient_accumulation_steps",
-       [](Args& a, const Options& o) { a.gradient_accumulation_steps = o.gradient_accumulation_steps; }},
-      {"--local-sgd-steps", "local_sgd_steps", [](Args& a, const Options& o) { a.local_sgd_steps = o.local_sgd_steps; }},
-      {"--diloco", "diloco", [](Args& a, const Options& o) { a.diloco = o.diloco.has_value(); }},
-      {"--outer-lr", "outer_lr", [](Args& a, const Options& o) { if (o.diloco) a.outer_lr = o.diloco->outer_lr; }},
-      {"--outer-momentum", "outer_momentum",
-       [](Args& a, const Options& o) { if (o.diloco) a.outer_momentum = o.diloco->momentum; }},
-      {"--seed", "seed", [](Args& a, const Options& o) { a.seed = o.seed; }},
       {"--time-limit", "max_time",
        [](Args& a, const Options& o) { if (o.time_limit_seconds > 0) a.max_time = o.time_limit_seconds; }},
-      {"--device", "device", [](Args& a, const Options& o) { a.device = o.device; }},
       {"--checkpointing", "gradient_checkpointing_kwargs",
        [](Args& a, const Options& o) {
          if (o.checkpointing.empty()) return;
@@ -66,7 +55,7 @@ const std::vector<TaskFlag<KjvGptOptions>>& task_flags(const KjvGptOptions&) {
          a.gradient_checkpointing_kwargs.policy = o.checkpointing;
          a.gradient_checkpointing_kwargs.budget = o.checkpointing_budget;
        }},
-  };
+  });
   return table;
 }
 

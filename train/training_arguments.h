@@ -175,6 +175,29 @@ struct TaskFlag {
   void (*set)(TrainingArguments& args, const Options& options);
 };
 
+// The rows every task shares (its Options has lr, weight_decay, seed,
+// device and the distribution's fields under the same names), after the
+// rows of the task's own flags.
+template <class Options>
+std::vector<TaskFlag<Options>> with_shared_task_flags(std::vector<TaskFlag<Options>> rows) {
+  using Args = TrainingArguments;
+  const std::vector<TaskFlag<Options>> shared{
+      {"--lr", "learning_rate", [](Args& a, const Options& o) { a.learning_rate = o.lr; }},
+      {"--weight-decay", "weight_decay", [](Args& a, const Options& o) { a.weight_decay = o.weight_decay; }},
+      {"--gradient-accumulation-steps", "gradient_accumulation_steps",
+       [](Args& a, const Options& o) { a.gradient_accumulation_steps = o.gradient_accumulation_steps; }},
+      {"--local-sgd-steps", "local_sgd_steps", [](Args& a, const Options& o) { a.local_sgd_steps = o.local_sgd_steps; }},
+      {"--diloco", "diloco", [](Args& a, const Options& o) { a.diloco = o.diloco.has_value(); }},
+      {"--outer-lr", "outer_lr", [](Args& a, const Options& o) { if (o.diloco) a.outer_lr = o.diloco->outer_lr; }},
+      {"--outer-momentum", "outer_momentum",
+       [](Args& a, const Options& o) { if (o.diloco) a.outer_momentum = o.diloco->momentum; }},
+      {"--seed", "seed", [](Args& a, const Options& o) { a.seed = o.seed; }},
+      {"--device", "device", [](Args& a, const Options& o) { a.device = o.device; }},
+  };
+  rows.insert(rows.end(), shared.begin(), shared.end());
+  return rows;
+}
+
 // An error where the task's flag `task_flag` (its value in task_args) and a
 // trainer flag of trainer_flags give argument `name` two values.
 void check_one_value(const TrainingArguments& task_args, std::string_view task_flag, std::string_view name,
