@@ -71,12 +71,6 @@ void print_device(const std::string& name) {
   if (device.is_cuda()) fmt::print("device: {}\n", device_description(device));
 }
 
-// A bar on a terminal, a line every 5 s elsewhere (train/progress.h), counting
-// the examples of all ranks.
-train::Progress make_progress(const train::TrainingArguments& args) {
-  return train::Progress(static_cast<double>(args.per_device_train_batch_size * args.gradient_accumulation_steps *
-                                             std::max(1, comm::Mpi::launch_size())));
-}
 
 void print_epoch(const EpochResult& r, bool json) {
   if (json) {
@@ -103,7 +97,7 @@ void train_fashion_mnist(const train::FashionMnistOptions& options, bool json) {
     if (!options.trainer_flags.empty()) fmt::print("trainer arguments: {}\n", fmt::join(options.trainer_flags, " "));
     std::fflush(stdout);
   }
-  train::Progress progress = make_progress(args);
+  train::Progress progress;  // a bar on a terminal, a line every 5 s elsewhere (train/progress.h)
   // The Trainer prints its dicts ({'epoch': 1.0, 'eval_loss': ...}); after
   // each epoch a line of what remat measured. --json: one JSON line per epoch.
   auto on_epoch = [&](const EpochResult& r) {
@@ -113,8 +107,8 @@ void train_fashion_mnist(const train::FashionMnistOptions& options, bool json) {
   auto on_step = [&](const train::StepStats& step) {
     // The rows the step ran (auto_find_batch_size may have chosen another
     // batch; an epoch's last batch may be smaller), on every rank.
-    progress.set_samples_per_step(static_cast<double>(step.samples * std::max(1, comm::Mpi::launch_size())));
-    progress.update(step.step, step.steps, step.mean_loss);
+    progress.update(step.step, step.steps, step.mean_loss,
+                    static_cast<double>(step.samples * std::max(1, comm::Mpi::launch_size())));
     if (step.step == step.steps) progress.finish();
   };
   // The Trainer's dicts on their own lines, between redraws of the bar;
@@ -159,7 +153,7 @@ void train_kjv_gpt(const train::KjvGptOptions& options, bool json) {
   if (!json && main_process()) print_kjv_header(options, args);
   // A bar on a terminal, a line every 5 s elsewhere (train/progress.h), and
   // a row of the table at each validation. --json: one JSON line per row.
-  train::Progress progress = make_progress(args);
+  train::Progress progress;
   auto on_eval = [&](const KjvEval& e) {
     progress.finish();
     print_kjv_eval(e, json);
@@ -167,8 +161,10 @@ void train_kjv_gpt(const train::KjvGptOptions& options, bool json) {
   auto on_step = [&](const train::StepStats& step) {
     // The rows the step ran (auto_find_batch_size may have chosen another
     // batch; an epoch's last batch may be smaller), on every rank.
-    progress.set_samples_per_step(static_cast<double>(step.samples * std::max(1, comm::Mpi::launch_size())));
-    if (!json) progress.update(step.step, step.steps, step.mean_loss);
+    if (!json) {
+      progress.update(step.step, step.steps, step.mean_loss,
+                      static_cast<double>(step.samples * std::max(1, comm::Mpi::launch_size())));
+    }
   };
   // The table says what the Trainer's dicts would (they are in
   // --output-dir's trainer_state.json).

@@ -20,22 +20,25 @@ std::string clock_time(double seconds) {
 
 }  // namespace
 
-std::string progress_line(int64_t step, int64_t steps, double seconds, double loss, double samples_per_step,
+std::string progress_line(int64_t step, int64_t steps, int64_t steps_run, double seconds, double loss, double samples,
                           int width) {
   const double done = steps > 0 ? std::clamp(static_cast<double>(step) / static_cast<double>(steps), 0.0, 1.0) : 0.0;
   const int filled = static_cast<int>(done * width);
-  const double remaining = step > 0 ? seconds / static_cast<double>(step) * static_cast<double>(steps - step) : 0.0;
-  const double rate = seconds > 0 ? static_cast<double>(step) * samples_per_step / seconds : 0.0;
+  const double remaining =
+      steps_run > 0 ? seconds / static_cast<double>(steps_run) * static_cast<double>(std::max<int64_t>(0, steps - step))
+                    : 0.0;
+  const double rate = seconds > 0 ? samples / seconds : 0.0;
   const int digits = static_cast<int>(std::to_string(steps).size());
   return fmt::format("[{}{}] {:>{}}/{} {:3.0f}% {}<{} loss {:.4f} {:.0f} samples/s", std::string(filled, '#'),
                      std::string(width - filled, '.'), step, digits, steps, 100 * done, clock_time(seconds),
                      clock_time(remaining), loss, rate);
 }
 
-Progress::Progress(double samples_per_step, std::FILE* out)
-    : samples_per_step_(samples_per_step), out_(out), terminal_(isatty(fileno(out)) == 1) {}
+Progress::Progress(std::FILE* out) : out_(out), terminal_(isatty(fileno(out)) == 1) {}
 
-void Progress::update(int64_t step, int64_t steps, double loss) {
+void Progress::update(int64_t step, int64_t steps, double loss, double samples) {
+  samples_ += samples;
+  ++steps_run_;
   const auto now = Clock::now();
   const double since_last = std::chrono::duration<double>(now - last_).count();
   // A terminal's bar at most ten times a second (and at the end), a plain
@@ -43,7 +46,7 @@ void Progress::update(int64_t step, int64_t steps, double loss) {
   if (step != steps && since_last < (terminal_ ? 0.1 : 5.0)) return;
   last_ = now;
   const std::string line =
-      progress_line(step, steps, std::chrono::duration<double>(now - start_).count(), loss, samples_per_step_);
+      progress_line(step, steps, steps_run_, std::chrono::duration<double>(now - start_).count(), loss, samples_);
   if (terminal_) {
     fmt::print(out_, "\r{}", line);
     drawn_ = true;
