@@ -125,9 +125,14 @@ void save_gpt2_pretrained(const GPT& model, const std::string& dir, SafetensorsM
   REMAT_CHECK(!error && fs::is_directory(dir), "save_gpt2_pretrained: '{}' cannot be made ({})", dir,
               error ? error.message() : "not a folder");
   metadata["format"] = "pt";
-  // Weights first: a config.json beside them says the directory is whole.
+  // config.json's bytes first, into its temporary (a full disk fails here,
+  // before the weights change), then the weights, then config.json's name:
+  // a config.json beside the weights says the folder is whole, and never
+  // one of another model's (Note [Whole or not at all]).
+  AtomicFile config((fs::path(dir) / kConfig).string());
+  config.write(config_json(model.config()));
   save_safetensors(model, (fs::path(dir) / kWeights).string(), metadata);
-  write_file_atomically((fs::path(dir) / kConfig).string(), config_json(model.config()));
+  config.commit();
 }
 
 int64_t gpt2_pretrained_bytes(const GPT& model, const SafetensorsMetadata& metadata) {

@@ -291,8 +291,9 @@ void Trainer::set_up(Run& run) {
   run.resumed_from = checkpoint_to_resume();
   run.saving = !args_.output_dir.empty() && args_.save_strategy != "no";
   if (!run.resumed_from.empty()) {
-    keep_runs_apart(run.resumed_from);
+    const std::function<void()> delete_newer = keep_runs_apart(run.resumed_from);
     resume(run, run.resumed_from);
+    delete_newer();
   } else if (run.saving && !checkpoints_in(args_.output_dir).empty()) {
     REMAT_CHECK(args_.overwrite_output_dir, "Trainer: output_dir '{}' already holds checkpoints; give "
                 "resume_from_checkpoint to continue, or overwrite_output_dir to start over",
@@ -365,7 +366,10 @@ void Trainer::run_epoch(Run& run, int64_t epoch, PreparedOptimizer& optimizer, P
   if (!run.epoch_done) return;
   const Metrics evaluated = evaluate_step(run, args_.eval_strategy == "epoch");
   if (!evaluated.empty() && !run.stop) run.stop = told_to_stop(run);
-  save_step(run, args_.save_strategy == "epoch");
+  // A signal caught at the epoch's evaluation saves its step (unless saved already).
+  const bool saved_here =
+      saved_checkpoint_ == (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
+  save_step(run, args_.save_strategy == "epoch" || (run.stop_signal != 0 && !saved_here));
   if (callbacks_.on_epoch_end && accelerator_->is_main_process()) {
     callbacks_.on_epoch_end({.epoch = epoch + 1,
                              .train_loss = run.epoch_steps > 0

@@ -208,7 +208,10 @@ class Trainer {
   void write_checkpoint(Run& run);  // rank 0
   // Note [Which checkpoint a resume trusts], Note [Runs never mix] (trainer_checkpoints.cpp).
   std::string checkpoint_to_resume() const;
-  void keep_runs_apart(const std::string& folder);
+  // Refuses a resume from `folder` while output_dir holds newer checkpoints
+  // (unless overwrite_output_dir); returns what deletes them, to be called
+  // once the resume has passed its checks (Note [Runs never mix]).
+  std::function<void()> keep_runs_apart(const std::string& folder);
   void warn_changed_settings(const std::string& folder) const;
   void resume(Run& run, const std::string& folder);
   void rotate_checkpoints();

@@ -250,7 +250,11 @@ void Trainer::write_checkpoint(Run& run) {
 
 void Trainer::rotate_checkpoints() {
   if (!args_.save_total_limit) return;
+  // Only this run's line of checkpoints, up to the one just saved: a stray
+  // folder of a higher step (an empty checkpoint-100/, one latest skipped)
+  // is not the newest, and neither counts nor is deleted.
   std::vector<fs::path> folders = checkpoints_in(args_.output_dir);
+  std::erase_if(folders, [&](const fs::path& p) { return step_of(p).value_or(global_step_ + 1) > global_step_; });
   auto limit = static_cast<size_t>(*args_.save_total_limit);
   // As Hugging Face: the best stays, moved next to the newest (which stays
   // too, to resume from; a limit of 1 becomes 2 for that).
@@ -339,8 +343,8 @@ std::string Trainer::checkpoint_to_resume() const {
 // verify are an error, naming them and the ways out, unless
 // overwrite_output_dir, which deletes them (said on stderr). Damaged ones
 // are no run to keep: a save at their step replaces them.
-void Trainer::keep_runs_apart(const std::string& folder) {
-  if (args_.output_dir.empty()) return;
+std::function<void()> Trainer::keep_runs_apart(const std::string& folder) {
+  if (args_.output_dir.empty()) return [] {};
   const std::string file = (fs::path(folder) / kCheckpointFile).string();
   const auto step = metadata_integer<int64_t>(nn::read_safetensors_metadata(file), file, "step");
   std::vector<fs::path> newer;
@@ -350,7 +354,7 @@ void Trainer::keep_runs_apart(const std::string& folder) {
       newer.push_back(other);
     }
   }
-  if (newer.empty()) return;
+  if (newer.empty()) return [] {};
   std::vector<std::string> names;
   for (const fs::path& p : newer) names.push_back(fmt::format("'{}'", p.string()));
   REMAT_CHECK(args_.overwrite_output_dir, "Trainer: resume_from_checkpoint '{}' (step {}) is older than {} in "
@@ -359,10 +363,14 @@ void Trainer::keep_runs_apart(const std::string& folder) {
               "overwrite_output_dir (--overwrite-output-dir) to delete {}",
               folder, step, fmt::join(names, ", "), args_.output_dir, newer.size() == 1 ? "it" : "them",
               names.back(), newer.size() == 1 ? "it" : "the newer ones");
-  if (!accelerator_->is_main_process()) return;
-  for (const fs::path& p : newer) fs::remove_all(p);
-  warn(fmt::format("overwrite_output_dir: deleted {}, newer than '{}', the checkpoint resumed from",
-                   fmt::join(names, ", "), folder));
+  // Deleted once the resume has passed every check (its caller's), never
+  // before: a resume refused for another reason loses nothing.
+  return [this, newer, names, folder] {
+    if (!accelerator_->is_main_process()) return;
+    for (const fs::path& p : newer) fs::remove_all(p);
+    warn(fmt::format("overwrite_output_dir: deleted {}, newer than '{}', the checkpoint resumed from",
+                     fmt::join(names, ", "), folder));
+  };
 }
 
 // Hugging Face lets the settings of a resumed run differ from its

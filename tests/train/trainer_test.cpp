@@ -328,6 +328,17 @@ TEST(Trainer, FoldersThatAreNotCheckpointsAreSkippedAndOldOnesResumeUnverified) 
   const std::string message = error_of([&] { run.train(run.resuming(run.checkpoint(100), 102)); });
   EXPECT_TRUE(contains(message, "resume_from_checkpoint '" + run.checkpoint(100) + "' fails its check")) << message;
   EXPECT_TRUE(contains(message, "not a checkpoint")) << message;
+  // save_total_limit rotates this run's checkpoints only: the stray of a
+  // higher step is neither the newest kept nor deleted, and the step just
+  // saved stays (it once rotated checkpoint-8 itself away, leaving nothing
+  // to resume from).
+  TrainingArguments limited = run.resuming("latest", 8);
+  limited.save_total_limit = 1;
+  EXPECT_EQ(run.train(limited).global_step, 8);
+  EXPECT_TRUE(fs::exists(fs::path(run.checkpoint(8)) / "manifest.json"));
+  EXPECT_FALSE(fs::exists(run.checkpoint(6)));
+  EXPECT_TRUE(fs::is_directory(run.checkpoint(100)));
+  EXPECT_EQ(run.train(run.resuming("latest", 10)).resumed_at_step, 8);
 }
 
 // Issue 43, item 3: '{garbage' in trainer_state.json (of a checkpoint
@@ -360,8 +371,15 @@ TEST(Trainer, ResumingFromAnOlderCheckpointIsRefusedUnlessOverwriting) {
     EXPECT_TRUE(contains(message, way)) << way << ": " << message;
   }
   EXPECT_TRUE(fs::exists(run.checkpoint(6)));
+  // With overwrite_output_dir, a resume refused for another reason (another
+  // batch size) deletes nothing: the newer ones go once the resume has passed.
   TrainingArguments overwrite = run.resuming(run.checkpoint(2), 3);
   overwrite.overwrite_output_dir = true;
+  TrainingArguments other_batch = overwrite;
+  other_batch.per_device_train_batch_size += 1;
+  EXPECT_TRUE(contains(error_of([&] { run.train(other_batch); }), "per_device_train_batch_size"));
+  EXPECT_TRUE(fs::exists(run.checkpoint(4)));
+  EXPECT_TRUE(fs::exists(run.checkpoint(6)));
   std::string err;
   EXPECT_EQ(run.train(overwrite, &err).global_step, 3);
   EXPECT_TRUE(contains(err, "overwrite_output_dir: deleted '" + run.checkpoint(4) + "', '" + run.checkpoint(6) +
