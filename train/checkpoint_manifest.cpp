@@ -91,6 +91,7 @@ ManifestCheck verify_manifest(const std::string& folder) {
     return damaged(fmt::format("'{}' is not a manifest remat writes (no \"format\": \"{}\" or no \"files\" list): "
                                "the manifest is damaged", path.string(), kFormat), path);
   }
+  std::vector<std::string> names;
   for (const nlohmann::json& entry : *files) {
     const bool well_formed = entry.is_object() && entry.contains("name") && entry["name"].is_string() &&
                              entry.contains("size") && entry["size"].is_number_unsigned() &&
@@ -100,6 +101,7 @@ ManifestCheck verify_manifest(const std::string& folder) {
       return damaged(fmt::format("'{}' lists a file as {}, not {{\"name\", \"size\", \"crc32\"}}: the manifest is "
                                  "damaged", path.string(), entry.dump()), path);
     }
+    names.push_back(entry["name"].get<std::string>());
     const fs::path file = fs::path(folder) / entry["name"].get<std::string>();
     if (!fs::is_regular_file(file, error)) {
       return damaged(fmt::format("'{}' is missing ('{}' lists it)", file.string(), path.string()), file);
@@ -122,7 +124,7 @@ ManifestCheck verify_manifest(const std::string& folder) {
                                  file.string(), crc, path.string(), entry["crc32"].get<std::string>()), file);
     }
   }
-  return {.status = ManifestStatus::Verified};
+  return {.status = ManifestStatus::Verified, .files = std::move(names)};
 }
 
 }  // namespace remat::train

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace remat::train {
 
@@ -32,6 +33,7 @@ struct ManifestCheck {
   ManifestStatus status = ManifestStatus::Missing;
   std::string problem;  // Damaged: what differs, naming the file ("'out/checkpoint-8/trainer_state.json' has ...")
   std::string file;     // Damaged: the path of the file that fails
+  std::vector<std::string> files;  // Verified: the names the manifest lists
 };
 
 // Checks every file `folder`'s manifest lists: present, of its size, of its

@@ -125,10 +125,35 @@ Inspection inspect(const fs::path& folder) {
     out.problem = manifest.problem;
     return out;
   }
+  if (manifest.status == ManifestStatus::Verified) {
+    // A manifest lists every file a resume reads: one that leaves a file
+    // out (edited by hand) vouches for nothing.
+    for (const char* name : {kCheckpointFile, kStateFile, kArgsFile}) {
+      if (std::find(manifest.files.begin(), manifest.files.end(), name) == manifest.files.end()) {
+        out.problem = fmt::format("'{}' does not list {}, which every checkpoint's manifest does",
+                                  (folder / kManifestFile).string(), name);
+        return out;
+      }
+    }
+  }
   if (manifest.status == ManifestStatus::Missing) {
     if (!fs::exists(folder / kCheckpointFile, error)) {
       out.problem = fmt::format("'{}' holds neither {} nor {}: not a checkpoint (an empty folder, or one no run "
                                 "finished)", folder.string(), kManifestFile, kCheckpointFile);
+      return out;
+    }
+    // A checkpoint saved with a manifest says so in its metadata: its
+    // manifest missing is damage, not an older remat's checkpoint.
+    try {
+      const nn::SafetensorsMetadata metadata = nn::read_safetensors_metadata((folder / kCheckpointFile).string());
+      if (metadata.contains("manifest")) {
+        out.problem = fmt::format("'{}' is missing, though '{}' was saved with one (deleted or lost: nothing "
+                                  "vouches for the files)", (folder / kManifestFile).string(),
+                                  (folder / kCheckpointFile).string());
+        return out;
+      }
+    } catch (const Error& e) {
+      out.problem = message_of(e);
       return out;
     }
     out.note = fmt::format("not verified: written before manifests (no {}: a damaged byte would go unnoticed)",
@@ -224,6 +249,7 @@ void Trainer::write_checkpoint(Run& run) {
     }
   } cleanup{tmp};
   nn::SafetensorsMetadata metadata = run_description_;
+  metadata["manifest"] = kManifestFile;  // saved with one: its absence is damage (inspect)
   metadata.insert({{"next_epoch", std::to_string(run.next_epoch)},
                    {"next_batch", std::to_string(run.next_batch)},
                    {"world_size", std::to_string(accelerator_->num_processes())},

@@ -14,6 +14,7 @@
 
 #include "engine/factory.h"
 #include "nn/mlp.h"
+#include "nn/safetensors.h"
 #include "tests/support/errors.h"
 
 namespace remat::train {
@@ -250,6 +251,16 @@ std::string read_file(const fs::path& path) {
 
 void write_file(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
+// `folder` as a remat before manifests saved it: no manifest.json, and no
+// "manifest" key in its checkpoint.safetensors' metadata.
+void as_before_manifests(const std::string& folder) {
+  const std::string file = (fs::path(folder) / "checkpoint.safetensors").string();
+  nn::SafetensorsMetadata metadata = nn::read_safetensors_metadata(file);
+  metadata.erase("manifest");
+  nn::write_safetensors(file, nn::read_safetensors(file), metadata);
+  fs::remove(fs::path(folder) / "manifest.json");
+}
+
 void flip_byte(const fs::path& path, size_t at) {
   std::string bytes = read_file(path);
   ASSERT_LT(at, bytes.size()) << path;
@@ -314,7 +325,7 @@ TEST(Trainer, FoldersThatAreNotCheckpointsAreSkippedAndOldOnesResumeUnverified) 
   fs::create_directories(run.checkpoint(100));
   const std::string overflow = (fs::path(run.args.output_dir) / "checkpoint-99999999999999999999").string();
   fs::create_directories(overflow);
-  fs::remove(fs::path(run.checkpoint(4)) / "manifest.json");  // as a remat before manifests wrote it
+  as_before_manifests(run.checkpoint(4));
   std::string err;
   const TrainOutput out = run.train(run.resuming("latest", 6), &err);
   EXPECT_EQ(out.resumed_at_step, 4);
@@ -341,13 +352,30 @@ TEST(Trainer, FoldersThatAreNotCheckpointsAreSkippedAndOldOnesResumeUnverified) 
   EXPECT_EQ(run.train(run.resuming("latest", 10)).resumed_at_step, 8);
 }
 
+// A manifest deleted from a checkpoint saved with one (its metadata says
+// so) is damage, not an older remat's checkpoint; a manifest that leaves out
+// a file a resume reads vouches for nothing.
+TEST(Trainer, AManifestDeletedOrEmptiedIsDamage) {
+  SavedRun run("no_manifest", 4);
+  const fs::path manifest = fs::path(run.checkpoint(4)) / "manifest.json";
+  const std::string listed = read_file(manifest);
+  fs::remove(manifest);
+  std::string message = error_of([&] { run.train(run.resuming(run.checkpoint(4), 6)); });
+  EXPECT_TRUE(contains(message, manifest.string() + "' is missing, though")) << message;
+  write_file(manifest, R"({"format": ")" + nlohmann::json::parse(listed)["format"].get<std::string>() +
+                           R"(", "files": []})");
+  message = error_of([&] { run.train(run.resuming(run.checkpoint(4), 6)); });
+  EXPECT_TRUE(contains(message, "does not list checkpoint.safetensors")) << message;
+  EXPECT_EQ(run.train(run.resuming("latest", 6)).resumed_at_step, 2);
+}
+
 // Issue 43, item 3: '{garbage' in trainer_state.json (of a checkpoint
 // without a manifest, so that only the strict parse can tell) wiped the log
 // history silently; now it is an error naming the file, and latest skips it.
 TEST(Trainer, ACorruptTrainerStateIsADamagedCheckpoint) {
   SavedRun run("garbage", 4);
   const fs::path state = fs::path(run.checkpoint(4)) / "trainer_state.json";
-  fs::remove(fs::path(run.checkpoint(4)) / "manifest.json");
+  as_before_manifests(run.checkpoint(4));
   write_file(state, "{garbage");
   const std::string message = error_of([&] { run.train(run.resuming(run.checkpoint(4), 6)); });
   EXPECT_TRUE(contains(message, state.string() + "' is not valid JSON")) << message;
