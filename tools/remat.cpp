@@ -80,6 +80,12 @@ bool command_given(int argc, char** argv) {
 // machine (docs/gemm.md). libgomp reads OMP_WAIT_POLICY
 // when it loads, before main(), so the program sets it and runs itself
 // again, once.
+void make_openmp_threads_sleep_when_idle(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+}
+
 // What stopped the run and where it stands, on stderr: the checkpoint to
 // continue from, or why there is none.
 void say_interrupted(const remat::train::Interrupted& e) {
@@ -95,12 +101,6 @@ void say_interrupted(const remat::train::Interrupted& e) {
   } else {
     fmt::print(stderr, "{}; no checkpoint saved (--save-strategy no)\n", stopped);
   }
-}
-
-void make_openmp_threads_sleep_when_idle(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
 }
 
 }  // namespace
