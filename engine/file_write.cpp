@@ -73,6 +73,10 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   REMAT_CHECK(!path_.empty(), "write: no file name given");
   std::error_code ec;
   REMAT_CHECK(!fs::is_directory(path_, ec), "cannot write '{}': it is a folder", path_);
+  if (const std::optional<Fault> fault = fault_for(path_)) {
+    fault_errno_ = fault->error;
+    fault_after_bytes_ = fault->after_bytes;
+  }
   static std::atomic<uint64_t> writes{0};
   for (int attempt = 0; fd_ < 0 && attempt < 100; ++attempt) {
     tmp_ = fmt::format("{}.tmp.{}.{}", path_, ::getpid(), writes++);
@@ -104,9 +108,7 @@ void AtomicFile::fail(std::string_view doing, int error) {
 void AtomicFile::write(const void* data, size_t size) {
   REMAT_CHECK(fd_ >= 0 && !committed_, "write '{}': the file is closed", path_);
   const auto* bytes = static_cast<const char*>(data);
-  if (const std::optional<Fault> fault = fault_for(path_)) {
-    if (written_ + static_cast<int64_t>(size) > fault->after_bytes) fail("writing", fault->error);
-  }
+  if (fault_errno_ != 0 && written_ + static_cast<int64_t>(size) > fault_after_bytes_) fail("writing", fault_errno_);
   while (size > 0) {
     const ssize_t n = ::write(fd_, bytes, size);
     if (n < 0 && errno == EINTR) continue;
@@ -119,22 +121,21 @@ void AtomicFile::write(const void* data, size_t size) {
 
 void AtomicFile::commit() {
   REMAT_CHECK(fd_ >= 0 && !committed_, "write '{}': the file is closed", path_);
-  if (const std::optional<Fault> fault = fault_for(path_)) {
-    if (written_ >= fault->after_bytes) fail("flushing to disk", fault->error);
-  }
+  if (fault_errno_ != 0 && written_ >= fault_after_bytes_) fail("flushing to disk", fault_errno_);
   if (::fsync(fd_) != 0) fail("flushing to disk", errno);  // the bytes are on disk before the name points at them
   const int closed = ::close(fd_);
   fd_ = -1;
   if (closed != 0) fail("closing", errno);
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(fmt::format("renaming '{}' onto it", tmp_), errno);
   committed_ = true;
-  // The rename itself, flushed with the folder. A folder that cannot be
-  // opened or flushed (some network file systems) leaves the file whole.
-  const int folder = ::open(folder_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (folder >= 0) {
-    ::fsync(folder);
-    ::close(folder);
-  }
+  sync_folder(folder_of(path_));  // the rename itself, flushed with the folder
+}
+
+void sync_folder(const std::string& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {

@@ -58,10 +58,19 @@ class AtomicFile {
   int fd_ = -1;
   int64_t written_ = 0;
   bool committed_ = false;
+  // REMAT_FAULT_WRITE's fault for this path, read once: its errno (0: none)
+  // and the bytes written before it strikes.
+  int fault_errno_ = 0;
+  int64_t fault_after_bytes_ = 0;
 };
 
 // `bytes` into `path`, whole or not at all (Note [Whole or not at all]).
 void write_file_atomically(const std::string& path, std::string_view bytes);
+
+// Flushes a folder's entries to disk (a rename into it survives a power
+// cut); a folder that cannot be opened or flushed (some network file
+// systems) is left as it is.
+void sync_folder(const std::string& folder);
 
 // "No space left on device (ENOSPC)": the reason of an errno, as errors say it.
 std::string errno_text(int error);

@@ -40,6 +40,7 @@ namespace remat::train {
 namespace fs = std::filesystem;
 namespace {
 
+using trainer_internal::checkpoint_folder;
 using trainer_internal::checkpoints_in;
 using trainer_internal::Clock;
 using trainer_internal::kCheckpointFile;
@@ -343,7 +344,7 @@ void Trainer::save_step(Run& run, bool save_now) {
   if (!save_now || !run.saving) return;
   if (run.metric && args_.load_best_model_at_end && better(*run.metric)) {
     best_metric_ = run.metric;
-    best_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
+    best_checkpoint_ = checkpoint_folder(args_.output_dir, global_step_);
   }
   save_checkpoint(run);
 }
@@ -367,8 +368,7 @@ void Trainer::run_epoch(Run& run, int64_t epoch, PreparedOptimizer& optimizer, P
   const Metrics evaluated = evaluate_step(run, args_.eval_strategy == "epoch");
   if (!evaluated.empty() && !run.stop) run.stop = told_to_stop(run);
   // A signal caught at the epoch's evaluation saves its step (unless saved already).
-  const bool saved_here =
-      saved_checkpoint_ == (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
+  const bool saved_here = saved_checkpoint_ == checkpoint_folder(args_.output_dir, global_step_);
   save_step(run, args_.save_strategy == "epoch" || (run.stop_signal != 0 && !saved_here));
   if (callbacks_.on_epoch_end && accelerator_->is_main_process()) {
     callbacks_.on_epoch_end({.epoch = epoch + 1,

@@ -5,7 +5,6 @@
 // checked before a resume trusts them, and resumed from. The file format is
 // train/checkpoint.h's, the manifest train/checkpoint_manifest.h's; the rest
 // of the Trainer is in trainer.cpp.
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,15 +78,6 @@ Integer metadata_integer(const nn::SafetensorsMetadata& metadata, const std::str
   const auto it = metadata.find(key);
   REMAT_CHECK(it != metadata.end(), "Trainer: checkpoint '{}' has no \"{}\" in its metadata", file, key);
   return parse_integer<Integer>(it->second, fmt::format("checkpoint '{}': {}", file, key));
-}
-
-// A folder's own name flushed to disk, after a rename into it (as AtomicFile
-// does for the files).
-void sync_folder(const fs::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
 }
 
 // An error's message without its " [file:line]", to be quoted inside another.
@@ -229,7 +219,7 @@ void Trainer::save_checkpoint(Run& run) {
   if (accelerator_->num_processes() > 1) accelerator_->host_communicator().broadcast(&failed, 1, DType::Int64, 0);
   REMAT_CHECK(failed == 0, "Trainer: saving checkpoint-{} failed{}", global_step_,
               problem.empty() ? std::string(" on rank 0") : ": " + problem);
-  saved_checkpoint_ = (fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_)).string();
+  saved_checkpoint_ = trainer_internal::checkpoint_folder(args_.output_dir, global_step_);
 }
 
 // Every file into a temporary folder, the manifest of them last, then the
@@ -237,7 +227,7 @@ void Trainer::save_checkpoint(Run& run) {
 // Then output_dir/trainer_state.json, which so never names a step whose
 // checkpoint failed.
 void Trainer::write_checkpoint(Run& run) {
-  const fs::path folder = fs::path(args_.output_dir) / fmt::format("checkpoint-{}", global_step_);
+  const fs::path folder = trainer_internal::checkpoint_folder(args_.output_dir, global_step_);
   const fs::path tmp = fs::path(args_.output_dir) / fmt::format(".checkpoint-{}.tmp-{}", global_step_, getpid());
   fs::remove_all(tmp);
   fs::create_directories(tmp);

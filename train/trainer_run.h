@@ -26,6 +26,11 @@ inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// output_dir/checkpoint-STEP: where the checkpoint of `step` is saved.
+inline std::string checkpoint_folder(const std::string& output_dir, int64_t step) {
+  return (std::filesystem::path(output_dir) / ("checkpoint-" + std::to_string(step))).string();
+}
+
 // output_dir's checkpoint-STEP folders, oldest first.
 std::vector<std::filesystem::path> checkpoints_in(const std::string& output_dir);
 
