@@ -115,9 +115,10 @@ class Module {
   // The latest step's figures: kept and dropped bytes, predicted and
   // measured peak, replays (nothing when checkpointing is off).
   std::optional<scheduler::StepReport> checkpointing_report() const;
-  // The profile of the latest planned graph, to save (profile_json.h) and
-  // give back to gradient_checkpointing_enable in a later run; null before
-  // a graph has been planned or when checkpointing is off.
+  // The profile of the graph most steps ran (Checkpointer::profile: an
+  // epoch's short last batch does not displace it), to save (profile_json.h)
+  // and give back to gradient_checkpointing_enable in a later run; null
+  // before a graph has been planned or when checkpointing is off.
   const scheduler::GraphProfile* checkpointing_profile() const;
   // The plan applied to the latest step, with each node's tag and reason
   // (what `remat explain` prints); null after a profiling step, or when

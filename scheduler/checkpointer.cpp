@@ -327,14 +327,19 @@ void Checkpointer::settle_last_step() {
     active_->plan = make_plan(active_->graph, options_, &active_->plan.tags);
     if (active_->plan.warnings != told) untold_.push_back(active_);  // said once, unless what it says changed
   }
-  if (applied) return;
+  if (applied) {
+    ++active_->steps;
+    return;
+  }
   if (auto it = cache_.find(graph.signature); it != cache_.end()) {
     active_ = it->second;
+    ++active_->steps;
     return;
   }
   auto cached = std::make_shared<CachedPlan>();
   cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);
+  cached->steps = 1;
   untold_.push_back(cached);
   cached->graph = std::move(graph);
   ++plans_made_;
@@ -488,7 +493,13 @@ StepReport Checkpointer::report() const {
 }
 
 const Plan* Checkpointer::plan() const { return active_ && !report_.profiling ? &active_->plan : nullptr; }
-const GraphProfile* Checkpointer::profile() const { return active_ ? &active_->graph : nullptr; }
+const GraphProfile* Checkpointer::profile() const {
+  const CachedPlan* most = active_.get();
+  for (const auto& [signature, cached] : cache_) {
+    if (most == nullptr || cached->steps > most->steps) most = cached.get();
+  }
+  return most ? &most->graph : nullptr;
+}
 
 Tensor checkpoint(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs) {
   CheckpointRegion region;

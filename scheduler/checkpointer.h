@@ -105,6 +105,7 @@ struct CachedPlan {
   // never re-planned from this run's times, so that a plan made from a
   // profile is the same on every run and every machine.
   bool frozen = false;
+  int64_t steps = 0;  // steps that ran this graph (profile(): the one most ran)
 };
 
 // The Checkpointer is the Tagger of the steps it records (engine/recording.h).
@@ -183,7 +184,9 @@ class Checkpointer final : public Tagger {
   // The plan the next step runs under (after rehearse or plan_from, before
   // any step: theirs), or null where none is made yet.
   const Plan* next_plan() const { return active_ ? &active_->plan : nullptr; }
-  // The profile of the latest planned graph.
+  // The profile of the graph most steps ran (the one planned for the next
+  // step where none ran more): what a run saves for the next, which an
+  // epoch's short last batch, another graph, does not displace.
   const GraphProfile* profile() const;
   size_t cached_plans() const { return cache_.size(); }
   int64_t plans_made() const { return plans_made_; }

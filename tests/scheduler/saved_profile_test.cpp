@@ -152,11 +152,12 @@ TEST(Plan, AProfileOfAnotherGraphIsRefusedAtTheFirstStep) {
   EXPECT_EQ(checkpointer.plans_made(), 2);
 }
 
-// The profile a run saves (Checkpointer::profile) is of its full batches'
-// graph when the run ends on an epoch's short last batch, or on the step
-// after one: the short batch's graph is planned only once a later step
-// starts, and that step finds its own graph's plan again. Otherwise the
-// next run would refuse the saved profile at its first step.
+// The profile a run saves (Checkpointer::profile) is of the graph most of
+// its steps ran, its full batches', when the run ends on an epoch's short
+// last batch or on the step after one. It was the latest graph planned,
+// which after that next step was the short batch's on some runs (under
+// ctest -j2: which plan a step finds first depends on its times), and the
+// next run then refused the saved profile at its first step.
 TEST(Plan, TheProfileToSaveIsOfTheFullBatchesGraph) {
   const uint64_t usual = run(gpt(4), {.policy = "none"}).graph.signature;
   const uint64_t last_batch = run(gpt(2), {.policy = "none"}).graph.signature;
