@@ -15,7 +15,7 @@ if(NOT REMAT_INSTALL)
   return()
 endif()
 
-set(REMAT_FOLDERS kernels engine ops scheduler nn optim comm train)
+set(REMAT_FOLDERS kernels engine ops scheduler nn optim comm data train workloads tasks)
 set(remat_targets)
 foreach(folder ${REMAT_FOLDERS})
   list(APPEND remat_targets remat_${folder})
@@ -39,10 +39,10 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/rematConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/rematConfig.cmake ${PROJECT_BINARY_DIR}/rematConfigVersion.cmake
         DESTINATION ${REMAT_INSTALL_CMAKEDIR})
 
-# pkg-config: the libraries in link order (train first, kernels last), the
+# pkg-config: the libraries in link order (tasks first, kernels last), the
 # packages they need, and the definitions the headers were built with.
 set(REMAT_PC_LIBS "")
-foreach(folder train comm optim nn scheduler ops engine kernels)
+foreach(folder tasks workloads train data comm optim nn scheduler ops engine kernels)
   string(APPEND REMAT_PC_LIBS " -lremat_${folder}")
 endforeach()
 set(REMAT_PC_CFLAGS "")

@@ -1,5 +1,5 @@
 # The Python module `remat` (python/): the nanobind extension remat._remat
-# over remat_train, and the package's .py files beside it in
+# over remat_tasks and remat_workloads, and the package's .py files beside it in
 # build/python/remat/ (PYTHONPATH=build/python). Built where nanobind is:
 # under scikit-build-core (`pip install .`, pyproject.toml), or with the
 # environment scripts/setup_py.sh makes in build-py/. Included by
@@ -19,7 +19,7 @@ nanobind_add_module(_remat NB_STATIC ${CMAKE_CURRENT_LIST_DIR}/../python/module.
                     ${CMAKE_CURRENT_LIST_DIR}/../python/tensor.cpp ${CMAKE_CURRENT_LIST_DIR}/../python/nn.cpp
                     ${CMAKE_CURRENT_LIST_DIR}/../python/scheduler.cpp ${CMAKE_CURRENT_LIST_DIR}/../python/plans.cpp
                     ${CMAKE_CURRENT_LIST_DIR}/../python/train.cpp ${CMAKE_CURRENT_LIST_DIR}/../python/accelerate.cpp)
-target_link_libraries(_remat PRIVATE remat_train)
+target_link_libraries(_remat PRIVATE remat_tasks remat_workloads)
 set(remat_python_dir ${PROJECT_BINARY_DIR}/python/remat)
 set_target_properties(_remat PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${remat_python_dir})
 file(GLOB remat_python_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/remat/*.py)

@@ -18,7 +18,7 @@
 #include "ops/ops.h"
 #include "optim/adamw.h"
 #include "train/accelerator.h"
-#include "train/fashion_mnist.h"
+#include "data/fashion_mnist.h"
 #include "train/local_sgd.h"
 
 int main(int argc, char** argv) {

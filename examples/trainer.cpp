@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "nn/mlp.h"
-#include "train/fashion_mnist.h"
+#include "data/fashion_mnist.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
 

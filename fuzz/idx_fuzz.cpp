@@ -1,9 +1,9 @@
-// libFuzzer target: train/fashion_mnist.h's IDX readers (read_idx_images for
+// libFuzzer target: data/fashion_mnist.h's IDX readers (read_idx_images for
 // 28 x 28 images, read_idx_labels for 10 classes) on arbitrary bytes, gzipped
 // or plain. Accepted images are (N, 784) float32 in [0, 1]; accepted labels
 // are (N) int64 in 0..9. Seeds: fuzz/corpus/idx_fuzz/.
 #include "fuzz/fuzz_input.h"
-#include "train/fashion_mnist.h"
+#include "data/fashion_mnist.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static remat::fuzz::InputFile file("idx");

@@ -1,11 +1,11 @@
-// libFuzzer target: train/text_data.h's load_text_file and CharTokenizer on
+// libFuzzer target: data/text_data.h's load_text_file and CharTokenizer on
 // arbitrary bytes. The file reads back byte for byte; a text's vocabulary is
 // its distinct bytes in order, encode then decode gives the text back, and
 // split_text's two parts hold every id. Seeds: fuzz/corpus/text_fuzz/.
 #include <set>
 
 #include "fuzz/fuzz_input.h"
-#include "train/text_data.h"
+#include "data/text_data.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static remat::fuzz::InputFile file("text");

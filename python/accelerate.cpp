@@ -19,7 +19,7 @@
 #include "optim/optimizer.h"
 #include "python/bindings.h"
 #include "train/accelerator.h"
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 #include "train/limits.h"
 #include "train/local_sgd.h"
 

@@ -5,7 +5,7 @@
 // to Graphviz (`dot -Tsvg graph.dot -o graph.svg`). Written by
 // `remat tradeoff`; reads the plan, decides nothing.
 //
-//   const auto [graph, plan] = train::plan_workload({.workload = "W2", .policy = "cost"});
+//   const auto [graph, plan] = workloads::plan_workload({.workload = "W2", .policy = "cost"});
 //   write_file_atomically("graph_cost.dot", scheduler::to_dot(graph, plan));   // engine/file_write.h
 #pragma once
 

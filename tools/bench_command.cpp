@@ -13,10 +13,10 @@
 namespace remat::tools {
 namespace {
 
-void run_bench(const train::WorkloadOptions& options, const std::string& against, bool json) {
+void run_bench(const workloads::WorkloadOptions& options, const std::string& against, bool json) {
   const nlohmann::ordered_json fields = against.empty()
-                                            ? train::run_workload(options).to_json()
-                                            : train::run_paired_workload(options, against).to_json();
+                                            ? workloads::run_workload(options).to_json()
+                                            : workloads::run_paired_workload(options, against).to_json();
   if (json) {
     fmt::print("{}\n", fields.dump());
     return;
@@ -72,7 +72,7 @@ class BenchCommand : public Command {
 
  private:
   CLI::App* bench_ = nullptr;
-  train::WorkloadOptions options_;
+  workloads::WorkloadOptions options_;
   std::string budget_, seed_, against_;
   ModelFlags model_;
   bool json_ = false;

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/workload.h"
+#include "workloads/workload.h"
 
 namespace remat::tools {
 
@@ -59,13 +59,13 @@ std::string mib(int64_t bytes);
 bool main_process();
 
 // The options bench and explain share: which workload, and how to plan it.
-void add_plan_options(CLI::App* command, train::WorkloadOptions& options, std::string& budget);
+void add_plan_options(CLI::App* command, workloads::WorkloadOptions& options, std::string& budget);
 
 // budget ("64MiB" or "50%", from add_plan_options) into options, the error
 // naming what ("bench --budget").
-void apply_budget(const std::string& budget, std::string_view what, train::WorkloadOptions& options);
+void apply_budget(const std::string& budget, std::string_view what, workloads::WorkloadOptions& options);
 
-// A model of the user's instead of a --workload preset (train/workload.h):
+// A model of the user's instead of a --workload preset (workloads/workload.h):
 // its flags, and after parsing, the check that they fit the --model given.
 struct ModelFlags {
   std::string head = "untied";
@@ -74,7 +74,7 @@ struct ModelFlags {
   CLI::Option* hf = nullptr;
 };
 
-void add_model_options(CLI::App* command, train::ModelSpec& spec, ModelFlags& flags);
-void finish_model_spec(const CLI::App* app, train::ModelSpec& spec, const ModelFlags& flags);
+void add_model_options(CLI::App* command, workloads::ModelSpec& spec, ModelFlags& flags);
+void finish_model_spec(const CLI::App* app, workloads::ModelSpec& spec, const ModelFlags& flags);
 
 }  // namespace remat::tools

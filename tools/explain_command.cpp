@@ -34,7 +34,7 @@ void print_plan(const scheduler::GraphProfile& graph, const scheduler::Plan& pla
                                        {"chosen_by", plan.chosen_by},
                                        {"detail", plan.detail},
                                        {"warnings", plan.warnings},
-                                       {"solver", plan.solver ? nlohmann::json(train::solver_json(*plan.solver))
+                                       {"solver", plan.solver ? nlohmann::json(workloads::solver_json(*plan.solver))
                                                              : nlohmann::json(nullptr)}}.dump());
   }
   if (format == "csv") {
@@ -97,8 +97,8 @@ void print_node(const scheduler::NodeProfile& n, const scheduler::Plan& plan, co
 
 // With options.profile_path, the saved profile is planned instead of
 // running the workload; options.save_profile_path: the profile planned from.
-void run_explain(const train::WorkloadOptions& options, const std::string& format) {
-  const auto [graph, plan] = train::plan_workload(options);
+void run_explain(const workloads::WorkloadOptions& options, const std::string& format) {
+  const auto [graph, plan] = workloads::plan_workload(options);
   if (!options.save_profile_path.empty()) scheduler::save_profile(graph, options.save_profile_path);
   print_plan(graph, plan, format);
   const size_t width = name_width(graph);
@@ -127,7 +127,7 @@ class ExplainCommand : public Command {
 
  private:
   CLI::App* explain_ = nullptr;
-  train::WorkloadOptions options_{.warmup = 1};
+  workloads::WorkloadOptions options_{.warmup = 1};
   std::string format_ = "table";
   std::string budget_;
   ModelFlags model_;

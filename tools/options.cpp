@@ -43,7 +43,7 @@ std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<do
 
 bool main_process() { return comm::Mpi::launch_rank() == 0; }
 
-void add_plan_options(CLI::App* command, train::WorkloadOptions& options, std::string& budget) {
+void add_plan_options(CLI::App* command, workloads::WorkloadOptions& options, std::string& budget) {
   command->add_option("--workload", options.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")->capture_default_str();
   command->add_option("--device", options.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU); explain: or meta (the "
                       "step rehearsed, nothing computed: its plan from shapes and bytes with nominal times)")
@@ -68,16 +68,16 @@ void add_plan_options(CLI::App* command, train::WorkloadOptions& options, std::s
       ->check(CLI::Range(0.001, 86400.0));
 }
 
-void apply_budget(const std::string& budget, std::string_view what, train::WorkloadOptions& options) {
+void apply_budget(const std::string& budget, std::string_view what, workloads::WorkloadOptions& options) {
   if (!budget.empty() && budget.ends_with('%')) {
-    // A share of keep-all's measured peak (train/workload.h, budget_fraction).
+    // A share of keep-all's measured peak (workloads/workload.h, budget_fraction).
     options.budget_fraction = parse_percent(budget, what);
   } else if (!budget.empty()) {
     options.budget = train::parse_bytes(budget, what);
   }
 }
 
-void add_model_options(CLI::App* command, train::ModelSpec& spec, ModelFlags& flags) {
+void add_model_options(CLI::App* command, workloads::ModelSpec& spec, ModelFlags& flags) {
   flags.model = command->add_option("--model", spec.kind, "a model of your own instead of --workload: gpt or mlp")
                     ->check(CLI::IsMember({"gpt", "mlp"}));
   flags.hf = command->add_option("--hf", spec.hf_dir, "a Hugging Face GPT-2 folder (config.json, model.safetensors) "
@@ -96,7 +96,7 @@ void add_model_options(CLI::App* command, train::ModelSpec& spec, ModelFlags& fl
                    ->delimiter(',')};
 }
 
-void finish_model_spec(const CLI::App* app, train::ModelSpec& spec, const ModelFlags& flags) {
+void finish_model_spec(const CLI::App* app, workloads::ModelSpec& spec, const ModelFlags& flags) {
   const std::string command = app->get_name();
   if (flags.hf->count() > 0) {
     REMAT_CHECK(flags.model->count() == 0, "{}: give --model or --hf, not both", command);

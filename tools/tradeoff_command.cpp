@@ -3,8 +3,8 @@
 // graphs of blocks and cost into --out, with a table of what it measured;
 // progress on stderr. With --memory-limit and --batch-sizes, the batch
 // sweep instead: batches.csv and batches.json, a table, and the fastest
-// configuration that fits. The sweeps themselves are train/tradeoff.h's
-// and train/batch_sweep.h's.
+// configuration that fits. The sweeps themselves are workloads/tradeoff.h's
+// and workloads/batch_sweep.h's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,9 +18,9 @@
 #include "scheduler/dot.h"
 #include "scheduler/plan.h"
 #include "tools/command.h"
-#include "train/batch_sweep.h"
+#include "workloads/batch_sweep.h"
 #include "train/parse.h"
-#include "train/tradeoff.h"
+#include "workloads/tradeoff.h"
 
 namespace remat::tools {
 namespace {
@@ -58,12 +58,12 @@ std::filesystem::path make_out_dir(const std::string& out_dir) {
 }
 
 // graph_blocks.dot and graph_cost.dot: the graph with each plan's tags.
-void write_graphs(const train::TradeoffOptions& options, const std::filesystem::path& out,
+void write_graphs(const workloads::TradeoffOptions& options, const std::filesystem::path& out,
                   std::vector<std::string>& written) {
   for (const char* policy : {"blocks", "cost"}) {
-    fmt::print(stderr, "planning {} {} for graph_{}.dot ...\n", train::describe(options.model, options.workload),
+    fmt::print(stderr, "planning {} {} for graph_{}.dot ...\n", workloads::describe(options.model, options.workload),
                policy, policy);
-    const auto [graph, plan] = train::plan_workload(
+    const auto [graph, plan] = workloads::plan_workload(
         {.workload = options.workload, .policy = policy, .threads = options.threads, .warmup = 1, .seed = options.seed,
          .device = options.device, .profile_path = options.profile_path, .model = options.model});
     const std::filesystem::path path = out / fmt::format("graph_{}.dot", policy);
@@ -73,18 +73,18 @@ void write_graphs(const train::TradeoffOptions& options, const std::filesystem::
 }
 
 // The table of what the sweep measured, and how to plot it.
-void print_rows(const train::TradeoffOptions& options, const std::vector<train::TradeoffRow>& rows,
+void print_rows(const workloads::TradeoffOptions& options, const std::vector<workloads::TradeoffRow>& rows,
                 const std::filesystem::path& out, const std::vector<std::string>& written) {
   fmt::print("{} trade-off on {}, {} thread(s), median of {} step(s) after {} warm-up(s)\n",
-             train::describe(options.model, options.workload),
+             workloads::describe(options.model, options.workload),
              options.device, options.threads, options.steps, options.warmup);
   fmt::print("{:<8} {:>10} {:>10} {:>10} {:>9} {:>6} {:>8} {:>7}\n", "policy", "budget", "peak", "predicted", "step_ms",
              "x_all", "replays", "pareto");
   auto in_mib = [](std::optional<int64_t> bytes) {
     return bytes ? fmt::format("{:.2f}", static_cast<double>(*bytes) / (1024.0 * 1024.0)) : std::string("-");
   };
-  for (const train::TradeoffRow& row : rows) {
-    const train::WorkloadReport& r = row.report;
+  for (const workloads::TradeoffRow& row : rows) {
+    const workloads::WorkloadReport& r = row.report;
     if (!row.ran()) {
       fmt::print("{:<8} {:>10} skipped: {}\n", r.policy, in_mib(r.budget), row.skipped);
       continue;
@@ -101,15 +101,15 @@ void print_rows(const train::TradeoffOptions& options, const std::vector<train::
 }
 
 // The sweep, its files, and a table of what it measured; progress on stderr.
-void run_tradeoff(train::TradeoffOptions options, const std::string& out_dir) {
+void run_tradeoff(workloads::TradeoffOptions options, const std::string& out_dir) {
   const std::filesystem::path out = make_out_dir(out_dir);
   options.progress = [](const std::string& line) {
     fmt::print(stderr, "{}\n", line);
     std::fflush(stderr);
   };
-  const std::vector<train::TradeoffRow> rows = train::sweep_tradeoff(options);
-  write_file_atomically((out / "tradeoff.csv").string(), train::tradeoff_csv(rows));
-  write_file_atomically((out / "tradeoff.json").string(), train::tradeoff_json(rows).dump(2) + "\n");
+  const std::vector<workloads::TradeoffRow> rows = workloads::sweep_tradeoff(options);
+  write_file_atomically((out / "tradeoff.csv").string(), workloads::tradeoff_csv(rows));
+  write_file_atomically((out / "tradeoff.json").string(), workloads::tradeoff_json(rows).dump(2) + "\n");
   std::vector<std::string> written{(out / "tradeoff.csv").string(), (out / "tradeoff.json").string()};
   write_graphs(options, out, written);
   print_rows(options, rows, out, written);
@@ -137,15 +137,15 @@ std::string in_mib(std::optional<int64_t> bytes) {
 }
 
 // The batch sweep's table, each policy's fastest fitting batch, and how to plot it.
-void print_batches(const train::BatchSweepOptions& options, const train::BatchSweep& sweep,
+void print_batches(const workloads::BatchSweepOptions& options, const workloads::BatchSweep& sweep,
                    const std::filesystem::path& out) {
   fmt::print("batch sweep of {} under a memory limit of {} MiB, {}, {} thread(s), median of {} step(s) after {} "
              "warm-up(s)\n", sweep.model, in_mib(sweep.memory_limit), options.device, options.threads, options.steps,
              options.warmup);
   fmt::print("{:>6} {:<8} {:>10} {:>9} {:>10} {:>10} {:>9} {:>10} {:<5}\n", "batch", "policy", "budget", "resident",
              "peak", "peak_act", "step_ms", "samples/s", "fits");
-  for (const train::BatchRow& row : sweep.rows) {
-    const train::WorkloadReport* r = row.report ? &*row.report : nullptr;
+  for (const workloads::BatchRow& row : sweep.rows) {
+    const workloads::WorkloadReport* r = row.report ? &*row.report : nullptr;
     fmt::print("{:>6} {:<8} {:>10} {:>9} {:>10} {:>10} {:>9} {:>10} {:<5}{}\n", row.batch_size, row.policy,
                in_mib(row.budget), in_mib(row.resident_bytes), in_mib(r ? std::optional(r->peak_total_bytes) : std::nullopt),
                in_mib(r ? std::optional(r->peak_activation_bytes) : std::nullopt),
@@ -157,7 +157,7 @@ void print_batches(const train::BatchSweepOptions& options, const train::BatchSw
              "batch and activations; resident: all but the activations; * the fastest fitting batch of its policy)\n");
   for (const std::string& policy : options.policies) {
     const auto best = std::find_if(sweep.rows.begin(), sweep.rows.end(),
-                                   [&](const train::BatchRow& row) { return row.policy == policy && row.fastest; });
+                                   [&](const workloads::BatchRow& row) { return row.policy == policy && row.fastest; });
     if (best == sweep.rows.end()) {
       fmt::print("no batch fits under {}\n", policy);
     } else {
@@ -166,7 +166,7 @@ void print_batches(const train::BatchSweepOptions& options, const train::BatchSw
     }
   }
   if (sweep.fastest) {
-    const train::BatchRow& best = sweep.rows[*sweep.fastest];
+    const workloads::BatchRow& best = sweep.rows[*sweep.fastest];
     fmt::print("fastest that fits: {} at batch {}, {:.1f} samples/s\n", best.policy, best.batch_size,
                best.samples_per_s);
   } else {
@@ -177,15 +177,15 @@ void print_batches(const train::BatchSweepOptions& options, const train::BatchSw
              (out / "batches.svg").string());
 }
 
-void run_batches(train::BatchSweepOptions options, const std::string& out_dir) {
+void run_batches(workloads::BatchSweepOptions options, const std::string& out_dir) {
   const std::filesystem::path out = make_out_dir(out_dir);
   options.progress = [](const std::string& line) {
     fmt::print(stderr, "{}\n", line);
     std::fflush(stderr);
   };
-  const train::BatchSweep sweep = train::sweep_batches(options);
-  write_file_atomically((out / "batches.csv").string(), train::batch_csv(sweep));
-  write_file_atomically((out / "batches.json").string(), train::batch_json(sweep).dump(2) + "\n");
+  const workloads::BatchSweep sweep = workloads::sweep_batches(options);
+  write_file_atomically((out / "batches.csv").string(), workloads::batch_csv(sweep));
+  write_file_atomically((out / "batches.json").string(), workloads::batch_json(sweep).dump(2) + "\n");
   print_batches(options, sweep, out);
 }
 
@@ -239,7 +239,7 @@ class TradeoffCommand : public Command {
 
   // The batch sweep's options from the flags; the old sweep's flags that
   // mean nothing here are errors.
-  train::BatchSweepOptions batch_options() const {
+  workloads::BatchSweepOptions batch_options() const {
     REMAT_CHECK(!memory_limit_.empty() && !batch_sizes_.empty(), "tradeoff: --memory-limit and --batch-sizes go "
                 "together (the batch sweep: tradeoff --memory-limit 256MiB --batch-sizes 8,16,32,64)");
     for (const char* flag : {"--budgets", "--fractions", "--rounds", "--paired", "--profile", "--batch-size"}) {
@@ -247,8 +247,8 @@ class TradeoffCommand : public Command {
                   "(--batch-sizes){}", flag, std::string_view(flag) == "--batch-size" ? ": give the sizes there"
                   : ": each run's budget is what --memory-limit leaves for activations");
     }
-    train::BatchSweepOptions batch{
-        .model = options_.model.kind.empty() ? train::workload_model(options_.workload) : options_.model,
+    workloads::BatchSweepOptions batch{
+        .model = options_.model.kind.empty() ? workloads::workload_model(options_.workload) : options_.model,
         .batch_sizes = parse_batch_sizes(batch_sizes_),
         .memory_limit = train::parse_bytes(memory_limit_, "tradeoff --memory-limit"),
         .device = options_.device, .threads = options_.threads, .steps = options_.steps, .warmup = options_.warmup,
@@ -260,7 +260,7 @@ class TradeoffCommand : public Command {
  private:
   CLI::App* tradeoff_ = nullptr;
   std::string policies_;  // split by scheduler::split_policies: a module list keeps its commas
-  train::TradeoffOptions options_;
+  workloads::TradeoffOptions options_;
   std::string fractions_, out_dir_, seed_, memory_limit_, batch_sizes_;
   ModelFlags model_;
 };

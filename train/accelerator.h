@@ -36,7 +36,7 @@
 #include "nn/module.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 
 namespace remat::train {
 

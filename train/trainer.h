@@ -57,7 +57,7 @@
 
 #include "nn/module.h"
 #include "nn/safetensors.h"
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 #include "train/metrics.h"
 #include "train/training_arguments.h"
 

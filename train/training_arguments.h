@@ -163,7 +163,7 @@ std::optional<std::string> flag_giving(const std::vector<std::string>& flags, st
 
 // A task's own flag that gives a training argument: kjv-gpt's --lr gives
 // learning_rate. A task lists its flags in one table of these
-// (train/kjv_gpt_task.h, train/fashion_mnist_task.h), which both builds the
+// (tasks/kjv_gpt_task.h, tasks/fashion_mnist_task.h), which both builds the
 // arguments it trains with (set) and, for the flags the user gave, finds a
 // trainer flag that gives the same argument another value (check_task_flags):
 // `--lr 3e-3 --learning-rate 1e-3` is an error naming both, not a run at one

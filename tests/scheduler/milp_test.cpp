@@ -23,7 +23,7 @@
 #include "scheduler/profiler.h"
 #include "tests/support/plans.h"
 #include "tests/support/random_graph.h"
-#include "train/workload.h"
+#include "workloads/workload.h"
 
 namespace remat::scheduler {
 namespace {
@@ -168,10 +168,10 @@ TEST(Milp, ReportsStatusBoundAndGapOnASmallGpt) {
 // W2 (GPT-mini) at 25% and 50% of keep-all's peak, 60 s each: the figures
 // of the issue (label slow).
 TEST(MilpSlow, W2ReportsItsGapWithinAMinute) {
-  train::WorkloadOptions options;
+  workloads::WorkloadOptions options;
   options.workload = "W2";
   options.policy = "none";
-  const GraphProfile profile = train::plan_workload(options).graph;
+  const GraphProfile profile = workloads::plan_workload(options).graph;
   const search::Context c(profile, {});
   const int64_t keep_all = simulate(profile, c.with_forced(std::vector<Tag>(profile.nodes.size(), Tag::Keep))).peak_bytes;
   std::printf("W2: %lld nodes, keep-all peak %.1f MiB, least peak %.1f MiB\n", static_cast<long long>(profile.size()),

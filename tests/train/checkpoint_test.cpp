@@ -16,11 +16,13 @@
 #include "engine/factory.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
-#include "train/kjv_gpt_task.h"
+#include "tasks/kjv_gpt_task.h"
 #include "train/accelerator.h"
 #include "train/local_sgd.h"
 
 namespace remat::train {
+
+using namespace remat::tasks;  // the kjv-gpt task, trained and resumed
 namespace {
 
 std::string temp_path(const std::string& name) { return (std::filesystem::temp_directory_path() / name).string(); }

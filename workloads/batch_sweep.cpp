@@ -6,7 +6,7 @@
 // limit still runs to its end on the CPU (nothing stops it there): it is
 // measured and marked as not fitting, with its peak, so that the table says
 // by how much it missed.
-#include "train/batch_sweep.h"
+#include "workloads/batch_sweep.h"
 
 #include <algorithm>
 #include <set>
@@ -18,9 +18,9 @@
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "scheduler/plan.h"
-#include "train/workload_build.h"
+#include "workloads/workload_build.h"
 
-namespace remat::train {
+namespace remat::workloads {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -216,4 +216,4 @@ nlohmann::ordered_json batch_json(const BatchSweep& sweep) {
   return out;
 }
 
-}  // namespace remat::train
+}  // namespace remat::workloads

@@ -1,6 +1,6 @@
 // DataLoader: batch counts, every row exactly once per epoch, reproducible
 // and per-epoch shuffles, batch contents equal to the dataset's rows, errors.
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // status we read is bible's own, which a shell pipeline would hide behind
 // sed's. Window offsets come from Philox (engine/rng.h) keyed by the seed, as
 // the DataLoader's shuffles do, so a batch needs no generator state.
-#include "train/text_data.h"
+#include "data/text_data.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

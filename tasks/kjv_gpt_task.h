@@ -15,7 +15,7 @@
 #include "train/trainer.h"
 #include "train/training_arguments.h"
 
-namespace remat::train {
+namespace remat::tasks {
 
 struct KjvGptOptions {
   std::string device = "cpu";  // cpu, or cuda[:N]
@@ -97,13 +97,13 @@ struct KjvGptOptions {
 // The task's flags that give training arguments (--lr: learning_rate), one
 // row each (Note [One value per setting] in train/training_arguments.cpp):
 // what trainer_arguments builds from, and what flags_given is checked by.
-const std::vector<TaskFlag<KjvGptOptions>>& task_flags(const KjvGptOptions&);
+const std::vector<train::TaskFlag<KjvGptOptions>>& task_flags(const KjvGptOptions&);
 
 // The run's header line, from the arguments it trains with (the trainer
 // flags' values where they give them): "task kjv-gpt: GPT 4 layers x 128
 // channels, 4 heads, context 128, tied head, batch 32 per rank, AdamW lr
 // 0.003, 1000 steps, 2 threads; 1 process".
-std::string run_header(const KjvGptOptions& options, const TrainingArguments& args);
+std::string run_header(const KjvGptOptions& options, const train::TrainingArguments& args);
 
 struct KjvEval {
   int64_t step = 0;
@@ -151,8 +151,8 @@ struct KjvResult {
 // Trainer logs; empty: printed as Python prints a dict) are called on
 // rank 0 only.
 KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(const KjvEval&)>& on_eval = {},
-                        const std::function<void(const StepStats&)>& on_step = {},
-                        const std::function<void(const Metrics&)>& on_log = {});
+                        const std::function<void(const train::StepStats&)>& on_step = {},
+                        const std::function<void(const train::Metrics&)>& on_log = {});
 
 // The check of every option's range that train_kjv_gpt starts with (the CLI
 // calls it before printing its header): an error names the flag and value.
@@ -161,6 +161,6 @@ void check_options(const KjvGptOptions& options);
 // The Trainer arguments a run of `options` trains with: the task's
 // defaults (cosine_with_min_lr, betas 0.9 and 0.95, evaluation and saving
 // every eval_interval steps), then its trainer_flags.
-TrainingArguments trainer_arguments(const KjvGptOptions& options);
+train::TrainingArguments trainer_arguments(const KjvGptOptions& options);
 
-}  // namespace remat::train
+}  // namespace remat::tasks

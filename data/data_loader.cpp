@@ -3,7 +3,7 @@
 // by Philox (engine/rng.h): a pure function of (seed, epoch, step), so it
 // needs no generator state and an epoch can be replayed on its own, e.g.
 // after resuming from a checkpoint.
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 
 #include <algorithm>
 #include <cstring>

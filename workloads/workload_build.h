@@ -12,9 +12,9 @@
 #include "engine/tensor.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
-#include "train/workload.h"
+#include "workloads/workload.h"
 
-namespace remat::train {
+namespace remat::workloads {
 
 // A workload: its model, the loss of its fixed batch (one forward), and its
 // optimizer (SGD for W1, W2 and the user's models, AdamW for W3, as
@@ -40,4 +40,4 @@ std::unique_ptr<optim::Optimizer> optimizer_for(const Workload& workload);
 // stepped: AdamW's two moments per parameter, none for SGD.
 int64_t optimizer_state_bytes(const Workload& workload);
 
-}  // namespace remat::train
+}  // namespace remat::workloads

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "comm/averaging.h"
-#include "train/fashion_mnist.h"
+#include "data/fashion_mnist.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
 #include "train/training_arguments.h"
 
-namespace remat::train {
+namespace remat::tasks {
 
 struct FashionMnistOptions {
   std::string device = "cpu";  // cpu, or cuda[:N]
@@ -55,12 +55,12 @@ struct FashionMnistOptions {
 // The task's flags that give training arguments (--epochs: num_train_epochs),
 // one row each (Note [One value per setting] in train/training_arguments.cpp):
 // what trainer_arguments builds from, and what flags_given is checked by.
-const std::vector<TaskFlag<FashionMnistOptions>>& task_flags(const FashionMnistOptions&);
+const std::vector<train::TaskFlag<FashionMnistOptions>>& task_flags(const FashionMnistOptions&);
 
 // The run's header line, from the arguments it trains with (the trainer
 // flags' values where they give them): "task fashion-mnist: MLP
 // 784-256-256-10, AdamW lr 0.002, batch 64 per rank, 3 epochs, 2 threads; 1 process".
-std::string run_header(const FashionMnistOptions& options, const TrainingArguments& args);
+std::string run_header(const FashionMnistOptions& options, const train::TrainingArguments& args);
 
 struct EpochResult {
   int epoch = 0;                // 1-based
@@ -87,8 +87,8 @@ struct EpochResult {
 // empty: printed as Python prints a dict).
 std::vector<EpochResult> train_fashion_mnist(
     const FashionMnistOptions& options, const std::function<void(const EpochResult&)>& on_epoch = {},
-    const std::function<void(const StepStats&)>& on_step = {},
-    const std::function<void(const Metrics&)>& on_log = {});
+    const std::function<void(const train::StepStats&)>& on_step = {},
+    const std::function<void(const train::Metrics&)>& on_log = {});
 
 // The check of every option's range that train_fashion_mnist starts with (the
 // CLI calls it before printing its header): an error names the flag and value.
@@ -96,6 +96,6 @@ void check_options(const FashionMnistOptions& options);
 
 // The Trainer arguments a run of `options` trains with: the task's defaults
 // (evaluation and saving each epoch), then its trainer_flags.
-TrainingArguments trainer_arguments(const FashionMnistOptions& options);
+train::TrainingArguments trainer_arguments(const FashionMnistOptions& options);
 
-}  // namespace remat::train
+}  // namespace remat::tasks

@@ -1,7 +1,7 @@
 // Fashion-MNIST reader: exact values from small synthetic IDX files written
 // here (gzip, through zlib), every malformed-file error, and the Debian
 // dataset itself where the package is installed.
-#include "train/fashion_mnist.h"
+#include "data/fashion_mnist.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The kjv-gpt task; see kjv_gpt_task.h.
-#include "train/kjv_gpt_task.h"
+#include "tasks/kjv_gpt_task.h"
 
 #include <fmt/ranges.h>
 
@@ -21,14 +21,16 @@
 #include "scheduler/plan.h"
 #include "scheduler/profile_json.h"
 #include "train/accelerator.h"
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 #include "train/limits.h"
 #include "train/rank_agreement.h"
 #include "train/run_files.h"
-#include "train/text_data.h"
+#include "data/text_data.h"
 #include "train/training_arguments.h"
 
-namespace remat::train {
+namespace remat::tasks {
+
+using namespace remat::train;  // the Trainer, its arguments and its checks
 
 namespace {
 
@@ -457,4 +459,4 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   return result;
 }
 
-}  // namespace remat::train
+}  // namespace remat::tasks

@@ -5,7 +5,7 @@
 // cost and auto), then each policy that takes a budget at each budget
 // fraction * P. Writes the sweep as CSV (the
 // input of tools/plot_tradeoff.py) and JSON. Called by `remat tradeoff`;
-// measures nothing itself (train/workload.h does).
+// measures nothing itself (workloads/workload.h does).
 //
 //   std::vector<TradeoffRow> rows = sweep_tradeoff({.workload = "W2", .steps = 3});
 //   write_file_atomically("tradeoff.csv", tradeoff_csv(rows));   // engine/file_write.h
@@ -20,13 +20,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/workload.h"
+#include "workloads/workload.h"
 
-namespace remat::train {
+namespace remat::workloads {
 
 struct TradeoffOptions {
   std::string workload = "W1";
-  std::string device = "cpu";  // cpu, or cuda[:N] (train/workload.h)
+  std::string device = "cpu";  // cpu, or cuda[:N] (workloads/workload.h)
   int threads = 1;
   int steps = 3;   // timed steps per run
   int warmup = 1;  // untimed steps first; at least 1 (the first step, planned again from its measured times)
@@ -49,7 +49,7 @@ struct TradeoffOptions {
   // Every run's plan made from this saved profile of the workload
   // (WorkloadOptions::profile_path): the same plans on every sweep.
   std::string profile_path;
-  // A model of the user's instead of `workload` (train/workload.h).
+  // A model of the user's instead of `workload` (workloads/workload.h).
   ModelSpec model;
   double solver_time_limit_s = scheduler::kSolverTimeLimitS;  // milp's, per plan
   // One line before each run and one after it ("[3/16] ..."); may be empty.
@@ -97,4 +97,4 @@ std::string tradeoff_csv(const std::vector<TradeoffRow>& rows);
 // workload, policy, budget, "skipped" (the error) and "pareto": false.
 nlohmann::ordered_json tradeoff_json(const std::vector<TradeoffRow>& rows);
 
-}  // namespace remat::train
+}  // namespace remat::workloads

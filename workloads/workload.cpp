@@ -1,7 +1,7 @@
 // run_workload: W1 of docs/workloads.md; see workload.h. Here: the workloads
 // planned and stepped; they are built in workload_build.cpp, their reports as
 // JSON are in workload_report.cpp.
-#include "train/workload.h"
+#include "workloads/workload.h"
 
 #include <algorithm>
 #include <chrono>
@@ -28,9 +28,11 @@
 #include "train/limits.h"
 #include "train/parse.h"
 #include "train/run_files.h"
-#include "train/workload_build.h"
+#include "workloads/workload_build.h"
 
-namespace remat::train {
+namespace remat::workloads {
+
+using namespace remat::train;  // the Trainer, its arguments and its checks
 namespace {
 
 // "AMD EPYC", from the first "model name" line of /proc/cpuinfo ("" if none).
@@ -366,4 +368,4 @@ PairedReport run_paired_workload(const WorkloadOptions& requested, const std::st
   return paired;
 }
 
-}  // namespace remat::train
+}  // namespace remat::workloads

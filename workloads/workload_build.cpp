@@ -1,6 +1,6 @@
 // The workloads built; see workload_build.h. The checks of a run's options
 // are here too, because every run builds its workload first.
-#include "train/workload_build.h"
+#include "workloads/workload_build.h"
 
 #include <vector>
 
@@ -15,7 +15,9 @@
 #include "train/limits.h"
 #include "train/run_files.h"
 
-namespace remat::train {
+namespace remat::workloads {
+
+using namespace remat::train;  // the Trainer, its arguments and its checks
 namespace {
 
 // W1: 15 x [Linear(1024, 1024) + ReLU] + Linear(1024, 10); batch 256.
@@ -150,4 +152,4 @@ Workload build_workload(const WorkloadOptions& options, bool rehearsal) {
   return options.workload == "W2" ? build_w2(options.seed, device) : build_w3(options.seed, device);
 }
 
-}  // namespace remat::train
+}  // namespace remat::workloads

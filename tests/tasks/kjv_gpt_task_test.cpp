@@ -3,7 +3,7 @@
 // the sample continues the prompt. A careless user's run: bad options and
 // outputs found before the first step, paths that collide, an output folder
 // in use or holding checkpoints, a diverging loss.
-#include "train/kjv_gpt_task.h"
+#include "tasks/kjv_gpt_task.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -24,7 +24,9 @@
 #include "scheduler/profile_json.h"
 #include "train/run_files.h"
 
-namespace remat::train {
+namespace remat::tasks {
+
+using namespace remat::train;  // the Trainer, its arguments and its checks
 namespace {
 
 std::string write_text(const std::string& name, const std::string& text) {
@@ -656,4 +658,4 @@ TEST(KjvGptTask, AnEmptyTextIsAnErrorNamingTheFile) {
 }
 
 }  // namespace
-}  // namespace remat::train
+}  // namespace remat::tasks

@@ -1,7 +1,7 @@
 // The Fashion-MNIST task's options are checked before its data is read: a
 // bad value is an error naming the flag (the training loop itself runs in
 // tests/tools/cli_test.cpp and under mpirun, on Debian's dataset).
-#include "train/fashion_mnist_task.h"
+#include "tasks/fashion_mnist_task.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,9 @@
 
 #include "engine/error.h"
 
-namespace remat::train {
+namespace remat::tasks {
+
+using namespace remat::train;  // the Trainer, its arguments and its checks
 namespace {
 
 std::string error_of(const FashionMnistOptions& options) {
@@ -104,4 +106,4 @@ TEST(FashionMnistTask, TheHeaderShowsTheArgumentsTheRunTrainsWith) {
 }
 
 }  // namespace
-}  // namespace remat::train
+}  // namespace remat::tasks

@@ -7,9 +7,9 @@
 
 #include "kernels/cpu/gemm_library.h"
 #include "scheduler/profile.h"
-#include "train/workload.h"
+#include "workloads/workload.h"
 
-namespace remat::train {
+namespace remat::workloads {
 namespace {
 
 // The GEMM library as bench reports it (kernels/cpu/gemm_library.h).
@@ -118,4 +118,4 @@ nlohmann::ordered_json PairedReport::to_json() const {
   return j;
 }
 
-}  // namespace remat::train
+}  // namespace remat::workloads

@@ -1,5 +1,5 @@
 // The Fashion-MNIST training task; see fashion_mnist_task.h.
-#include "train/fashion_mnist_task.h"
+#include "tasks/fashion_mnist_task.h"
 
 #include <fmt/ranges.h>
 
@@ -14,13 +14,15 @@
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "train/accelerator.h"
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 #include "train/limits.h"
 #include "train/rank_agreement.h"
 #include "train/trainer.h"
 #include "train/training_arguments.h"
 
-namespace remat::train {
+namespace remat::tasks {
+
+using namespace remat::train;  // the Trainer, its arguments and its checks
 namespace {
 
 // The first `rows` rows of `dataset` (all of them when it has fewer).
@@ -147,4 +149,4 @@ std::vector<EpochResult> train_fashion_mnist(const FashionMnistOptions& options,
   return results;
 }
 
-}  // namespace remat::train
+}  // namespace remat::tasks

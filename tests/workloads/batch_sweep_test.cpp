@@ -2,7 +2,7 @@
 // measured peaks and times (rows made by hand, and a short sweep of a small
 // MLP with a limit between two batches' peaks), a budget the graph cannot
 // reach is a row that does not fit, bad options are errors, and the CSV.
-#include "train/batch_sweep.h"
+#include "workloads/batch_sweep.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace remat::train {
+namespace remat::workloads {
 namespace {
 
 constexpr int64_t kMiB = 1024 * 1024;
@@ -166,4 +166,4 @@ TEST(BatchSweep, CsvHasEveryRowAndQuotesTheReason) {
 }
 
 }  // namespace
-}  // namespace remat::train
+}  // namespace remat::workloads

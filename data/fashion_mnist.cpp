@@ -2,7 +2,7 @@
 // uncompressed file as it is. Every check names the file and the values that
 // were wrong, because a truncated download or a swapped path is the usual
 // cause and the user must see which file it was.
-#include "train/fashion_mnist.h"
+#include "data/fashion_mnist.h"
 
 #include "engine/allocator.h"
 

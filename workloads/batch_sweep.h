@@ -4,7 +4,7 @@
 // configuration per policy and overall. Checkpointing pays through the
 // larger batch it allows: this measures by how much. Called by `remat
 // tradeoff --memory-limit 256MiB --batch-sizes 8,16,32,64`; measures nothing
-// itself (train/workload.h does).
+// itself (workloads/workload.h does).
 //
 //   BatchSweep sweep = sweep_batches({.model = workload_model("W2"), .batch_sizes = {8, 16, 32},
 //                                     .memory_limit = 256 << 20});
@@ -28,9 +28,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/workload.h"
+#include "workloads/workload.h"
 
-namespace remat::train {
+namespace remat::workloads {
 
 struct BatchSweepOptions {
   ModelSpec model;  // its batch_size is replaced by each of batch_sizes
@@ -104,4 +104,4 @@ std::string batch_csv(const BatchSweep& sweep);
 // WorkloadReport::to_json() (null when it could not start).
 nlohmann::ordered_json batch_json(const BatchSweep& sweep);
 
-}  // namespace remat::train
+}  // namespace remat::workloads

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "engine/tensor.h"
-#include "train/data_loader.h"
+#include "data/data_loader.h"
 
 namespace remat::data {
 

@@ -1,6 +1,6 @@
 // W1 as `remat bench` runs it: the memory figures are exact sums of known
 // tensor sizes, and training steps lower the loss.
-#include "train/workload.h"
+#include "workloads/workload.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "nn/gpt2_pretrained.h"
 #include "scheduler/profile_json.h"
 
-namespace remat::train {
+namespace remat::workloads {
 namespace {
 
 TEST(WorkloadSlow, W1MemoryFiguresAreExact) {
@@ -267,5 +267,5 @@ TEST(Workload, OnTheMetaDeviceAWorkloadIsPlannedWithoutRunning) {
 }
 
 }  // namespace
-}  // namespace remat::train
+}  // namespace remat::workloads
 

@@ -1,7 +1,7 @@
 // The trade-off sweep: a short W1 sweep (every policy, a reachable and an
 // unreachable budget), the Pareto flags and the CSV/JSON writers on rows
 // made by hand.
-#include "train/tradeoff.h"
+#include "workloads/tradeoff.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace remat::train {
+namespace remat::workloads {
 namespace {
 
 constexpr int64_t kMiB = 1024 * 1024;
@@ -187,4 +187,4 @@ TEST(TradeoffSlow, APairedSweepTimesEachRunAgainstAKeepAllCopy) {
 }
 
 }  // namespace
-}  // namespace remat::train
+}  // namespace remat::workloads

@@ -5,7 +5,7 @@
 // the run before. Keep-all runs first because every budget is a fraction of
 // its measured peak; a budget the planner cannot reach is a property of the
 // graph, not a failure of the sweep, so it is recorded and the sweep goes on.
-#include "train/tradeoff.h"
+#include "workloads/tradeoff.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +20,9 @@
 #include "scheduler/plan.h"
 #include "train/limits.h"
 
-namespace remat::train {
+namespace remat::workloads {
+
+using namespace remat::train;  // the Trainer, its arguments and its checks
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -57,7 +59,7 @@ bool runs_without_budget(const std::string& policy) {
 }
 
 std::string describe(const WorkloadOptions& run, std::optional<double> fraction) {
-  std::string text = fmt::format("{} {}", train::describe(run.model, run.workload), run.policy);
+  std::string text = fmt::format("{} {}", workloads::describe(run.model, run.workload), run.policy);
   if (run.budget) text += fmt::format(" budget {:.2f} MiB ({:g} of keep-all)", mib(*run.budget), *fraction);
   return text;
 }
@@ -176,7 +178,7 @@ class Sweep {
       ratios_.back().push_back(ratio);
     } catch (const Error& e) {
       if (rows_.empty()) throw;  // keep-all is the reference: without it there is no sweep
-      row.report = WorkloadReport{.workload = train::describe(run_options.model, run_options.workload),
+      row.report = WorkloadReport{.workload = workloads::describe(run_options.model, run_options.workload),
                                   .policy = run_options.policy,
                                   .budget = run_options.budget, .threads = run_options.threads};
       row.skipped = e.what();
@@ -266,4 +268,4 @@ nlohmann::ordered_json tradeoff_json(const std::vector<TradeoffRow>& rows) {
   return out;
 }
 
-}  // namespace remat::train
+}  // namespace remat::workloads
