@@ -1,7 +1,5 @@
 // Fused attention on the CPU; see flash_attention.h. FlashAttention-2's
-// loops over blocks of kBlock queries and kBlock keys, the block products
-// through gemm() (single-threaded inside the parallel region, reading the
-// strided q, k, v rows in place) and the softmax in `omp simd` loops.
+// loops over blocks of kBlock queries and kBlock keys.
 //
 // Forward: one task per (batch, head, query block). The block's output rows
 // are the accumulator: for each key block, S = scale q k^T, the row maxima
@@ -10,11 +8,11 @@
 // Causal attention skips the key blocks above the diagonal and masks the
 // diagonal one (Tq = Tk, so query block i meets key block i there).
 //
-// Backward: P = exp(S - lse) again per block pair, dS = P (dP - D) with
-// D = rowsum(dout * out), and dq += scale dS k, dk += scale dS^T q,
+// Backward: P = exp(S - lse) again per block pair, dS = P (dP - delta) with
+// delta = rowsum(dout * out), and dq += scale dS k, dk += scale dS^T q,
 // dv += P^T dout, accumulated straight into the dense dq, dk, dv. Each of
 // those blocks is summed by one task in a fixed order, so no atomics and no
-// bits that depend on the threads: dq of (h, query block) over its key
+// bits that depend on the threads: dq of (head, query block) over its key
 // blocks in order; dk, dv of (kv head, key block) over (query head of the
 // group, query block) in order. Two schedules keep those orders:
 // - one task per (batch, kv head), owning its heads' dq rows and its dk, dv
@@ -24,28 +22,120 @@
 // - otherwise (MQA at batch 1, ...) two passes: a task per (batch, kv head,
 //   key block) for dk, dv and a task per (batch, head, query block) for dq,
 //   which recomputes S, P and dP: seven block products a pair.
-// Every accumulation is the same gemm on the same operands in the same order
-// in both, so they give the same bits and the choice may depend on the
-// thread count.
+// Every accumulation is the same block product on the same operands in the
+// same order in both, so they give the same bits and the choice may depend
+// on the thread count.
 //
-// Scratch: two (kBlock, kBlock) score blocks and kBlock row values, arrays
-// on each task's stack (32 KB of float32, 64 KB of float64): nothing is
-// allocated per call, and no D-sized buffer is needed, since every (rows,
-// D) accumulator is the output itself.
+// Note [Transposed score blocks]
+// Score blocks are held transposed, S^T (keys, queries): a row per key, a
+// vector lane per query. Every block product is then one shape, C (m, n)
+// (+)= alpha A B with A's elements broadcast and B's rows read as vectors
+// (block_product below), B being k's, v's, q's or dout's rows in place or a
+// query block transposed once (q^T, dout^T), reused for all its key blocks;
+// and the softmax's per-query statistics (m, l, lse, delta) are vectors
+// across the lanes, so its loops vectorise with no horizontal sums. The
+// products are written here rather than called through gemm(): on 64-row
+// blocks a library call costs its packing and set-up each time (BLIS ran
+// them at 60% of its speed on 128-row ones, which W2's T = 128 makes the
+// explicit path's), where this tile reads its operands once, from cache.
+//
+// Scratch: the score blocks are arrays on each task's stack (two of
+// (kBlock, kBlock): 32 KB of float32); the transposed query blocks, (D,
+// kBlock) each, are thread_local and grow once to the largest D seen, since
+// D has no bound a stack frame could take. Nothing is allocated per call
+// once a thread has seen its D; no (rows, D) accumulator is needed, since
+// the outputs themselves are the accumulators.
 #include "kernels/cpu/flash_attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/fast_math.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 
 namespace remat::kernels::cpu {
 namespace {
 
 constexpr int64_t kBlock = 64;  // queries, and keys, per block
+
+// The block products' registers: an AVX-512 or an AVX2 vector, and a tile
+// of kTileRows rows by kTileVectors vectors of C, as many accumulators as
+// leave room for B's vectors and A's broadcast among 16 registers.
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64;
+#else
+constexpr int kVectorBytes = 32;
+#endif
+constexpr int64_t kTileRows = 6;
+constexpr int kTileVectors = 2;
+template <class T> struct VectorOf;
+template <> struct VectorOf<float> { typedef float type __attribute__((vector_size(kVectorBytes))); };
+template <> struct VectorOf<double> { typedef double type __attribute__((vector_size(kVectorBytes))); };
+template <class T> using Vec = typename VectorOf<T>::type;
+template <class T> constexpr int64_t kLanes = kVectorBytes / sizeof(T);
+
+template <class T> Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T> void store(T* p, Vec<T> v) { std::memcpy(p, &v, sizeof v); }
+
+// Rows [i0, i0 + kTileRows) and the NV vectors of columns from j0 of
+// block_product; rows past m repeat row m - 1 and are not stored.
+template <int NV, class T>
+void product_tile(T* c, int64_t ldc, const T* a, int64_t a_row, int64_t a_col, const T* b, int64_t ldb, int64_t m,
+                  int64_t depth, T alpha, bool accumulate, int64_t i0, int64_t j0) {
+  using V = Vec<T>;
+  constexpr int64_t L = kLanes<T>;
+  const T* ar[kTileRows];
+  for (int64_t r = 0; r < kTileRows; ++r) ar[r] = a + std::min(i0 + r, m - 1) * a_row;
+  V acc[kTileRows][NV] = {};
+  const V ones = V{} + T(1);  // x * ones is x in every lane: a broadcast (0 + x would be an add, for x = -0)
+  for (int64_t k = 0; k < depth; ++k) {
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = load(b + k * ldb + j0 + v * L);
+    for (int64_t r = 0; r < kTileRows; ++r) {
+      const V av = ones * ar[r][k * a_col];
+      for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
+    }
+  }
+  const int64_t rows = std::min(kTileRows, m - i0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int v = 0; v < NV; ++v) {
+      T* p = c + (i0 + r) * ldc + j0 + v * L;
+      store(p, accumulate ? load(p) + acc[r][v] * alpha : acc[r][v] * alpha);
+    }
+  }
+}
+
+// C (m, n; row stride ldc) = alpha A B, or C + alpha A B when accumulate,
+// with A (m, depth) at a[i * a_row + k * a_col] (broadcast, one element at
+// a time) and B (depth, n) rows at ldb (read as vectors). Each element of C
+// is one sum over k in order, whatever m and n: Note [Transposed score
+// blocks].
+template <class T>
+void block_product(T* c, int64_t ldc, const T* a, int64_t a_row, int64_t a_col, const T* b, int64_t ldb, int64_t m,
+                   int64_t n, int64_t depth, T alpha, bool accumulate) {
+  constexpr int64_t L = kLanes<T>;
+  for (int64_t i0 = 0; i0 < m; i0 += kTileRows) {
+    int64_t j0 = 0;
+    for (; j0 + kTileVectors * L <= n; j0 += kTileVectors * L) {
+      product_tile<kTileVectors>(c, ldc, a, a_row, a_col, b, ldb, m, depth, alpha, accumulate, i0, j0);
+    }
+    for (; j0 + L <= n; j0 += L) product_tile<1>(c, ldc, a, a_row, a_col, b, ldb, m, depth, alpha, accumulate, i0, j0);
+    for (int64_t i = i0; i < std::min(i0 + kTileRows, m); ++i) {  // the last n % L columns
+      for (int64_t j = j0; j < n; ++j) {
+        T sum = 0;
+        for (int64_t k = 0; k < depth; ++k) sum += a[i * a_row + k * a_col] * b[k * ldb + j];
+        c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum * alpha : sum * alpha;
+      }
+    }
+  }
+}
 
 int64_t blocks(int64_t len) { return (len + kBlock - 1) / kBlock; }
 
@@ -60,15 +150,26 @@ int64_t key_blocks_end(const AttentionDims& dims, int64_t qb) {
 // The query blocks that read key block kb: [begin, blocks(Tq)).
 int64_t query_blocks_begin(const AttentionDims& dims, int64_t kb) { return dims.causal ? kb : 0; }
 
-// The keys of block pair (qb, kb) that local query row i sees: the first
-// `visible` of the block's `keys`.
-int64_t visible_keys(const AttentionDims& dims, int64_t qb, int64_t kb, int64_t i, int64_t keys) {
-  return dims.causal && qb == kb ? i + 1 : keys;
-}
-
 // Row `t` of head (b, h) of an operand at `layout`.
 template <class T> T* row_at(T* base, const AttentionLayout& layout, int64_t b, int64_t h, int64_t t) {
   return base + b * layout.batch + h * layout.head + t * layout.token;
+}
+
+// Scratch of n elements for the calling thread (`slot` 0 or 1), grown once.
+template <class T> T* thread_scratch(int slot, int64_t n) {
+  thread_local std::vector<T> buffers[2];
+  std::vector<T>& buffer = buffers[slot];
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
+  return buffer.data();
+}
+
+// xt (D, kBlock) = the (rows, D) block x (row stride ld) transposed, 0 in
+// the columns past rows.
+template <class T> void transpose_block(T* xt, const T* x, int64_t ld, int64_t rows, int64_t dim) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < dim; ++c) xt[c * kBlock + i] = x[i * ld + c];
+  }
+  for (int64_t c = 0; c < dim; ++c) std::fill(xt + c * kBlock + rows, xt + (c + 1) * kBlock, T(0));
 }
 
 // Everything a kernel reads, in one place for the block helpers.
@@ -79,14 +180,18 @@ template <class T> struct Operands {
   int64_t group() const { return dims.heads / dims.kv_heads; }  // query heads per kv head
 };
 
-// s (rows, keys; row stride kBlock) = scale q_blk k_blk^T for the (b, h)
-// query block qb and key block kb.
-template <class T> void block_scores(T* s, const Operands<T>& x, int64_t b, int64_t h, int64_t qb, int64_t kb) {
-  const AttentionDims& d = x.dims;
-  const int64_t rows = block_rows(d.q_len, qb), keys = block_rows(d.kv_len, kb), kvh = h / x.group();
-  gemm<T>(false, true, rows, keys, d.head_dim, static_cast<T>(d.scale), row_at(x.q, x.q_layout, b, h, qb * kBlock),
-          x.q_layout.token, row_at(x.k, x.k_layout, b, kvh, kb * kBlock), x.k_layout.token, T(0), s, kBlock);
+// st (keys, kBlock) = scale k_blk qt: S^T of the key block kb, given the
+// query block transposed, qt (D, kBlock).
+template <class T>
+void scores_transposed(T* st, const T* qt, const Operands<T>& x, int64_t b, int64_t kvh, int64_t kb) {
+  const int64_t keys = block_rows(x.dims.kv_len, kb);
+  block_product(st, kBlock, row_at(x.k, x.k_layout, b, kvh, kb * kBlock), x.k_layout.token, int64_t{1}, qt, kBlock,
+                keys, kBlock, x.dims.head_dim, static_cast<T>(x.dims.scale), false);
 }
+
+// Whether query lane i of a block pair sees key row j: all of them but on
+// a causal diagonal block, where j <= i.
+inline bool seen(bool diagonal, int64_t j, int64_t i) { return !diagonal || j <= i; }
 
 // Runs task(i) for i in [0, count) over the threads; dynamic, since causal
 // tasks differ in size (which thread runs a task changes no bits).
@@ -101,43 +206,50 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
                    int64_t qb) {
   const AttentionDims& d = x.dims;
   const int64_t rows = block_rows(d.q_len, qb), kvh = h / x.group(), ldo = out_layout.token;
+  T* qt = thread_scratch<T>(0, d.head_dim * kBlock);  // (D, kBlock)
+  transpose_block(qt, row_at(x.q, x.q_layout, b, h, qb * kBlock), x.q_layout.token, rows, d.head_dim);
   T* o = row_at(out, out_layout, b, h, qb * kBlock);  // (rows, D): the accumulator, then the output
-  alignas(64) T s[kBlock * kBlock];                   // (rows, keys): scores, then probabilities
-  T m[kBlock], l[kBlock];                             // (rows): running maximum and sum
-  std::fill(m, m + rows, -std::numeric_limits<T>::infinity());
-  std::fill(l, l + rows, T(0));
+  alignas(64) T st[kBlock * kBlock];                  // (keys, kBlock): S^T, then P^T
+  // (kBlock) each, a lane per query: running maximum and sum, the block's
+  // maximum and sum.
+  alignas(64) T m[kBlock], l[kBlock], mx[kBlock], total[kBlock];
+  std::fill(m, m + kBlock, -std::numeric_limits<T>::infinity());
   const int64_t end = key_blocks_end(d, qb);
   for (int64_t kb = 0; kb < end; ++kb) {
     const int64_t keys = block_rows(d.kv_len, kb);
-    block_scores(s, x, b, h, qb, kb);
-    for (int64_t i = 0; i < rows; ++i) {
-      T* si = s + i * kBlock;
-      const int64_t n = visible_keys(d, qb, kb, i, keys);
-      T mx = m[i];
-#pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < n; ++j) mx = si[j] > mx ? si[j] : mx;
-      T total = 0;
-#pragma omp simd reduction(+ : total)
-      for (int64_t j = 0; j < n; ++j) {
-        si[j] = fast_exp(si[j] - mx);
-        total += si[j];
+    const bool diagonal = d.causal && kb == qb;
+    scores_transposed(st, qt, x, b, kvh, kb);
+    std::copy(m, m + kBlock, mx);
+    for (int64_t j = 0; j < keys; ++j) {
+      const T* s = st + j * kBlock;
+#pragma omp simd
+      for (int64_t i = 0; i < kBlock; ++i) mx[i] = seen(diagonal, j, i) && s[i] > mx[i] ? s[i] : mx[i];
+    }
+    std::fill(total, total + kBlock, T(0));
+    for (int64_t j = 0; j < keys; ++j) {
+      T* s = st + j * kBlock;
+#pragma omp simd
+      for (int64_t i = 0; i < kBlock; ++i) {
+        s[i] = seen(diagonal, j, i) ? fast_exp(s[i] - mx[i]) : T(0);
+        total[i] += s[i];
       }
-      for (int64_t j = n; j < keys; ++j) si[j] = 0;  // the future: masked
-      if (kb > 0) {
-        // The rows so far were weighted by exp(-m_old): rescale to exp(-mx).
-        const T alpha = fast_exp(m[i] - mx);
+    }
+    if (kb > 0) {
+      // The rows so far were weighted by exp(-m_old): rescale to exp(-mx).
+      for (int64_t i = 0; i < rows; ++i) {
+        const T alpha = fast_exp(m[i] - mx[i]);
         T* oi = o + i * ldo;
 #pragma omp simd
         for (int64_t c = 0; c < d.head_dim; ++c) oi[c] *= alpha;
-        l[i] = l[i] * alpha + total;
-      } else {
-        l[i] = total;
+        l[i] = l[i] * alpha + total[i];
       }
-      m[i] = mx;
+    } else {
+      std::copy(total, total + kBlock, l);
     }
-    // o (rows, D) (+)= P (rows, keys) v_blk (keys, D); the first block writes.
-    gemm<T>(false, false, rows, d.head_dim, keys, T(1), s, kBlock, row_at(x.v, x.v_layout, b, kvh, kb * kBlock),
-            x.v_layout.token, kb > 0 ? T(1) : T(0), o, ldo);
+    std::copy(mx, mx + kBlock, m);
+    // o (rows, D) (+)= P (rows, keys) v_blk (keys, D); P(i, j) = st[j kBlock + i]. The first block writes.
+    block_product(o, ldo, st, int64_t{1}, kBlock, row_at(x.v, x.v_layout, b, kvh, kb * kBlock), x.v_layout.token,
+                  rows, d.head_dim, keys, T(1), kb > 0);
   }
   T* lse_rows = lse + (b * d.heads + h) * d.q_len + qb * kBlock;  // (rows)
   for (int64_t i = 0; i < rows; ++i) {
@@ -151,79 +263,102 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
 
 // What backward reads besides the operands, and writes.
 template <class T> struct Gradients {
-  T *dq, *dk, *dv;           // dense
+  T *dq, *dk, *dv;            // dense
   const T *dout, *out, *lse;  // dout, out at out_layout; lse dense (B, Hq, Tq)
   AttentionLayout out_layout;
 };
 
-// delta (rows) = rowsum(dout * out) of query block qb of head (b, h).
+// What every block pair of query block qb of head (b, h) reads, made once:
+// q and dout transposed (in thread_local scratch), lse and delta =
+// rowsum(dout * out) as lanes (0 past the block's rows).
+template <class T> struct QueryBlock {
+  int64_t b, h, qb, rows;
+  const T *q, *dout;  // (rows, D) at their layouts
+  T *qt, *doutt;      // (D, kBlock)
+  alignas(64) T lse[kBlock];
+  alignas(64) T delta[kBlock];
+};
+
 template <class T>
-void block_delta(T* delta, const Gradients<T>& g, const AttentionDims& d, int64_t b, int64_t h, int64_t qb) {
-  const int64_t rows = block_rows(d.q_len, qb);
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* go = row_at(g.dout, g.out_layout, b, h, qb * kBlock + i);
+void prepare_query_block(QueryBlock<T>& blk, const Gradients<T>& g, const Operands<T>& x, int64_t b, int64_t h,
+                         int64_t qb) {
+  const AttentionDims& d = x.dims;
+  blk.b = b;
+  blk.h = h;
+  blk.qb = qb;
+  blk.rows = block_rows(d.q_len, qb);
+  blk.q = row_at(x.q, x.q_layout, b, h, qb * kBlock);
+  blk.dout = row_at(g.dout, g.out_layout, b, h, qb * kBlock);
+  blk.qt = thread_scratch<T>(0, d.head_dim * kBlock);
+  blk.doutt = thread_scratch<T>(1, d.head_dim * kBlock);
+  transpose_block(blk.qt, blk.q, x.q_layout.token, blk.rows, d.head_dim);
+  transpose_block(blk.doutt, blk.dout, g.out_layout.token, blk.rows, d.head_dim);
+  std::fill(blk.lse, blk.lse + kBlock, T(0));
+  std::fill(blk.delta, blk.delta + kBlock, T(0));
+  const T* lse_rows = g.lse + (b * d.heads + h) * d.q_len + qb * kBlock;
+  for (int64_t i = 0; i < blk.rows; ++i) {
+    const T* go = blk.dout + i * g.out_layout.token;
     const T* oi = row_at(g.out, g.out_layout, b, h, qb * kBlock + i);
     T dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t c = 0; c < d.head_dim; ++c) dot += go[c] * oi[c];
-    delta[i] = dot;
+    blk.delta[i] = dot;
+    blk.lse[i] = lse_rows[i];
   }
 }
 
-// One block pair (qb, kb) of head (b, h): recomputes P and dS, and adds its
-// terms to dk and dv of key block kb (with_dkv) and to dq of query block qb
-// (with_dq). delta: block_delta's of qb.
+// One block pair (query block blk, key block kb): recomputes P and dS, and
+// adds its terms to dk and dv of key block kb (with_dkv) and to dq of the
+// query block (with_dq).
 template <class T>
-void backward_pair(const Gradients<T>& g, const Operands<T>& x, const T* delta, int64_t b, int64_t h, int64_t qb,
-                   int64_t kb, bool with_dkv, bool with_dq) {
+void backward_pair(const Gradients<T>& g, const Operands<T>& x, const QueryBlock<T>& blk, int64_t kb, bool with_dkv,
+                   bool with_dq) {
   const AttentionDims& d = x.dims;
-  const int64_t rows = block_rows(d.q_len, qb), keys = block_rows(d.kv_len, kb), kvh = h / x.group();
+  const int64_t b = blk.b, rows = blk.rows, keys = block_rows(d.kv_len, kb), kvh = blk.h / x.group();
+  const bool diagonal = d.causal && kb == blk.qb;
   const T scale = static_cast<T>(d.scale);
-  alignas(64) T p[kBlock * kBlock];   // (rows, keys): scores, then P
-  alignas(64) T ds[kBlock * kBlock];  // (rows, keys): dP, then dS
-  block_scores(p, x, b, h, qb, kb);
-  const T* lse_rows = g.lse + (b * d.heads + h) * d.q_len + qb * kBlock;  // (rows)
-  for (int64_t i = 0; i < rows; ++i) {
-    T* pi = p + i * kBlock;
-    const int64_t n = visible_keys(d, qb, kb, i, keys);
-    const T li = lse_rows[i];
+  const T* kr = row_at(x.k, x.k_layout, b, kvh, kb * kBlock);  // (keys, D)
+  const T* vr = row_at(x.v, x.v_layout, b, kvh, kb * kBlock);  // (keys, D)
+  alignas(64) T pt[kBlock * kBlock];                          // (keys, kBlock): S^T, then P^T
+  alignas(64) T dst[kBlock * kBlock];                         // (keys, kBlock): dP^T, then dS^T
+  scores_transposed(pt, blk.qt, x, b, kvh, kb);
+  for (int64_t j = 0; j < keys; ++j) {
+    T* p = pt + j * kBlock;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(pi[j] - li);
-    for (int64_t j = n; j < keys; ++j) pi[j] = 0;
+    for (int64_t i = 0; i < kBlock; ++i) p[i] = seen(diagonal, j, i) ? fast_exp(p[i] - blk.lse[i]) : T(0);
   }
-  const T* go = row_at(g.dout, g.out_layout, b, h, qb * kBlock);  // (rows, D)
-  const int64_t ldo = g.out_layout.token;
   T* dk = g.dk + ((b * d.kv_heads + kvh) * d.kv_len + kb * kBlock) * d.head_dim;  // (keys, D)
   T* dv = g.dv + ((b * d.kv_heads + kvh) * d.kv_len + kb * kBlock) * d.head_dim;  // (keys, D)
   // dv += P^T dout
-  if (with_dkv) gemm<T>(true, false, keys, d.head_dim, rows, T(1), p, kBlock, go, ldo, T(1), dv, d.head_dim);
-  // dP = dout v^T
-  gemm<T>(false, true, rows, keys, d.head_dim, T(1), go, ldo, row_at(x.v, x.v_layout, b, kvh, kb * kBlock),
-          x.v_layout.token, T(0), ds, kBlock);
+  if (with_dkv) {
+    block_product(dv, d.head_dim, pt, kBlock, int64_t{1}, blk.dout, g.out_layout.token, keys, d.head_dim, rows, T(1),
+                  true);
+  }
+  // dP^T = v dout^T
+  block_product(dst, kBlock, vr, x.v_layout.token, int64_t{1}, blk.doutt, kBlock, keys, kBlock, d.head_dim, T(1),
+                false);
   // dS = P (dP - delta): d softmax
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* pi = p + i * kBlock;
-    T* dsi = ds + i * kBlock;
-    const T di = delta[i];
+  for (int64_t j = 0; j < keys; ++j) {
+    const T* p = pt + j * kBlock;
+    T* ds = dst + j * kBlock;
 #pragma omp simd
-    for (int64_t j = 0; j < keys; ++j) dsi[j] = pi[j] * (dsi[j] - di);
+    for (int64_t i = 0; i < kBlock; ++i) ds[i] = p[i] * (ds[i] - blk.delta[i]);
   }
   // dk += scale dS^T q
   if (with_dkv) {
-    gemm<T>(true, false, keys, d.head_dim, rows, scale, ds, kBlock, row_at(x.q, x.q_layout, b, h, qb * kBlock),
-            x.q_layout.token, T(1), dk, d.head_dim);
+    block_product(dk, d.head_dim, dst, kBlock, int64_t{1}, blk.q, x.q_layout.token, keys, d.head_dim, rows, scale,
+                  true);
   }
-  // dq += scale dS k
+  // dq += scale dS k; dS(i, j) = dst[j kBlock + i]
   if (with_dq) {
-    T* dq = g.dq + ((b * d.heads + h) * d.q_len + qb * kBlock) * d.head_dim;  // (rows, D)
-    gemm<T>(false, false, rows, d.head_dim, keys, scale, ds, kBlock, row_at(x.k, x.k_layout, b, kvh, kb * kBlock),
-            x.k_layout.token, T(1), dq, d.head_dim);
+    T* dq = g.dq + ((b * d.heads + blk.h) * d.q_len + blk.qb * kBlock) * d.head_dim;  // (rows, D)
+    block_product(dq, d.head_dim, dst, int64_t{1}, kBlock, kr, x.k_layout.token, rows, d.head_dim, keys, scale, true);
   }
 }
 
 // The dense rows [first, first + count) of head (b, h) of a (B, H, T, D) gradient, zeroed.
-template <class T> void zero_rows(T* grad, int64_t heads, int64_t len, int64_t dim, int64_t b, int64_t h, int64_t first,
-                                  int64_t count) {
+template <class T>
+void zero_rows(T* grad, int64_t heads, int64_t len, int64_t dim, int64_t b, int64_t h, int64_t first, int64_t count) {
   std::fill_n(grad + ((b * heads + h) * len + first) * dim, count * dim, T(0));
 }
 
@@ -251,19 +386,18 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   const Operands<T> x{q, k, v, dims, q_layout, k_layout, v_layout};
   const Gradients<T> g{dq, dk, dv, dout, out, lse, out_layout};
   const int64_t query_blocks = blocks(dims.q_len), key_blocks = blocks(dims.kv_len), group = x.group();
-  const int64_t batch_kv = dims.batch * dims.kv_heads;
-  const auto zero_dq = [&](int64_t b, int64_t h) { zero_rows(dq, dims.heads, dims.q_len, dims.head_dim, b, h, 0, dims.q_len); };
+  const int64_t batch_kv = dims.batch * dims.kv_heads, dim = dims.head_dim;
   if (batch_kv >= kTasksPerThread * num_threads() || num_threads() == 1) {
     for_each_task(batch_kv, [&](int64_t task) {
       const int64_t b = task / dims.kv_heads, kvh = task % dims.kv_heads;
-      zero_rows(dk, dims.kv_heads, dims.kv_len, dims.head_dim, b, kvh, 0, dims.kv_len);
-      zero_rows(dv, dims.kv_heads, dims.kv_len, dims.head_dim, b, kvh, 0, dims.kv_len);
+      zero_rows(dk, dims.kv_heads, dims.kv_len, dim, b, kvh, 0, dims.kv_len);
+      zero_rows(dv, dims.kv_heads, dims.kv_len, dim, b, kvh, 0, dims.kv_len);
+      QueryBlock<T> blk;
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        zero_dq(b, h);
+        zero_rows(dq, dims.heads, dims.q_len, dim, b, h, 0, dims.q_len);
         for (int64_t qb = 0; qb < query_blocks; ++qb) {
-          T delta[kBlock];  // (rows)
-          block_delta(delta, g, dims, b, h, qb);
-          for (int64_t kb = 0; kb < key_blocks_end(dims, qb); ++kb) backward_pair(g, x, delta, b, h, qb, kb, true, true);
+          prepare_query_block(blk, g, x, b, h, qb);
+          for (int64_t kb = 0; kb < key_blocks_end(dims, qb); ++kb) backward_pair(g, x, blk, kb, true, true);
         }
       }
     });
@@ -272,22 +406,22 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   for_each_task(batch_kv * key_blocks, [&](int64_t task) {
     const int64_t kb = task % key_blocks, b = task / key_blocks / dims.kv_heads, kvh = task / key_blocks % dims.kv_heads;
     const int64_t keys = block_rows(dims.kv_len, kb);
-    zero_rows(dk, dims.kv_heads, dims.kv_len, dims.head_dim, b, kvh, kb * kBlock, keys);
-    zero_rows(dv, dims.kv_heads, dims.kv_len, dims.head_dim, b, kvh, kb * kBlock, keys);
+    zero_rows(dk, dims.kv_heads, dims.kv_len, dim, b, kvh, kb * kBlock, keys);
+    zero_rows(dv, dims.kv_heads, dims.kv_len, dim, b, kvh, kb * kBlock, keys);
+    QueryBlock<T> blk;
     for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
       for (int64_t qb = query_blocks_begin(dims, kb); qb < query_blocks; ++qb) {
-        T delta[kBlock];  // (rows)
-        block_delta(delta, g, dims, b, h, qb);
-        backward_pair(g, x, delta, b, h, qb, kb, true, false);
+        prepare_query_block(blk, g, x, b, h, qb);
+        backward_pair(g, x, blk, kb, true, false);
       }
     }
   });
   for_each_task(dims.batch * dims.heads * query_blocks, [&](int64_t task) {
     const int64_t qb = task % query_blocks, bh = task / query_blocks, b = bh / dims.heads, h = bh % dims.heads;
-    zero_rows(dq, dims.heads, dims.q_len, dims.head_dim, b, h, qb * kBlock, block_rows(dims.q_len, qb));
-    T delta[kBlock];  // (rows)
-    block_delta(delta, g, dims, b, h, qb);
-    for (int64_t kb = 0; kb < key_blocks_end(dims, qb); ++kb) backward_pair(g, x, delta, b, h, qb, kb, false, true);
+    zero_rows(dq, dims.heads, dims.q_len, dim, b, h, qb * kBlock, block_rows(dims.q_len, qb));
+    QueryBlock<T> blk;
+    prepare_query_block(blk, g, x, b, h, qb);
+    for (int64_t kb = 0; kb < key_blocks_end(dims, qb); ++kb) backward_pair(g, x, blk, kb, false, true);
   });
 }
 
