@@ -84,54 +84,72 @@ template <class T> Vec<T> load(const T* p) {
 }
 template <class T> void store(T* p, Vec<T> v) { std::memcpy(p, &v, sizeof v); }
 
-// Rows [i0, i0 + kTileRows) and the NV vectors of columns from j0 of
-// block_product; rows past m repeat row m - 1 and are not stored.
-template <int NV, class T>
-void product_tile(T* c, int64_t ldc, const T* a, int64_t a_row, int64_t a_col, const T* b, int64_t ldb, int64_t m,
-                  int64_t depth, T alpha, bool accumulate, int64_t i0, int64_t j0) {
+// What a causal diagonal block pair needs of a product (Note [Causal
+// diagonal blocks]): all of C, or C(r, c) for c >= r only (the others are
+// left unwritten), or the terms k >= r or k <= r of each row r's sum (A is 0
+// outside them).
+enum class Part { All, Upper, DepthFromRow, DepthToRow };
+
+// One block product: C (m, n; row stride ldc) = alpha A B, or C + alpha A B
+// when accumulate, with A (m, depth) at a[i * a_row + k * a_col]
+// (broadcast, one element at a time) and B (depth, n) rows at ldb (read as
+// vectors). Each element of C is one sum over k in order, whatever m and
+// n: Note [Transposed score blocks].
+template <class T> struct Product {
+  T* c;
+  int64_t ldc;
+  const T* a;
+  int64_t a_row, a_col;
+  const T* b;
+  int64_t ldb;
+  int64_t m, n, depth;
+  T alpha = 1;
+  bool accumulate = false;
+  Part part = Part::All;
+};
+
+// Rows [i0, i0 + kTileRows) and the NV vectors of columns from j0 of a
+// product, summed over k in [k0, k1); rows past m repeat row m - 1 and are
+// not stored.
+template <int NV, class T> void product_tile(const Product<T>& p, int64_t i0, int64_t j0, int64_t k0, int64_t k1) {
   using V = Vec<T>;
   constexpr int64_t L = kLanes<T>;
   const T* ar[kTileRows];
-  for (int64_t r = 0; r < kTileRows; ++r) ar[r] = a + std::min(i0 + r, m - 1) * a_row;
+  for (int64_t r = 0; r < kTileRows; ++r) ar[r] = p.a + std::min(i0 + r, p.m - 1) * p.a_row;
   V acc[kTileRows][NV] = {};
   const V ones = V{} + T(1);  // x * ones is x in every lane: a broadcast (0 + x would be an add, for x = -0)
-  for (int64_t k = 0; k < depth; ++k) {
+  for (int64_t k = k0; k < k1; ++k) {
     V bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = load(b + k * ldb + j0 + v * L);
+    for (int v = 0; v < NV; ++v) bv[v] = load(p.b + k * p.ldb + j0 + v * L);
     for (int64_t r = 0; r < kTileRows; ++r) {
-      const V av = ones * ar[r][k * a_col];
+      const V av = ones * ar[r][k * p.a_col];
       for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
     }
   }
-  const int64_t rows = std::min(kTileRows, m - i0);
+  const int64_t rows = std::min(kTileRows, p.m - i0);
   for (int64_t r = 0; r < rows; ++r) {
     for (int v = 0; v < NV; ++v) {
-      T* p = c + (i0 + r) * ldc + j0 + v * L;
-      store(p, accumulate ? load(p) + acc[r][v] * alpha : acc[r][v] * alpha);
+      T* out = p.c + (i0 + r) * p.ldc + j0 + v * L;
+      store(out, p.accumulate ? load(out) + acc[r][v] * p.alpha : acc[r][v] * p.alpha);
     }
   }
 }
 
-// C (m, n; row stride ldc) = alpha A B, or C + alpha A B when accumulate,
-// with A (m, depth) at a[i * a_row + k * a_col] (broadcast, one element at
-// a time) and B (depth, n) rows at ldb (read as vectors). Each element of C
-// is one sum over k in order, whatever m and n: Note [Transposed score
-// blocks].
-template <class T>
-void block_product(T* c, int64_t ldc, const T* a, int64_t a_row, int64_t a_col, const T* b, int64_t ldb, int64_t m,
-                   int64_t n, int64_t depth, T alpha, bool accumulate) {
-  constexpr int64_t L = kLanes<T>;
-  for (int64_t i0 = 0; i0 < m; i0 += kTileRows) {
-    int64_t j0 = 0;
-    for (; j0 + kTileVectors * L <= n; j0 += kTileVectors * L) {
-      product_tile<kTileVectors>(c, ldc, a, a_row, a_col, b, ldb, m, depth, alpha, accumulate, i0, j0);
-    }
-    for (; j0 + L <= n; j0 += L) product_tile<1>(c, ldc, a, a_row, a_col, b, ldb, m, depth, alpha, accumulate, i0, j0);
-    for (int64_t i = i0; i < std::min(i0 + kTileRows, m); ++i) {  // the last n % L columns
-      for (int64_t j = j0; j < n; ++j) {
+template <class T> void block_product(const Product<T>& p) {
+  constexpr int64_t L = kLanes<T>, kWidth = kTileVectors * L;
+  for (int64_t i0 = 0; i0 < p.m; i0 += kTileRows) {
+    // Upper: the tiles from the one holding column i0; the depth a part needs.
+    int64_t j0 = p.part == Part::Upper ? i0 / kWidth * kWidth : 0;
+    const int64_t k0 = p.part == Part::DepthFromRow ? std::min(i0, p.depth) : 0;
+    const int64_t k1 = p.part == Part::DepthToRow ? std::min(i0 + kTileRows, p.depth) : p.depth;
+    for (; j0 + kWidth <= p.n; j0 += kWidth) product_tile<kTileVectors>(p, i0, j0, k0, k1);
+    for (; j0 + L <= p.n; j0 += L) product_tile<1>(p, i0, j0, k0, k1);
+    for (int64_t i = i0; i < std::min(i0 + kTileRows, p.m); ++i) {  // the last n % L columns
+      for (int64_t j = j0; j < p.n; ++j) {
         T sum = 0;
-        for (int64_t k = 0; k < depth; ++k) sum += a[i * a_row + k * a_col] * b[k * ldb + j];
-        c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum * alpha : sum * alpha;
+        for (int64_t k = k0; k < k1; ++k) sum += p.a[i * p.a_row + k * p.a_col] * p.b[k * p.ldb + j];
+        T& out = p.c[i * p.ldc + j];
+        out = p.accumulate ? out + sum * p.alpha : sum * p.alpha;
       }
     }
   }
@@ -166,10 +184,10 @@ template <class T> T* thread_scratch(int slot, int64_t n) {
 // xt (D, kBlock) = the (rows, D) block x (row stride ld) transposed, 0 in
 // the columns past rows.
 template <class T> void transpose_block(T* xt, const T* x, int64_t ld, int64_t rows, int64_t dim) {
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t c = 0; c < dim; ++c) xt[c * kBlock + i] = x[i * ld + c];
+  for (int64_t c = 0; c < dim; ++c) {
+    for (int64_t i = 0; i < rows; ++i) xt[c * kBlock + i] = x[i * ld + c];
+    std::fill(xt + c * kBlock + rows, xt + (c + 1) * kBlock, T(0));
   }
-  for (int64_t c = 0; c < dim; ++c) std::fill(xt + c * kBlock + rows, xt + (c + 1) * kBlock, T(0));
 }
 
 // Everything a kernel reads, in one place for the block helpers.
@@ -182,11 +200,13 @@ template <class T> struct Operands {
 
 // st (keys, kBlock) = scale k_blk qt: S^T of the key block kb, given the
 // query block transposed, qt (D, kBlock).
+// On a causal diagonal block only the lanes i >= j of row j are written.
 template <class T>
-void scores_transposed(T* st, const T* qt, const Operands<T>& x, int64_t b, int64_t kvh, int64_t kb) {
-  const int64_t keys = block_rows(x.dims.kv_len, kb);
-  block_product(st, kBlock, row_at(x.k, x.k_layout, b, kvh, kb * kBlock), x.k_layout.token, int64_t{1}, qt, kBlock,
-                keys, kBlock, x.dims.head_dim, static_cast<T>(x.dims.scale), false);
+void scores_transposed(T* st, const T* qt, const Operands<T>& x, int64_t b, int64_t kvh, int64_t kb, bool diagonal) {
+  block_product<T>({.c = st, .ldc = kBlock, .a = row_at(x.k, x.k_layout, b, kvh, kb * kBlock),
+                    .a_row = x.k_layout.token, .a_col = 1, .b = qt, .ldb = kBlock,
+                    .m = block_rows(x.dims.kv_len, kb), .n = kBlock, .depth = x.dims.head_dim,
+                    .alpha = static_cast<T>(x.dims.scale), .part = diagonal ? Part::Upper : Part::All});
 }
 
 // Whether query lane i of a block pair sees key row j: all of them but on
@@ -209,7 +229,9 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
   T* qt = thread_scratch<T>(0, d.head_dim * kBlock);  // (D, kBlock)
   transpose_block(qt, row_at(x.q, x.q_layout, b, h, qb * kBlock), x.q_layout.token, rows, d.head_dim);
   T* o = row_at(out, out_layout, b, h, qb * kBlock);  // (rows, D): the accumulator, then the output
-  alignas(64) T st[kBlock * kBlock];                  // (keys, kBlock): S^T, then P^T
+  // (keys, kBlock): S^T, then P^T. Zeroed once, so that the lanes a
+  // diagonal block leaves unwritten hold numbers.
+  alignas(64) T st[kBlock * kBlock] = {};
   // (kBlock) each, a lane per query: running maximum and sum, the block's
   // maximum and sum.
   alignas(64) T m[kBlock], l[kBlock], mx[kBlock], total[kBlock];
@@ -218,7 +240,7 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
   for (int64_t kb = 0; kb < end; ++kb) {
     const int64_t keys = block_rows(d.kv_len, kb);
     const bool diagonal = d.causal && kb == qb;
-    scores_transposed(st, qt, x, b, kvh, kb);
+    scores_transposed(st, qt, x, b, kvh, kb, diagonal);
     std::copy(m, m + kBlock, mx);
     for (int64_t j = 0; j < keys; ++j) {
       const T* s = st + j * kBlock;
@@ -248,8 +270,10 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
     }
     std::copy(mx, mx + kBlock, m);
     // o (rows, D) (+)= P (rows, keys) v_blk (keys, D); P(i, j) = st[j kBlock + i]. The first block writes.
-    block_product(o, ldo, st, int64_t{1}, kBlock, row_at(x.v, x.v_layout, b, kvh, kb * kBlock), x.v_layout.token,
-                  rows, d.head_dim, keys, T(1), kb > 0);
+    block_product<T>({.c = o, .ldc = ldo, .a = st, .a_row = 1, .a_col = kBlock,
+                      .b = row_at(x.v, x.v_layout, b, kvh, kb * kBlock), .ldb = x.v_layout.token, .m = rows,
+                      .n = d.head_dim, .depth = keys, .accumulate = kb > 0,
+                      .part = diagonal ? Part::DepthToRow : Part::All});
   }
   T* lse_rows = lse + (b * d.heads + h) * d.q_len + qb * kBlock;  // (rows)
   for (int64_t i = 0; i < rows; ++i) {
@@ -270,13 +294,17 @@ template <class T> struct Gradients {
 
 // What every block pair of query block qb of head (b, h) reads, made once:
 // q and dout transposed (in thread_local scratch), lse and delta =
-// rowsum(dout * out) as lanes (0 past the block's rows).
+// rowsum(dout * out) as lanes (0 past the block's rows); and the pairs'
+// score blocks, zeroed with the task's QueryBlock{}, so that the lanes a
+// diagonal block leaves unwritten hold numbers.
 template <class T> struct QueryBlock {
   int64_t b, h, qb, rows;
   const T *q, *dout;  // (rows, D) at their layouts
   T *qt, *doutt;      // (D, kBlock)
   alignas(64) T lse[kBlock];
   alignas(64) T delta[kBlock];
+  alignas(64) T pt[kBlock * kBlock];   // (keys, kBlock)
+  alignas(64) T dst[kBlock * kBlock];  // (keys, kBlock)
 };
 
 template <class T>
@@ -311,17 +339,18 @@ void prepare_query_block(QueryBlock<T>& blk, const Gradients<T>& g, const Operan
 // adds its terms to dk and dv of key block kb (with_dkv) and to dq of the
 // query block (with_dq).
 template <class T>
-void backward_pair(const Gradients<T>& g, const Operands<T>& x, const QueryBlock<T>& blk, int64_t kb, bool with_dkv,
+void backward_pair(const Gradients<T>& g, const Operands<T>& x, QueryBlock<T>& blk, int64_t kb, bool with_dkv,
                    bool with_dq) {
   const AttentionDims& d = x.dims;
   const int64_t b = blk.b, rows = blk.rows, keys = block_rows(d.kv_len, kb), kvh = blk.h / x.group();
   const bool diagonal = d.causal && kb == blk.qb;
   const T scale = static_cast<T>(d.scale);
+  const Part lower = diagonal ? Part::DepthFromRow : Part::All;  // dk, dv: key row j sums the queries i >= j
   const T* kr = row_at(x.k, x.k_layout, b, kvh, kb * kBlock);  // (keys, D)
   const T* vr = row_at(x.v, x.v_layout, b, kvh, kb * kBlock);  // (keys, D)
-  alignas(64) T pt[kBlock * kBlock];                          // (keys, kBlock): S^T, then P^T
-  alignas(64) T dst[kBlock * kBlock];                         // (keys, kBlock): dP^T, then dS^T
-  scores_transposed(pt, blk.qt, x, b, kvh, kb);
+  T* pt = blk.pt;                                              // (keys, kBlock): S^T, then P^T
+  T* dst = blk.dst;                                            // (keys, kBlock): dP^T, then dS^T
+  scores_transposed(pt, blk.qt, x, b, kvh, kb, diagonal);
   for (int64_t j = 0; j < keys; ++j) {
     T* p = pt + j * kBlock;
 #pragma omp simd
@@ -331,28 +360,33 @@ void backward_pair(const Gradients<T>& g, const Operands<T>& x, const QueryBlock
   T* dv = g.dv + ((b * d.kv_heads + kvh) * d.kv_len + kb * kBlock) * d.head_dim;  // (keys, D)
   // dv += P^T dout
   if (with_dkv) {
-    block_product(dv, d.head_dim, pt, kBlock, int64_t{1}, blk.dout, g.out_layout.token, keys, d.head_dim, rows, T(1),
-                  true);
+    block_product<T>({.c = dv, .ldc = d.head_dim, .a = pt, .a_row = kBlock, .a_col = 1, .b = blk.dout,
+                      .ldb = g.out_layout.token, .m = keys, .n = d.head_dim, .depth = rows, .accumulate = true,
+                      .part = lower});
   }
   // dP^T = v dout^T
-  block_product(dst, kBlock, vr, x.v_layout.token, int64_t{1}, blk.doutt, kBlock, keys, kBlock, d.head_dim, T(1),
-                false);
+  block_product<T>({.c = dst, .ldc = kBlock, .a = vr, .a_row = x.v_layout.token, .a_col = 1, .b = blk.doutt,
+                    .ldb = kBlock, .m = keys, .n = kBlock, .depth = d.head_dim,
+                    .part = diagonal ? Part::Upper : Part::All});
   // dS = P (dP - delta): d softmax
   for (int64_t j = 0; j < keys; ++j) {
     const T* p = pt + j * kBlock;
     T* ds = dst + j * kBlock;
 #pragma omp simd
-    for (int64_t i = 0; i < kBlock; ++i) ds[i] = p[i] * (ds[i] - blk.delta[i]);
+    for (int64_t i = 0; i < kBlock; ++i) ds[i] = seen(diagonal, j, i) ? p[i] * (ds[i] - blk.delta[i]) : T(0);
   }
   // dk += scale dS^T q
   if (with_dkv) {
-    block_product(dk, d.head_dim, dst, kBlock, int64_t{1}, blk.q, x.q_layout.token, keys, d.head_dim, rows, scale,
-                  true);
+    block_product<T>({.c = dk, .ldc = d.head_dim, .a = dst, .a_row = kBlock, .a_col = 1, .b = blk.q,
+                      .ldb = x.q_layout.token, .m = keys, .n = d.head_dim, .depth = rows, .alpha = scale,
+                      .accumulate = true, .part = lower});
   }
   // dq += scale dS k; dS(i, j) = dst[j kBlock + i]
   if (with_dq) {
     T* dq = g.dq + ((b * d.heads + blk.h) * d.q_len + blk.qb * kBlock) * d.head_dim;  // (rows, D)
-    block_product(dq, d.head_dim, dst, int64_t{1}, kBlock, kr, x.k_layout.token, rows, d.head_dim, keys, scale, true);
+    block_product<T>({.c = dq, .ldc = d.head_dim, .a = dst, .a_row = 1, .a_col = kBlock, .b = kr,
+                      .ldb = x.k_layout.token, .m = rows, .n = d.head_dim, .depth = keys, .alpha = scale,
+                      .accumulate = true, .part = diagonal ? Part::DepthToRow : Part::All});
   }
 }
 
@@ -392,7 +426,7 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
       const int64_t b = task / dims.kv_heads, kvh = task % dims.kv_heads;
       zero_rows(dk, dims.kv_heads, dims.kv_len, dim, b, kvh, 0, dims.kv_len);
       zero_rows(dv, dims.kv_heads, dims.kv_len, dim, b, kvh, 0, dims.kv_len);
-      QueryBlock<T> blk;
+      QueryBlock<T> blk{};
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         zero_rows(dq, dims.heads, dims.q_len, dim, b, h, 0, dims.q_len);
         for (int64_t qb = 0; qb < query_blocks; ++qb) {
@@ -408,7 +442,7 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
     const int64_t keys = block_rows(dims.kv_len, kb);
     zero_rows(dk, dims.kv_heads, dims.kv_len, dim, b, kvh, kb * kBlock, keys);
     zero_rows(dv, dims.kv_heads, dims.kv_len, dim, b, kvh, kb * kBlock, keys);
-    QueryBlock<T> blk;
+    QueryBlock<T> blk{};
     for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
       for (int64_t qb = query_blocks_begin(dims, kb); qb < query_blocks; ++qb) {
         prepare_query_block(blk, g, x, b, h, qb);
@@ -419,7 +453,7 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   for_each_task(dims.batch * dims.heads * query_blocks, [&](int64_t task) {
     const int64_t qb = task % query_blocks, bh = task / query_blocks, b = bh / dims.heads, h = bh % dims.heads;
     zero_rows(dq, dims.heads, dims.q_len, dim, b, h, qb * kBlock, block_rows(dims.q_len, qb));
-    QueryBlock<T> blk;
+    QueryBlock<T> blk{};
     prepare_query_block(blk, g, x, b, h, qb);
     for (int64_t kb = 0; kb < key_blocks_end(dims, qb); ++kb) backward_pair(g, x, blk, kb, false, true);
   });
