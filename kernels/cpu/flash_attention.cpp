@@ -21,7 +21,8 @@
 //   threads busy (W2 has 96);
 // - otherwise (MQA at batch 1, ...) two passes: a task per (batch, kv head,
 //   key block) for dk, dv and a task per (batch, head, query block) for dq,
-//   which recomputes S, P and dP: seven block products a pair.
+//   which recomputes S, P and dP: seven block products a pair (forced on
+//   W2's shape, its backward took 1.5x the one pass's time).
 // Every accumulation is the same block product on the same operands in the
 // same order in both, so they give the same bits and the choice may depend
 // on the thread count.
@@ -39,12 +40,12 @@
 // them at 60% of its speed on 128-row ones, which W2's T = 128 makes the
 // explicit path's), where this tile reads its operands once, from cache.
 //
-// Scratch: the score blocks are arrays on each task's stack (two of
-// (kBlock, kBlock): 32 KB of float32); the transposed query blocks, (D,
-// kBlock) each, are thread_local and grow once to the largest D seen, since
-// D has no bound a stack frame could take. Nothing is allocated per call
-// once a thread has seen its D; no (rows, D) accumulator is needed, since
-// the outputs themselves are the accumulators.
+// Scratch: the (kBlock, kBlock) score blocks are arrays on each task's
+// stack (one in forward, two in backward: 16 or 32 KB of float32); the
+// transposed query blocks, (D, kBlock) each, are thread_local and grow once
+// to the largest D a thread has seen, since D has no bound a stack frame
+// could take. Nothing else is allocated: the outputs themselves are the
+// (rows, D) accumulators.
 #include "kernels/cpu/flash_attention.h"
 
 #include <algorithm>
@@ -84,10 +85,10 @@ template <class T> Vec<T> load(const T* p) {
 }
 template <class T> void store(T* p, Vec<T> v) { std::memcpy(p, &v, sizeof v); }
 
-// What a causal diagonal block pair needs of a product (Note [Causal
-// diagonal blocks]): all of C, or C(r, c) for c >= r only (the others are
-// left unwritten), or the terms k >= r or k <= r of each row r's sum (A is 0
-// outside them).
+// What a product on a causal diagonal block pair needs, where key j meets
+// query i only for j <= i: all of C; or C(r, c) for c >= r only (S^T,
+// dP^T: the others are left unwritten); or the terms k >= r (dk, dv) or
+// k <= r (out, dq) of each row r's sum, A being 0 outside them.
 enum class Part { All, Upper, DepthFromRow, DepthToRow };
 
 // One block product: C (m, n; row stride ldc) = alpha A B, or C + alpha A B

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/meta.h"
 #include "kernels/cpu/parallel.h"
 #include "ops/ops.h"
 #include "tests/support/errors.h"
@@ -281,6 +282,18 @@ TEST(Attention, AReplayGivesTheGradientsOfKeepingIt) {
                                                                             << " threads";
     }
   }
+}
+
+// A step rehearsed on the meta device (the scheduler plans with one):
+// shapes and saved bytes, and no kernel run.
+TEST(Attention, RehearsesOnTheMetaDevice) {
+  const Tensor q = random_leaf({2, 4, 70, 8}), k = random_leaf({2, 2, 70, 8}, -1, 1, 2), v = random_leaf({2, 2, 70, 8});
+  const MetaScope meta;
+  const Tensor out = attention(transpose(transpose(q, 1, 2), 1, 2), k, v);
+  EXPECT_EQ(out.device().type, DeviceType::Meta);
+  EXPECT_EQ(out.shape(), (Shape{2, 4, 70, 8}));
+  sum(out).backward();
+  EXPECT_FALSE(q.grad().defined());  // leaf gradients are not accumulated in a rehearsal
 }
 
 TEST(Attention, DeclaresItsFlops) {
