@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/meta.h"
 #include "kernels/cpu/parallel.h"
 #include "ops/ops.h"
@@ -167,7 +168,13 @@ TEST(Attention, ReadsTransposedViewsOfAProjection) {
       const Tensor proj = proj0.detach().requires_grad_();
       const Tensor q = split(proj, 0, heads), k = split(proj, heads, kv_heads), v = split(proj, heads + kv_heads, kv_heads);
       EXPECT_FALSE(q.is_contiguous());
+      const int64_t before = cpu_allocator().stats().live_transient;
+      const ScopedPeak peak;
       const Tensor out = fused ? attention(q, k, v) : reference_attention(q, k, v, {});
+      if (fused) {  // the output and the log-sum-exp at most: no copy of q, k or v, even for a while
+        EXPECT_EQ(peak.stats().peak_transient - before,
+                  (out.numel() + b * heads * t) * static_cast<int64_t>(dtype_size(dtype)));
+      }
       sum(out * w).backward();
       return Tensors{out.detach(), proj.grad()};
     };
