@@ -176,6 +176,7 @@ enum class Scratch {
   SquaredNormPartials,
   SumPartials,       // reduce.cu: the per-block partials of a full sum or of column sums in chunks
   MultiTensorTable,  // optim.cu: the tensors of a multi-tensor AdamW step or clip, and the clip's sums
+  FlashAttentionRowDots,  // flash_attention.cu: backward's rowsum(dout * out), (B, Hq, Tq)
   kCount
 };
 
