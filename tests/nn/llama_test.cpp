@@ -167,7 +167,8 @@ Reference loop_reference(const Llama& model, const std::vector<int64_t>& ids, co
     Rows x(T);
     for (int64_t t = 0; t < T; ++t) {
       const int64_t id = ids[b * T + t];
-      x[t].assign(w["model.embed_tokens.weight"].begin() + id * C, w["model.embed_tokens.weight"].begin() + (id + 1) * C);
+      const std::vector<double>& table = w["model.embed_tokens.weight"];
+      x[t].assign(table.begin() + id * C, table.begin() + (id + 1) * C);
     }
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
