@@ -21,11 +21,7 @@
 #include "engine/autograd.h"
 #include "engine/kernel_call.h"
 #include "kernels/attention.h"
-#if REMAT_HAVE_FLASH_ATTENTION_CUDA
 #include "kernels/flash_attention.h"
-#else
-#include "kernels/cpu/flash_attention.h"  // the GPU's twin is not there yet
-#endif
 
 namespace remat {
 namespace {
@@ -85,19 +81,6 @@ class CausalSoftmaxNode final : public Node {
   }
 };
 
-// Until the GPU's fused kernels land, the op runs on the CPU alone;
-// REMAT_HAVE_FLASH_ATTENTION_CUDA makes this run_kernel itself.
-template <class Fn>
-void run_attention_kernel(const Tensor& out, std::string_view op, Fn&& fn) {
-#if REMAT_HAVE_FLASH_ATTENTION_CUDA
-  run_kernel(out, op, fn);
-#else
-  REMAT_CHECK(out.device().type != DeviceType::CUDA, "{}: no CUDA kernel yet (output {})", op, out.str());
-  run_kernel(out, op, [&](auto stream) {
-    if constexpr (std::is_same_v<decltype(stream), kernels::cpu::Host>) fn(stream);
-  });
-#endif
-}
 
 // A (B, H, T, D) operand as the kernels read it: in place when each row's D
 // elements are contiguous and rows do not overlap (a transposed view of a
@@ -127,7 +110,7 @@ class AttentionNode final : public Node {
     lse_ = Tensor({dims.batch, dims.heads, dims.q_len}, q.tensor.dtype(), q.tensor.device());  // (B, Hq, Tq)
     const kernels::AttentionLayout out_layout = kernels::dense_attention_layout(dims.heads, dims.q_len, dims.head_dim);
     dispatch_floating(out.dtype(), name(), [&]<class T>() {
-      run_attention_kernel(out, name(), [&](auto stream) {
+      run_kernel(out, name(), [&](auto stream) {
         flash_attention_forward<T>(out.data<T>(), lse_.data<T>(), q.tensor.data<T>(), k.tensor.data<T>(),
                                    v.tensor.data<T>(), dims, q.layout, k.layout, v.layout, out_layout, stream);
       });
@@ -155,7 +138,7 @@ class AttentionNode final : public Node {
     const Tensor dv(v.tensor.shape(), v.tensor.dtype(), v.tensor.device());
     const kernels::AttentionLayout out_layout = kernels::dense_attention_layout(dims.heads, dims.q_len, dims.head_dim);
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
-      run_attention_kernel(dq, name(), [&](auto stream) {
+      run_kernel(dq, name(), [&](auto stream) {
         flash_attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dout.data<T>(), q.tensor.data<T>(),
                                     k.tensor.data<T>(), v.tensor.data<T>(), out.data<T>(), lse.data<T>(), dims,
                                     q.layout, k.layout, v.layout, out_layout, stream);

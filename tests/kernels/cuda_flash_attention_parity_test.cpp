@@ -1,8 +1,6 @@
-// NOT YET BUILT: rename to cuda_flash_attention_parity_test.cpp (tests/
-// CMakeLists.txt globs *_test.cpp) once kernels/cpu/flash_attention.cpp
-// lands; it links against the CPU kernel. The fused attention kernels of
-// both devices on the same inputs (label cuda): out, lse, dq, dk and dv of
-// kernels/cuda/flash_attention.h against kernels/cpu/flash_attention.h,
+// The fused attention kernels of both devices on the same inputs (label
+// cuda): out, lse, dq, dk and dv of kernels/cuda/flash_attention.h against
+// kernels/cpu/flash_attention.h,
 // causal and full, MHA/GQA/MQA, dense and strided operands, float and
 // double. Values agree when |gpu - cpu| <= rtol |cpu| + atol (float32 1e-4
 // and 1e-5, float64 1e-10 and 1e-12: the devices add in different orders).
