@@ -15,6 +15,17 @@
 #include "ops/ops.h"
 
 namespace remat::nn {
+
+std::string_view attention_path_name(AttentionPath path) {
+  return path == AttentionPath::Fused ? "fused" : "explicit";
+}
+
+AttentionPath parse_attention_path(std::string_view name) {
+  if (name == "fused") return AttentionPath::Fused;
+  if (name == "explicit") return AttentionPath::Explicit;
+  REMAT_FAIL("attention: unknown path '{}' (available: fused, explicit)", name);
+}
+
 namespace {
 
 // A module that only holds children (the "transformer" of GPT-2's names).
@@ -34,7 +45,7 @@ void check_config(const GPTConfig& c) {
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& init, Generator& dropout)
-    : n_head_(config.n_head) {
+    : n_head_(config.n_head), fused_(config.attention == AttentionPath::Fused && config.dropout == 0.0) {
   c_attn_ = register_module("c_attn", std::make_shared<Conv1D>(config.n_embd, 3 * config.n_embd, config.init_std, init,
                                                                config.dtype));
   c_proj_ = register_module("c_proj", std::make_shared<Conv1D>(config.n_embd, config.n_embd, config.init_std, init,
@@ -50,7 +61,7 @@ Tensor CausalSelfAttention::forward(Tensor&& x) {
   REMAT_CHECK(x.dim() == 3, "CausalSelfAttention: input must be (B, T, C), got {}", str(x.shape()));
   const ModuleScope scope = name_scope();
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
-  Tensor y;  // (B, H, T, D)
+  Tensor y;  // (B, T, C)
   {
     const Tensor qkv = c_attn_->forward(std::exchange(x, Tensor()));  // (B, T, 3C)
     // Head i of q, k or v: a (B, H, T, D) view into qkv, no copy.
@@ -60,13 +71,18 @@ Tensor CausalSelfAttention::forward(Tensor&& x) {
     // Named, so that they are recorded in this order whatever order a
     // compiler evaluates function arguments in: plans apply by position.
     const Tensor q = heads(0), k = heads(1), v = heads(2);
-    // Scores scaled by 1/sqrt(D) in the GEMM itself (its alpha), then the
-    // mask and softmax as one op: row i weighs positions 0..i only.
-    Tensor att = matmul(q, transpose(k, -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
-    att = attn_dropout_->forward(causal_softmax(att));
-    y = matmul(att, v);
+    if (fused_) {
+      // softmax(q k^T / sqrt(D), causal) v, (B, T, H, D): saves q, k, v, y and
+      // a log-sum-exp per row; y is c_proj's input too, as a view below.
+      y = view(attention(q, k, v, {.tokens_first = true}), {B, T, C});
+    } else {
+      // Scores scaled by 1/sqrt(D) in the GEMM itself (its alpha), then the
+      // mask and softmax as one op: row i weighs positions 0..i only.
+      Tensor att = matmul(q, transpose(k, -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
+      att = attn_dropout_->forward(causal_softmax(att));
+      y = reshape(transpose(matmul(att, v), 1, 2), {B, T, C});  // (B, H, T, D) -> (B, T, C)
+    }
   }
-  y = reshape(transpose(y, 1, 2), {B, T, C});  // (B, H, T, D) -> (B, T, C)
   return resid_dropout_->forward(c_proj_->forward(y));
 }
 

@@ -33,6 +33,16 @@
 
 namespace remat::nn {
 
+// Which attention a GPT block runs: the fused op (ops/attention.h, which
+// keeps no (T, T) probabilities for backward), or the explicit q k^T, causal
+// softmax and product of GPT-2's code, for teaching and comparison. With
+// dropout > 0 the explicit path runs whatever is asked: the fused op has no
+// dropout on its probabilities.
+enum class AttentionPath { Fused, Explicit };
+std::string_view attention_path_name(AttentionPath path);  // "fused", "explicit"
+// "fused" or "explicit"; anything else is an error naming it.
+AttentionPath parse_attention_path(std::string_view name);
+
 struct GPTConfig {
   int64_t vocab_size = 256;
   int64_t block_size = 128;  // the longest context
@@ -45,6 +55,7 @@ struct GPTConfig {
   double layer_norm_eps = 1e-5;
   DType dtype = DType::Float32;
   uint64_t seed = 0;         // initialisation and dropout
+  AttentionPath attention = AttentionPath::Fused;  // Explicit also whenever dropout > 0
 };
 
 // Causal multi-head self-attention: c_attn (C -> 3C), heads, c_proj (C -> C).
@@ -61,6 +72,7 @@ class CausalSelfAttention : public Module {
 
  private:
   int64_t n_head_;
+  bool fused_;  // the fused attention op (config.attention, and no dropout)
   std::shared_ptr<Conv1D> c_attn_, c_proj_;
   std::shared_ptr<Dropout> attn_dropout_, resid_dropout_;
 };

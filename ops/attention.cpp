@@ -99,16 +99,17 @@ AttentionOperand attention_operand(const Tensor& t) {
 
 class AttentionNode final : public Node {
  public:
-  AttentionNode(bool causal, double scale) : causal_(causal), scale_(scale) {}
+  AttentionNode(bool causal, double scale, bool tokens_first)
+      : causal_(causal), scale_(scale), tokens_first_(tokens_first) {}
   std::string_view name() const override { return "attention"; }
 
   // Inputs q, k, v, checked by attention().
   Tensor forward(const Tensors& in) override {
     const AttentionOperand q = attention_operand(in[0]), k = attention_operand(in[1]), v = attention_operand(in[2]);
     const kernels::AttentionDims dims = dims_of(q.tensor, k.tensor);
-    Tensor out({dims.batch, dims.heads, dims.q_len, dims.head_dim}, q.tensor.dtype(), q.tensor.device());
+    Tensor out(output_shape(dims), q.tensor.dtype(), q.tensor.device());
     lse_ = Tensor({dims.batch, dims.heads, dims.q_len}, q.tensor.dtype(), q.tensor.device());  // (B, Hq, Tq)
-    const kernels::AttentionLayout out_layout = kernels::dense_attention_layout(dims.heads, dims.q_len, dims.head_dim);
+    const kernels::AttentionLayout out_layout = output_layout(dims);
     dispatch_floating(out.dtype(), name(), [&]<class T>() {
       run_kernel(out, name(), [&](auto stream) {
         flash_attention_forward<T>(out.data<T>(), lse_.data<T>(), q.tensor.data<T>(), k.tensor.data<T>(),
@@ -136,7 +137,7 @@ class AttentionNode final : public Node {
     const Tensor dq(q.tensor.shape(), q.tensor.dtype(), q.tensor.device());
     const Tensor dk(k.tensor.shape(), k.tensor.dtype(), k.tensor.device());
     const Tensor dv(v.tensor.shape(), v.tensor.dtype(), v.tensor.device());
-    const kernels::AttentionLayout out_layout = kernels::dense_attention_layout(dims.heads, dims.q_len, dims.head_dim);
+    const kernels::AttentionLayout out_layout = output_layout(dims);
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       run_kernel(dq, name(), [&](auto stream) {
         flash_attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dout.data<T>(), q.tensor.data<T>(),
@@ -151,10 +152,10 @@ class AttentionNode final : public Node {
   // the scores a query row sees: Tq (Tq + 1) / 2 a head when causal, Tq Tk
   // otherwise. Compute-bound, as matmul. A replay is forward again.
   OpTraits traits() const override {
-    const Shape& out = record().output_shape;
-    if (out.size() != 4) return {.compute_bound = true};  // before the record has its shapes
-    const int64_t tq = out[2], tk = record().input_shapes[1][2], d = out[3];
-    const int64_t scores = out[0] * out[1] * (causal_ ? tq * (tq + 1) / 2 : tq * tk);
+    const std::vector<Shape>& in = record().input_shapes;
+    if (in.size() != 3 || in[0].size() != 4) return {.compute_bound = true};  // before the record has its shapes
+    const int64_t tq = in[0][2], tk = in[1][2], d = in[0][3];  // q (B, Hq, Tq, D), k (B, Hkv, Tk, D)
+    const int64_t scores = in[0][0] * in[0][1] * (causal_ ? tq * (tq + 1) / 2 : tq * tk);
     return {.compute_bound = true, .flops = scores * (4 * d + 5)};
   }
 
@@ -163,10 +164,19 @@ class AttentionNode final : public Node {
     return {.batch = q.size(0), .heads = q.size(1), .kv_heads = k.size(1), .q_len = q.size(2), .kv_len = k.size(2),
             .head_dim = q.size(3), .causal = causal_, .scale = scale_};
   }
+  // (B, Hq, Tq, D), or (B, Tq, Hq, D) with tokens_first; dense either way.
+  Shape output_shape(const kernels::AttentionDims& d) const {
+    return tokens_first_ ? Shape{d.batch, d.q_len, d.heads, d.head_dim} : Shape{d.batch, d.heads, d.q_len, d.head_dim};
+  }
+  kernels::AttentionLayout output_layout(const kernels::AttentionDims& d) const {
+    if (!tokens_first_) return kernels::dense_attention_layout(d.heads, d.q_len, d.head_dim);
+    return {.batch = d.q_len * d.heads * d.head_dim, .head = d.head_dim, .token = d.heads * d.head_dim};
+  }
   void discard_side_results() override { lse_ = Tensor(); }
 
   bool causal_;
   double scale_;
+  bool tokens_first_;
   Tensor lse_;  // (B, Hq, Tq): from forward to save(); not kept otherwise
 };
 
@@ -204,7 +214,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionOpt
               k.size(2), shapes());
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(3))));
   REMAT_CHECK(std::isfinite(scale), "attention: the scale must be finite, got {}", scale);
-  return apply_op(std::make_shared<AttentionNode>(options.causal, scale), {q, k, v});
+  return apply_op(std::make_shared<AttentionNode>(options.causal, scale, options.tokens_first), {q, k, v});
 }
 
 }  // namespace remat

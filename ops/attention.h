@@ -21,11 +21,15 @@ Tensor causal_softmax(const Tensor& x);
 struct AttentionOptions {
   bool causal = true;           // query i sees keys 0..i (needs Tq == Tk); false: every key
   std::optional<double> scale;  // the scores are scale q . k; default 1 / sqrt(D)
+  // The output as (B, Tq, Hq, D) instead of (B, Hq, Tq, D): the heads side
+  // by side, so (B, Tq, Hq D) is a view of it, not a copy (GPT's and
+  // Llama's output projection reads it so).
+  bool tokens_first = false;
 };
 
 // q (B, Hq, Tq, D), k and v (B, Hkv, Tk, D), float32 or float64, Hkv
 // dividing Hq (query head h reads kv head h / (Hq / Hkv): grouped-query,
-// multi-query at Hkv = 1) -> (B, Hq, Tq, D):
+// multi-query at Hkv = 1) -> (B, Hq, Tq, D), or (B, Tq, Hq, D) with tokens_first:
 //   out = softmax(scale q k^T (+ causal mask), -1) v.
 // Views whose last axis is contiguous (heads transposed out of a (B, T, 3C)
 // projection) are read in place; others are copied dense. Saves q, k, v,

@@ -115,7 +115,7 @@ std::vector<Setting> shared_settings(const KjvGptOptions& o, uint64_t text_finge
   const auto text = [](auto value) { return fmt::format("{}", value); };
   return {{"--n-layer", text(o.n_layer)}, {"--n-head", text(o.n_head)}, {"--n-embd", text(o.n_embd)},
           {"--block-size", text(o.block_size)}, {"--dropout", text(o.dropout)},
-          {"--head", o.tie_weights ? "tied" : "untied"},
+          {"--head", o.tie_weights ? "tied" : "untied"}, {"--attention", o.attention},
           {"--batch-size", text(o.batch_size)}, {"--max-steps", text(o.max_steps)},
           {"--time-limit", text(o.time_limit_seconds)}, {"--lr", text(o.lr)}, {"min_lr_ratio", text(o.min_lr_ratio)},
           {"--warmup-steps", text(o.warmup_steps)}, {"--weight-decay", text(o.weight_decay)},
@@ -146,6 +146,7 @@ nn::SafetensorsMetadata describe_run(const nn::GPTConfig& o, const data::CharTok
 // (a --temperature of 0 at sampling time) would lose the trained model.
 void check_options(const KjvGptOptions& o) {
   check_task_flags(task_flags(o), o, o.flags_given, o.trainer_flags);  // one value per setting, first
+  nn::parse_attention_path(o.attention);  // "fused" or "explicit", or an error naming it
   REMAT_CHECK(check_device(o.device, "train").is_cpu() || !o.diloco, "train: --diloco's outer step runs on the "
               "CPU only, not on --device {}", o.device);
   REMAT_CHECK(o.n_layer >= 1 && o.n_head >= 1 && o.n_embd >= 1 && o.block_size >= 1, "train: --n-layer, --n-head, "
@@ -274,9 +275,11 @@ std::vector<int64_t> encode_prompt(const data::CharTokenizer& tokenizer, const s
 nn::GPTConfig model_config(const KjvGptOptions& options, const data::CharTokenizer& tokenizer) {
   nn::GPTConfig config{.vocab_size = tokenizer.vocab_size(), .block_size = options.block_size,
                        .n_layer = options.n_layer, .n_head = options.n_head, .n_embd = options.n_embd,
-                       .dropout = options.dropout, .tie_weights = options.tie_weights, .seed = options.seed};
+                       .dropout = options.dropout, .tie_weights = options.tie_weights, .seed = options.seed,
+                       .attention = nn::parse_attention_path(options.attention)};
   if (!options.init_from.empty()) {
     config = nn::load_gpt2_config(options.init_from, options.seed);
+    config.attention = nn::parse_attention_path(options.attention);
     REMAT_CHECK(config.vocab_size == tokenizer.vocab_size(), "train: --init-from '{}' has a vocabulary of {}, this "
                 "text {} symbols", options.init_from, config.vocab_size, tokenizer.vocab_size());
     const std::string weights = (std::filesystem::path(options.init_from) / "model.safetensors").string();

@@ -26,6 +26,7 @@ struct KjvGptOptions {
   int64_t block_size = 128;
   double dropout = 0.0;
   bool tie_weights = true;  // lm_head shares transformer.wte.weight (GPT-2's choice)
+  std::string attention = "fused";  // or "explicit" (nn/gpt.h, AttentionPath; explicit whenever dropout > 0)
   // Activation checkpointing (docs/checkpointing.md): a policy of
   // scheduler/plan.h, "" for none, and for the policies that take one (cost, chain, milp, auto, dtr) a byte budget.
   std::string checkpointing;

@@ -69,6 +69,7 @@ void apply_budget(const std::string& budget, std::string_view what, workloads::W
 // its flags, and after parsing, the check that they fit the --model given.
 struct ModelFlags {
   std::string head = "untied";
+  std::string attention = "fused";  // --attention
   std::vector<CLI::Option*> gpt, mlp;
   CLI::Option* model = nullptr;
   CLI::Option* hf = nullptr;

@@ -92,6 +92,9 @@ void add_model_options(CLI::App* command, workloads::ModelSpec& spec, ModelFlags
                command->add_option("--dropout", spec.gpt.dropout, "--model gpt: dropout")->capture_default_str(),
                command->add_option("--head", flags.head, "--model gpt: tied or untied")
                    ->check(CLI::IsMember({"tied", "untied"}))->capture_default_str()};
+  command->add_option("--attention", flags.attention, "a GPT's attention (W2, W3, --model gpt, --hf): fused (the "
+                      "fused op) or explicit (q k^T, causal softmax, product; also whenever --dropout > 0)")
+      ->check(CLI::IsMember({"fused", "explicit"}))->capture_default_str();
   flags.mlp = {command->add_option("--dims", spec.dims, "--model mlp: widths, input to classes (784,1024,1024,10)")
                    ->delimiter(',')};
 }
@@ -107,6 +110,7 @@ void finish_model_spec(const CLI::App* app, workloads::ModelSpec& spec, const Mo
   REMAT_CHECK(!spec.kind.empty() || app->get_option("--batch-size")->count() == 0, "{}: --batch-size is a flag of "
               "--model and --hf (a --workload has its own batch)", command);
   spec.gpt.tie_weights = flags.head == "tied";
+  spec.attention = nn::parse_attention_path(flags.attention);
   for (const auto& [kind, options] : {std::pair{"gpt", &flags.gpt}, std::pair{"mlp", &flags.mlp}}) {
     for (const CLI::Option* option : *options) {
       REMAT_CHECK(option->count() == 0 || spec.kind == kind, "{}: {} is a flag of --model {}{}", command,

@@ -203,6 +203,9 @@ class TrainCommand : public Command {
     kjv_flag("--n-embd", kjv_.n_embd, "kjv-gpt: channels");
     kjv_flag("--block-size", kjv_.block_size, "kjv-gpt: context length");
     kjv_flag("--dropout", kjv_.dropout, "kjv-gpt: dropout probability");
+    kjv_only_.push_back(train_->add_option("--attention", kjv_.attention, "kjv-gpt: fused (the fused op) or "
+                                           "explicit (q k^T, causal softmax, product; also whenever --dropout > 0)")
+                            ->check(CLI::IsMember({"fused", "explicit"}))->capture_default_str());
     kjv_only_.push_back(train_->add_option("--checkpointing", kjv_.checkpointing, "kjv-gpt: activation "
                                            "checkpointing policy (blocks, sqrt, cost, chain, milp, auto, dtr)"));
     kjv_only_.push_back(train_->add_option("--checkpointing-budget", kjv_budget_, "kjv-gpt: peak activation bytes "

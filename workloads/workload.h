@@ -34,8 +34,12 @@ struct ModelSpec {
   std::vector<int64_t> dims{784, 1024, 1024, 10};  // kind mlp: input, hidden..., classes
   std::string hf_dir;                              // kind hf
   int64_t batch_size = 16;
+  // The attention of every GPT, the presets' (W2, W3) too: the fused op or
+  // the explicit path (nn/gpt.h, AttentionPath). gpt.attention is not read.
+  nn::AttentionPath attention = nn::AttentionPath::Fused;
 };
-// "gpt 6x256 h4 T128 V256 untied B16", "mlp 784-1024-1024-10 B16", "hf DIR B16";
+// "gpt 6x256 h4 T128 V256 untied B16", "mlp 784-1024-1024-10 B16", "hf DIR B16"
+// (" explicit-attention" before the batch where a GPT runs that path);
 // the preset's name when kind is "".
 std::string describe(const ModelSpec& spec, const std::string& preset);
 
@@ -70,7 +74,7 @@ struct WorkloadOptions {
   // At the end, the profile the run's plan was made from (for --profile).
   std::string save_profile_path;
   // A model of the user's instead of `workload` (reported under its
-  // description, describe()).
+  // description, describe()), and the attention of any GPT.
   ModelSpec model;
 };
 
