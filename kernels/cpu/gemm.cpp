@@ -133,10 +133,10 @@ class OneOpenMpThread {
   int previous_;
 };
 
-// oneDNN's blocks are about this many rows by this many columns of C: one
-// call each, 256 to 512 wide, where its speed on one thread matched one
-// call on the whole of C (docs/gemm.md), and an even count for the
-// transformer's widths (768, 1024, 2304, 3072: 2, 2, 5, 6 per side).
+// oneDNN's blocks are at most this many rows by this many columns of C,
+// one call each: on one thread, 512 x 384 and 512 x 512 blocks ran as fast
+// as one call on all of C (docs/gemm.md), and W2's and a Llama's products
+// cut into an even number of them (1024 x 2304: 2 x 5; 2304 x 768: 5 x 2).
 constexpr int64_t kOnednnBlock = 512;
 
 // Piece i of `count` along a side of `size`, cut at multiples of kBlockUnit.

@@ -23,17 +23,20 @@ namespace remat::kernels::cpu {
 namespace {
 
 // The decision, one row per kind of CPU, from the measurements of
-// docs/gemm.md (AMD EPYC, family 25, model 17: Zen 4, 2 cores; GFLOP/s of
-// remat's gemm, 1 / 2 threads; "forced" rows ran oneDNN capped by
-// ONEDNN_MAX_CPU_ISA and BLIS told BLIS_ARCH_TYPE on that AVX-512 CPU, not
-// on a CPU of the row's kind).
+// docs/gemm.md (AMD EPYC, family 25, model 17: Zen 4, 2 cores, 2026-12-07;
+// remat's gemm at W1's, W2's and a Llama's 24 linear products and 96
+// per-head attention products; GFLOP/s per CPU-second on one thread, peak
+// 116.8). The AVX2 row is from paths forced on that AVX-512 CPU
+// (ONEDNN_MAX_CPU_ISA=AVX2, BLIS_ARCH_TYPE=haswell), not from an AVX2 CPU.
 constexpr std::array<GemmChoice, 4> kGemmChoices{{
     {.cpu = IsaLevel::Avx512,
      .library = GemmLibrary::OneDnn,
-     .measured = "TODO"},
+     .measured = "Zen 4: oneDNN avx512_core 93-110 GFLOP/s (0.80-0.94 of peak) at the 24 products, BLIS skx 68-99, "
+                 "haswell 86-103: the fastest at 21, within 2% at 3; per-head 74-80 against 45-59"},
     {.cpu = IsaLevel::Avx2,
      .library = GemmLibrary::Blis,
-     .measured = "TODO"},
+     .measured = "Zen 4, forced to AVX2: BLIS haswell 86-103 GFLOP/s at all 24 products; oneDNN avx2 34-48 at 10 "
+                 "of them (its no-copy kernel on aligned operands, as on the Zen 2 of 2026-12-05)"},
     {.cpu = IsaLevel::Avx,
      .library = GemmLibrary::Blis,
      .measured = "not measured (no AVX-only CPU at hand): BLIS's sandybridge kernels, as before oneDNN came"},
