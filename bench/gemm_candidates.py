@@ -36,9 +36,9 @@ and --python a PyTorch's torch.mm (MKL), at the same shapes.
 --workload W --threads T --json` (keep-all) for each float32 library
 (REMAT_GEMM=blis, =onednn, each with its kernels for this CPU), in
 alternating rounds; it prints the medians over rounds of each run's median
-step, the spread (fastest and slowest round), and checks that each
-library's weights after the steps are the same bits on every thread count
-and round.
+step, the spread (fastest and slowest round), and whether each library's
+weights after the steps are the same bits in every round and on every
+thread count.
 
   /usr/bin/python3 bench/gemm_candidates.py [--threads 1,2] [--rounds 5] [--candidates blis-skx,onednn]
       [--own-threads] [--python VENV/bin/python] [--json out.json]
@@ -158,10 +158,13 @@ def workload_rounds(args):
             print(row + f"{medians['onednn'] / medians['blis']:15.3f}")
     for workload in args.workloads.split(","):
         for library in libraries:
-            digests = {report["weights_digest"] for (w, _, lib), reports in runs.items()
-                       if (w, lib) == (workload, library) for report in reports}
-            same = "the same bits on every thread count and round" if len(digests) == 1 else f"DIFFER: {digests}"
-            print(f"{workload} on {library}: weights after the steps {same}")
+            by_threads = {threads: {report["weights_digest"] for report in reports}
+                          for (w, threads, lib), reports in runs.items() if (w, lib) == (workload, library)}
+            rounds = "the same bits in every round" if all(len(d) == 1 for d in by_threads.values()) else \
+                f"DIFFER between rounds: {by_threads}"
+            counts = "and on every thread count" if len(set().union(*by_threads.values())) == 1 else \
+                "but not the same on every thread count"
+            print(f"{workload} on {library}: weights after the steps {rounds}, {counts}")
     print(f"load average {' '.join(load)} at the end")
     record["load_end"] = load
     if args.json:
