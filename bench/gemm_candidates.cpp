@@ -1,19 +1,30 @@
-// One GEMM library's float32 speed, for bench/gemm_candidates.py (the
-// measurement behind Note [GEMM library]): C (M, N) = op(A) op(B), row-
-// major, 64-byte aligned as remat's allocator gives, through the library
-// named on the command line, loaded with dlopen so that one program
-// measures any that is installed (BLIS through its own interface, as
-// remat calls it; the others through their sgemm). Prints one JSON line:
-// GFLOP/s (median of the timed calls) and what the library says it runs.
-// Built by the script with g++ -fopenmp; not part of the build.
+// For bench/gemm_candidates.py (the measurement behind Note [GEMM
+// library]), two things remat's own bench_kernels cannot say:
+// - one GEMM library's float32 speed with its own threads: C (M, N) =
+//   op(A) op(B), row-major, 64-byte aligned as remat's allocator gives,
+//   through the library named on the command line, loaded with dlopen so
+//   that one program measures any that is installed (BLIS through its own
+//   interface, as remat calls it; the others through their sgemm). Prints
+//   one JSON line: GFLOP/s (median of the timed calls) and what the library
+//   says it runs;
+// - `peak THREADS`: the clock each of THREADS busy threads runs at (a chain
+//   of dependent integer adds, one a cycle) and the float32 FLOP/s of a
+//   loop of independent 256-bit FMAs on each (2 FLOPs per lane), which
+//   gives the FLOPs per cycle; the script takes the peak as clock x FLOPs
+//   per cycle x threads.
+// Built by the script with g++ -O2 -fopenmp -mavx2 -mfma; not part of the
+// build.
 //   gemm_candidates openblas|blis|onednn THREADS M N K [TRANS_A TRANS_B [REPS]]
+//   gemm_candidates peak THREADS
 #include <dlfcn.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -46,11 +57,75 @@ F symbol(void* handle, const char* name) {
   return reinterpret_cast<F>(address);
 }
 
+// CPU seconds of the calling thread: another program that shares the core
+// delays the wall clock, not the cycles this thread gets.
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Cycles per second of the calling thread: rounds of 20 dependent adds,
+// 20 cycles a round.
+double add_chain_hz(long rounds) {
+  long x = 0;
+  const double start = thread_seconds();
+  for (long i = 0; i < rounds; ++i) {
+    asm volatile(
+        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+        : "+r"(x));
+  }
+  return 20.0 * static_cast<double>(rounds) / (thread_seconds() - start);
+}
+
+// FLOP/s of the calling thread on 12 independent chains of 8-lane float32
+// FMAs (enough to fill two FMA pipes of 4 cycles' latency).
+double fma_flops(long rounds) {
+  __m256 a0 = _mm256_set1_ps(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+         a9 = a0, a10 = a0, a11 = a0;
+  const __m256 x = _mm256_set1_ps(0.9999f), y = _mm256_set1_ps(0.0001f);
+  const double start = thread_seconds();
+  for (long i = 0; i < rounds; ++i) {
+    a0 = _mm256_fmadd_ps(a0, x, y), a1 = _mm256_fmadd_ps(a1, x, y), a2 = _mm256_fmadd_ps(a2, x, y);
+    a3 = _mm256_fmadd_ps(a3, x, y), a4 = _mm256_fmadd_ps(a4, x, y), a5 = _mm256_fmadd_ps(a5, x, y);
+    a6 = _mm256_fmadd_ps(a6, x, y), a7 = _mm256_fmadd_ps(a7, x, y), a8 = _mm256_fmadd_ps(a8, x, y);
+    a9 = _mm256_fmadd_ps(a9, x, y), a10 = _mm256_fmadd_ps(a10, x, y), a11 = _mm256_fmadd_ps(a11, x, y);
+    asm volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8),
+                 "+x"(a9), "+x"(a10), "+x"(a11));
+  }
+  return 12.0 * 8 * 2 * static_cast<double>(rounds) / (thread_seconds() - start);
+}
+
+// Each of `threads` threads at once: its clock (GHz), then its FMA rate;
+// the best of 5 tries each, in the thread's own CPU time.
+int peak(int threads) {
+  std::vector<double> ghz(threads), gflops(threads);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    constexpr long kRounds = 20000000;
+    for (int i = 0; i < 5; ++i) ghz[t] = std::max(ghz[t], add_chain_hz(kRounds) / 1e9);
+#pragma omp barrier
+    for (int i = 0; i < 5; ++i) gflops[t] = std::max(gflops[t], fma_flops(kRounds) / 1e9);
+  }
+  std::printf("{\"threads\": %d, \"ghz\": [", threads);
+  for (int t = 0; t < threads; ++t) std::printf("%s%.3f", t ? ", " : "", ghz[t]);
+  std::printf("], \"fma_gflops\": [");
+  for (int t = 0; t < threads; ++t) std::printf("%s%.2f", t ? ", " : "", gflops[t]);
+  std::printf("]}\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "peak") return peak(std::atoi(argv[2]));
   if (argc < 6) {
     std::fprintf(stderr, "usage: %s openblas|blis|onednn THREADS M N K [TRANS_A TRANS_B [REPS]]\n", argv[0]);
+    std::fprintf(stderr, "       %s peak THREADS\n", argv[0]);
     return 2;
   }
   const std::string library = argv[1];

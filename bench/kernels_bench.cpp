@@ -1,6 +1,11 @@
 // Micro benchmarks of the CPU kernels, for comparing with the hardware's
 // limits and with PyTorch on the same BLAS (see docs/workloads.md):
 //   BM_Gemm  1024^3 float32 through kernels::cpu::gemm, in GFLOP/s;
+//   BM_GemmShape/M/N/K/TA/TB  the same at the products of W1, W2 and a
+//            Llama's linears (forward y = x W^T, backward dx = dy W and
+//            dW = dy^T x; TA, TB: 1 for a transposed operand), the library
+//            as REMAT_GEMM chose (docs/gemm.md; bench/gemm_candidates.py);
+//   BM_GemmHeads/M/N/K/TA/TB  96 per-head products through gemm_batched;
 //   BM_Add   ops add of two 4M-element float32 tensors, in GB/s moved;
 //   BM_Relu  ops relu of one 4M-element float32 tensor, in GB/s moved;
 //   BM_Gelu  the same for GELU (tanh form);
@@ -79,6 +84,66 @@ void BM_Gemm(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.counters["GFLOP/s"] = giga_per_second(2.0 * n * n * n);  // one multiply-add is 2 FLOPs
+}
+
+// Row-major op(A) (M, K) by op(B) (K, N), each stored as one tensor
+// (64-byte aligned, as remat's allocator gives every buffer).
+void BM_GemmShape(benchmark::State& state) {
+  use_threads(state);
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const Tensor a = uniform(ta ? Shape{k, m} : Shape{m, k}, -1.0, 1.0);  // (M, K) or (K, M)
+  const Tensor b = uniform(tb ? Shape{n, k} : Shape{k, n}, -1.0, 1.0);  // (K, N) or (N, K)
+  const Tensor c = zeros({m, n});                                       // (M, N)
+  auto once = [&] {
+    kernels::cpu::gemm<float>(ta, tb, m, n, k, 1.0f, a.data<float>(), ta ? m : k, b.data<float>(), tb ? k : n, 0.0f,
+                              c.data<float>(), n);
+  };
+  once();  // untimed: oneDNN generates a kernel the first time a shape needs it
+  for (auto _ : state) {
+    once();
+    benchmark::DoNotOptimize(c.data<float>());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = giga_per_second(2.0 * m * n * k);
+}
+
+// The linear layers' three products for x (rows, in) and W (out, in).
+void linear_shapes(benchmark::internal::Benchmark* b, int64_t rows, int64_t in, int64_t out) {
+  b->Args({rows, out, in, 0, 1});   // y = x W^T
+  b->Args({rows, in, out, 0, 0});   // dx = dy W
+  b->Args({out, in, rows, 1, 0});   // dW = dy^T x
+}
+
+void gemm_shapes(benchmark::internal::Benchmark* b) {
+  for (const int64_t out : {2304, 768, 3072}) linear_shapes(b, 1024, 768, out);  // W2: qkv, proj, fc
+  linear_shapes(b, 1024, 3072, 768);                                              // W2: fc's proj
+  linear_shapes(b, 256, 1024, 1024);                                              // W1
+  linear_shapes(b, 2048, 384, 1024);                                              // Llama d=384: SwiGLU up
+  linear_shapes(b, 2048, 1024, 384);                                              // and down
+  linear_shapes(b, 2048, 2048, 8192);                                             // a 1B Llama's up
+}
+
+// 96 (batch x heads) per-head products of attention, as matmul runs them.
+void BM_GemmHeads(benchmark::State& state) {
+  use_threads(state);
+  constexpr int64_t kHeads = 96;
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const Tensor a = uniform({kHeads, m * k}, -1.0, 1.0);  // (heads, M, K) or (heads, K, M)
+  const Tensor b = uniform({kHeads, k * n}, -1.0, 1.0);  // (heads, K, N) or (heads, N, K)
+  const Tensor c = zeros({kHeads, m * n});               // (heads, M, N)
+  auto once = [&] {
+    kernels::cpu::gemm_batched<float>(ta, tb, m, n, k, 1.0f, a.data<float>(), {m * k}, ta ? m : k, b.data<float>(),
+                                      {k * n}, tb ? k : n, c.data<float>(), {kHeads});
+  };
+  once();  // untimed, as above
+  for (auto _ : state) {
+    once();
+    benchmark::DoNotOptimize(c.data<float>());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = giga_per_second(2.0 * kHeads * m * n * k);
 }
 
 void BM_Add(benchmark::State& state) {
@@ -220,6 +285,12 @@ void BM_AttentionW2(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Their cpu_time is the process's (every thread's): on a machine other
+// programs share, GFLOP/s per CPU-second says what the library does with the
+// time it gets (bench/gemm_candidates.py reports both).
+BENCHMARK(BM_GemmShape)->Apply(gemm_shapes)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_GemmHeads)->Args({128, 128, 64, 0, 1})->Args({128, 64, 128, 0, 0})->Unit(benchmark::kMillisecond)
+    ->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseRealTime();

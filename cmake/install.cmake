@@ -46,7 +46,7 @@ foreach(folder tasks workloads train data comm optim nn scheduler ops engine ker
   string(APPEND REMAT_PC_LIBS " -lremat_${folder}")
 endforeach()
 set(REMAT_PC_CFLAGS "")
-set(REMAT_PC_EXTRA_LIBS "-fopenmp ${REMAT_BLIS_LIBRARY}")  # BLIS: the GEMM
+set(REMAT_PC_EXTRA_LIBS "-fopenmp ${REMAT_BLIS_LIBRARY} ${REMAT_DNNL_LIBRARY}")  # BLIS, oneDNN: the GEMM
 if(REMAT_CUDA)
   string(APPEND REMAT_PC_CFLAGS " -DREMAT_HAVE_CUDA=1 -I${CUDAToolkit_INCLUDE_DIRS}")
   string(APPEND REMAT_PC_EXTRA_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcublasLt")

@@ -24,17 +24,20 @@ NB_MODULE(_remat, m) {
         "Threads for CPU kernels and GEMM (OpenMP's count), as torch.set_num_threads.");
   m.def("get_num_threads", &cpu::num_threads, "Threads CPU kernels and GEMM run on.");
   m.def("gemm_summary", &cpu::gemm_summary,
-        "The CPU GEMM in use, as `remat --version` prints it: library, kernels and why, threads.");
+        "The CPU GEMM in use, as `remat --version` prints it: float32's library, kernels and why, float64's, "
+        "threads.");
   m.def(
       "gemm_info",
       [] {
         const cpu::GemmInfo info = cpu::gemm_info();
         nb::dict out;
+        out["float32"] = std::string(cpu::gemm_library_name(info.float32));
         out["library"] = info.library;
         out["kernels"] = info.kernels;
         out["kernels_isa"] = std::string(cpu::isa_name(info.kernel_level));
         out["cpu_isa"] = std::string(cpu::isa_name(info.cpu_level));
         out["choice"] = info.choice;
+        out["float64"] = info.float64;
         out["runtime"] = info.runtime;
         out["threads"] = info.threads;
         return out;

@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
   ccache                                         # compiler cache (scripts/build.sh, tests/package/pip.sh)
   libblis-dev libblis-openmp-dev                 # GEMM: BLIS, its OpenMP build (kernels/cpu/gemm_library.h)
+  libdnnl-dev                                    # float32 GEMM on AVX-512: oneDNN (kernels/cpu/gemm_library.h)
   libopenblas0-pthread                           # libblas.so.3 for Debian's PyTorch (bench/torch_reference.py)
   libgtest-dev libgmock-dev libbenchmark-dev     # tests and benchmarks
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev

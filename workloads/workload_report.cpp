@@ -14,11 +14,13 @@ namespace {
 
 // The GEMM library as bench reports it (kernels/cpu/gemm_library.h).
 nlohmann::ordered_json gemm_json(const kernels::cpu::GemmInfo& gemm) {
-  return {{"library", gemm.library},
+  return {{"float32", std::string(kernels::cpu::gemm_library_name(gemm.float32))},
+          {"library", gemm.library},
           {"kernels", gemm.kernels},
           {"kernels_isa", std::string(kernels::cpu::isa_name(gemm.kernel_level))},
           {"cpu_isa", std::string(kernels::cpu::isa_name(gemm.cpu_level))},
           {"choice", gemm.choice},
+          {"float64", gemm.float64},
           {"runtime", gemm.runtime},
           {"threads", gemm.threads}};
 }

@@ -1,6 +1,7 @@
 // What vector instructions this CPU offers, read from CPUID feature bits
-// (never from model numbers). Used to check that the GEMM library's kernels
-// use all of them (gemm_library.h) and to name the CPU in reports.
+// (never from model numbers). Used to pick the float32 GEMM library's row
+// of the measured table and BLIS's kernels, to check that the kernels use
+// all of them (gemm_library.h), and to name the CPU in reports.
 #pragma once
 
 #include <string_view>

@@ -1,28 +1,44 @@
-// gemm: BLIS's sgemm and dgemm through its own interface, which takes row
-// and column strides, so a row-major matrix is (rs = ld, cs = 1) and a
-// transposed operand is BLIS's transpose flag (Note [GEMM library] in
-// gemm_library.h); the batched form over broadcast strides, and linear's
-// bias rows.
+// gemm: float32 through BLIS or oneDNN, as gemm_library.cpp chose for this
+// CPU, float64 through BLIS (Note [GEMM library] in gemm_library.h); BLIS
+// through its own interface, which takes row and column strides (a row-
+// major matrix is rs = ld, cs = 1; a transposed operand is its transpose
+// flag), oneDNN through dnnl_sgemm, row-major; the batched form over
+// broadcast strides, and linear's bias rows.
 //
-// Threads are remat's, not BLIS's: C is cut into one block of rows (or of
-// columns, when it is wider than tall) per OpenMP thread, and each thread
-// runs BLIS on one thread over its block. BLIS's own threads wait for each
-// other in spinning barriers: with more threads than free cores (two
-// programs on two cores, ctest -j2, MPI ranks) a GEMM ran 30 to 60 times
-// slower, while OpenMP's threads sleep when they wait (measured in
-// docs/gemm.md). Each element of C is then summed by one single-threaded
-// BLIS call in the order it always uses, so a GEMM's bits do not depend on
-// the thread count.
+// Threads are remat's, not the libraries': C is cut into blocks, and each
+// OpenMP thread runs single-threaded library calls on its blocks. BLIS's
+// own threads wait for each other in spinning barriers: with more threads
+// than free cores (two programs on two cores, ctest -j2, MPI ranks) a GEMM
+// ran 30 to 60 times slower, while OpenMP's threads sleep when they wait
+// (measured in docs/gemm.md). oneDNN (its OpenMP build) runs as many
+// threads as OpenMP's count outside a parallel region and one inside, so a
+// call outside one runs with the calling thread's count set to 1 for it.
+// A GEMM called inside a parallel region runs on the calling thread alone.
+//
+// The bits: each element of C is summed by one single-threaded call. BLIS
+// sums it in the same order whatever block holds it, so its blocks are one
+// per thread. oneDNN's order depends on the block's shape (it takes a
+// copy-based or a no-copy kernel by M, N and the leading dimensions: at
+// 2304 x 768 x 1024 with A transposed, one call and two halves of C differ
+// in 92% of the elements), so its blocks are cut from the shape alone and
+// the threads share them: the same blocks and the same bits on any thread
+// count, inside a parallel region or not.
 #include "kernels/cpu/gemm.h"
 
 #include <blis.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cpu/gemm_blis.h"
+#include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/shapes.h"
 
@@ -64,7 +80,7 @@ constexpr int64_t kParallelMacs = int64_t{1} << 18;
 constexpr int64_t kBlockUnit = 16;
 
 template <class T>
-void gemm_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+void blis_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                    const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   ensure_blis_started();
   const int threads = omp_in_parallel() || m * n * k < kParallelMacs ? 1 : num_threads();
@@ -86,20 +102,102 @@ void gemm_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   }
 }
 
+
+// One oneDNN call on the calling thread alone (OpenMP's count is 1 inside
+// a parallel region; outside, OneOpenMpThread makes it 1). Returns oneDNN's
+// status. A matrix stored as one row never steps by its leading dimension,
+// which oneDNN still asks to be at least the row's length.
+dnnl_status_t onednn_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if ((trans_a ? k : m) == 1) lda = std::max(lda, trans_a ? m : k);
+  if ((trans_b ? n : k) == 1) ldb = std::max(ldb, trans_b ? k : n);
+  if (m == 1) ldc = std::max(ldc, n);
+  return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// OpenMP's thread count set to 1 on the calling thread for a scope, outside
+// a parallel region (the count is the calling thread's own: other threads
+// do not see it); inside one it is left alone.
+class OneOpenMpThread {
+ public:
+  OneOpenMpThread() : previous_(omp_in_parallel() ? 0 : omp_get_max_threads()) {
+    if (previous_ > 0) omp_set_num_threads(1);
+  }
+  ~OneOpenMpThread() {
+    if (previous_ > 0) omp_set_num_threads(previous_);
+  }
+  OneOpenMpThread(const OneOpenMpThread&) = delete;
+  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+
+ private:
+  int previous_;
+};
+
+// oneDNN's blocks are at most this many rows by this many columns of C,
+// one call each: on one thread, 512 x 384 and 512 x 512 blocks ran as fast
+// as one call on all of C (docs/gemm.md), and W2's and a Llama's products
+// cut into an even number of them (1024 x 2304: 2 x 5; 2304 x 768: 5 x 2).
+constexpr int64_t kOnednnBlock = 512;
+
+// Piece i of `count` along a side of `size`, cut at multiples of kBlockUnit.
+std::pair<int64_t, int64_t> piece(int64_t size, int64_t count, int64_t i) {
+  const int64_t units = (size + kBlockUnit - 1) / kBlockUnit;
+  return {std::min(units * i / count * kBlockUnit, size), std::min(units * (i + 1) / count * kBlockUnit, size)};
+}
+
+void onednn_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // The blocks: from the shape alone, never from the thread count.
+  const bool whole = m * n * k < kParallelMacs;
+  const int64_t rows = whole ? 1 : (m + kOnednnBlock - 1) / kOnednnBlock;
+  const int64_t cols = whole ? 1 : (n + kOnednnBlock - 1) / kOnednnBlock;
+  const int64_t blocks = rows * cols;
+  std::atomic<int> failed{dnnl_success};
+  auto block = [&](int64_t i) {
+    const auto [r0, r1] = piece(m, rows, i / cols);  // rows [r0, r1) of C and op(A)
+    const auto [c0, c1] = piece(n, cols, i % cols);  // columns [c0, c1) of C and op(B)
+    const dnnl_status_t status = onednn_gemm(trans_a, trans_b, r1 - r0, c1 - c0, k, alpha,
+                                             trans_a ? a + r0 : a + r0 * lda, lda, trans_b ? b + c0 * ldb : b + c0,
+                                             ldb, beta, c + r0 * ldc + c0, ldc);
+    if (status != dnnl_success) failed = status;
+  };
+  const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(num_threads(), blocks));
+  if (threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < blocks; ++i) block(i);
+  } else {
+    const OneOpenMpThread one;
+    for (int64_t i = 0; i < blocks; ++i) block(i);
+  }
+  if (failed != dnnl_success) {
+    throw std::invalid_argument("gemm: oneDNN's dnnl_sgemm failed (status " + std::to_string(failed.load()) +
+                                ") for " + std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k) +
+                                ", trans_a " + std::to_string(trans_a) + ", trans_b " + std::to_string(trans_b) +
+                                ", lda " + std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " +
+                                std::to_string(ldc));
+  }
+}
+
 }  // namespace
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc, Host) {
+  const GemmLibrary library = float32_gemm_library();  // before anything: a bad REMAT_GEMM is an error
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_matrix(c, m, n, ldc, beta);
-  gemm_threaded(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if constexpr (std::is_same_v<T, float>) {
+    if (library == GemmLibrary::OneDnn) return onednn_threaded(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                                                               c, ldc);
+  }
+  blis_threaded(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <class T>
 void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
                   const std::vector<int64_t>& a_strides, int64_t lda, const T* b, const std::vector<int64_t>& b_strides,
                   int64_t ldb, T* c, const std::vector<int64_t>& batch, Host) {
+  float32_gemm_library();  // a bad REMAT_GEMM throws here, not inside the parallel loop below
   int64_t count = 1;
   for (int64_t size : batch) count *= size;
   if (count == 0 || m == 0 || n == 0) return;

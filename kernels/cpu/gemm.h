@@ -1,8 +1,11 @@
 // GEMM, row-major: C (M, N) = alpha * op(A) op(B) + beta * C, where op(A) is
 // (M, K) and op(B) is (K, N); lda/ldb/ldc are row strides of the matrices as
-// stored; float and double, through BLIS (Note [GEMM library] in
-// gemm_library.h). With K = 0 the sum is empty: C = beta * C; with beta = 0,
-// C is written, never read.
+// stored; float through BLIS or oneDNN, as chosen for the CPU, double
+// through BLIS (Note [GEMM library] in gemm_library.h); the bits of C do not
+// depend on the thread count. With K = 0 the sum is empty: C = beta * C;
+// with beta = 0, C is written, never read. Called inside an OpenMP parallel
+// region, it runs on the calling thread alone. A REMAT_GEMM that names no
+// library throws std::invalid_argument.
 // Also the batched form matmul uses, and linear's bias rows.
 #pragma once
 
