@@ -10,6 +10,14 @@
 //            (scaled by 1/8 as GEMM's alpha), the causal mask and softmax,
 //            which a replay of the probabilities runs in that order, and
 //            causal_softmax, the two in one op, which GPT runs.
+//   BM_AttentionW2<fused> W2's attention whole (batch 8, 12 heads, 128
+//            tokens, head size 64, causal) on views into a (8, 128, 2304)
+//            qkv: the fused op (attention) or the explicit path (matmul,
+//            causal_softmax, matmul, as nn/gpt.cpp), forward alone (/0) or
+//            forward and backward (/1); GFLOP/s of the causal scores'
+//            products (backward counted as 2.5 forwards), and the bytes
+//            held after forward (saved for backward, with the output) and
+//            at the peak of the step.
 // Threads: REMAT_THREADS (default 1), for OpenMP loops and GEMM alike.
 //   REMAT_THREADS=2 build/bench/bench_kernels --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -19,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/factory.h"
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/gemm.h"
@@ -143,6 +152,40 @@ void BM_AttentionCausalSoftmax(benchmark::State& state) {
   attention_benchmark(state, [&] { return causal_softmax(scores); }, 2 * kScoreBytes);
 }
 
+// W2's attention: (B, H, T, D) heads of a (B, T, 3 H D) qkv.
+constexpr int64_t kW2B = 8, kW2H = 12;
+
+template <bool Fused>
+void BM_AttentionW2(benchmark::State& state) {
+  use_threads(state);
+  const bool with_backward = state.range(0) == 1;
+  const int64_t c = kW2H * kD;
+  Tensor qkv = uniform({kW2B, kT, 3 * c}, -1.0, 1.0);
+  qkv.requires_grad_();
+  const Tensor dout = uniform({kW2B, kW2H, kT, kD}, -1.0, 1.0);  // (B, H, T, D)
+  const auto part = [&](int64_t i) {
+    return transpose(view(slice(qkv, 2, i * c, (i + 1) * c), {kW2B, kT, kW2H, kD}), 1, 2);
+  };
+  double held = 0, peak = 0;
+  for (auto _ : state) {
+    const int64_t before = cpu_allocator().stats().live_transient;
+    const ScopedPeak scope;
+    const Tensor q = part(0), k = part(1), v = part(2);
+    Tensor out = Fused ? attention(q, k, v) : matmul(causal_softmax(matmul(q, transpose(k, -2, -1), 0.125)), v);
+    held = static_cast<double>(cpu_allocator().stats().live_transient - before);
+    if (with_backward) {
+      out.backward(dout);
+      qkv.set_grad(Tensor());
+    }
+    benchmark::DoNotOptimize(out.raw_data());
+    peak = static_cast<double>(scope.stats().peak_transient - before);
+  }
+  const double forward_flops = 4.0 * kW2B * kW2H * (kT * (kT + 1) / 2) * kD;  // q k^T and P v, causal
+  state.counters["GFLOP/s"] = giga_per_second(forward_flops * (with_backward ? 3.5 : 1.0));
+  state.counters["held_MB"] = held / 1e6;
+  state.counters["peak_MB"] = peak / 1e6;
+}
+
 BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -151,6 +194,8 @@ BENCHMARK(BM_AttentionScores)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionMask)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionSoftmax)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionCausalSoftmax)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionW2<true>)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionW2<false>)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace remat
