@@ -18,6 +18,9 @@
 //            products (backward counted as 2.5 forwards), and the bytes
 //            held after forward (saved for backward, with the output) and
 //            at the peak of the step.
+//   BM_RmsNorm, BM_Rotary, BM_Swiglu  Llama's ops at W4-like sizes (B 8,
+//            T 256): rms_norm over C 384, rotary on q (8, 6, 256, 64),
+//            swiglu of two (8, 256, 1024); forward, in GB/s moved.
 // Threads: REMAT_THREADS (default 1), for OpenMP loops and GEMM alike.
 //   REMAT_THREADS=2 build/bench/bench_kernels --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -36,8 +39,11 @@
 #include "ops/binary.h"
 #include "ops/mask.h"
 #include "ops/matmul.h"
+#include "ops/rms_norm.h"
+#include "ops/rotary.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
+#include "ops/swiglu.h"
 #include "ops/unary.h"
 
 namespace remat {
@@ -105,6 +111,33 @@ void unary_benchmark(benchmark::State& state, double low, double high) {
 void BM_Relu(benchmark::State& state) { unary_benchmark<relu>(state, -1.0, 1.0); }
 // GELU (tanh form), the costliest elementwise replay of a GPT block.
 void BM_Gelu(benchmark::State& state) { unary_benchmark<gelu>(state, -3.0, 3.0); }
+
+// A forward op on float32 inputs; `bytes` it reads and writes per call.
+template <class Op>
+void llama_benchmark(benchmark::State& state, Op op, double bytes) {
+  use_threads(state);
+  for (auto _ : state) {
+    Tensor y = op();
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["GB/s"] = giga_per_second(bytes);
+}
+
+void BM_RmsNorm(benchmark::State& state) {
+  const Tensor x = uniform({8, 256, 384}, -2.0, 2.0), w = uniform({384}, 0.5, 1.5);  // (B, T, C), (C)
+  llama_benchmark(state, [&] { return rms_norm(x, w); }, 2.0 * 4.0 * static_cast<double>(x.numel()));  // x, y
+}
+
+void BM_Rotary(benchmark::State& state) {
+  const Tensor q = uniform({8, 6, 256, 64}, -1.0, 1.0);  // (B, H, T, D)
+  llama_benchmark(state, [&] { return rotary(q); }, 2.0 * 4.0 * static_cast<double>(q.numel()));  // q, y
+}
+
+void BM_Swiglu(benchmark::State& state) {
+  const Tensor gate = uniform({8, 256, 1024}, -4.0, 4.0), up = uniform({8, 256, 1024}, -1.0, 1.0);
+  llama_benchmark(state, [&] { return swiglu(gate, up); }, 3.0 * 4.0 * static_cast<double>(gate.numel()));
+}
 
 // W2's attention shapes: (B, H, T, D) heads, (B, H, T, T) scores.
 constexpr int64_t kB = 16, kH = 4, kT = 128, kD = 64;
@@ -190,6 +223,9 @@ BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RmsNorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Rotary)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Swiglu)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_AttentionScores)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionMask)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionSoftmax)->Unit(benchmark::kMillisecond)->UseRealTime();

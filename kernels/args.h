@@ -35,4 +35,13 @@ struct AdamwHyper {
   double bias_correction2_sqrt = 1;  // sqrt(1 - beta2^step)
 };
 
+// Rotary embeddings over x (B, H, T, D), D even: the (b, h, t) row of x
+// starts at b * batch_stride + h * head_stride + t * token_stride elements
+// and its D elements are contiguous (a transposed view of a (B, T, H, D)
+// projection is read in place); the output is dense (B, H, T, D).
+struct RotaryDims {
+  int64_t batch = 0, heads = 0, len = 0, dim = 0;
+  int64_t batch_stride = 0, head_stride = 0, token_stride = 0;
+};
+
 }  // namespace remat::kernels

@@ -15,6 +15,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -53,11 +54,12 @@ DType parse_dtype(const std::string& name, const std::string& path, const std::s
   if (name == "F32") return DType::Float32;
   if (name == "F64") return DType::Float64;
   if (name == "I64") return DType::Int64;
-  static const std::unordered_set<std::string> kKnown{"F16",    "BF16", "F8_E4M3", "F8_E5M2", "I8",  "I16", "I32",
-                                                      "U8",     "U16",  "U32",     "U64",     "BOOL"};
+  if (name == "BF16") return DType::BFloat16;
+  static const std::unordered_set<std::string> kKnown{"F16", "F8_E4M3", "F8_E5M2", "I8",  "I16", "I32",
+                                                      "U8",  "U16",     "U32",     "U64", "BOOL"};
   REMAT_CHECK(!kKnown.contains(name),
-              "safetensors '{}': tensor '{}' has dtype {}, which is not supported yet (F32, F64 and I64 are)", path,
-              tensor, name);
+              "safetensors '{}': tensor '{}' has dtype {}, which is not supported yet (F32, F64, I64 and BF16 are)",
+              path, tensor, name);
   REMAT_FAIL("safetensors '{}': tensor '{}' has unknown dtype '{}'", path, tensor, name);
 }
 
@@ -77,24 +79,28 @@ struct Entry {
 };
 
 struct ParsedFile {
+  std::string path;
   std::vector<Entry> entries;  // header order
   SafetensorsMetadata metadata;
-  std::vector<char> bytes;  // the whole file
+  std::vector<char> bytes;  // the whole file, or (header only) its first 8 + header length bytes
   uint64_t body_start = 0;  // 8 + header length
 
   const char* body() const { return bytes.data() + body_start; }
 };
 
-std::vector<char> read_all(const std::string& path) {
+// The file's first `limit` bytes (all of them when it is shorter) and its size.
+std::pair<std::vector<char>, uint64_t> read_prefix(const std::string& path, uint64_t limit) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   REMAT_CHECK(in.is_open(), "safetensors '{}': cannot open for reading: {}", path, std::strerror(errno));
   const std::streamoff size = in.tellg();
   REMAT_CHECK(size >= 0, "safetensors '{}': cannot tell the file size", path);
-  std::vector<char> bytes(static_cast<size_t>(size));
+  const uint64_t count = std::min<uint64_t>(limit, static_cast<uint64_t>(size));
+  std::vector<char> bytes(static_cast<size_t>(count));
   in.seekg(0);
-  in.read(bytes.data(), size);
-  REMAT_CHECK(in.gcount() == size, "safetensors '{}': read {} of {} bytes", path, in.gcount(), size);
-  return bytes;
+  in.read(bytes.data(), static_cast<std::streamsize>(count));
+  REMAT_CHECK(static_cast<uint64_t>(in.gcount()) == count, "safetensors '{}': read {} of {} bytes", path, in.gcount(),
+              count);
+  return {std::move(bytes), static_cast<uint64_t>(size)};
 }
 
 // A non-negative integer of the header, or an error naming what it is.
@@ -179,10 +185,12 @@ void check_tiling(std::vector<Entry> entries, uint64_t body_size, const std::str
               body_size, expected);
 }
 
-ParsedFile parse_file(const std::string& path) {
+// The file validated, its body read too unless `header_only`.
+ParsedFile parse_file(const std::string& path, bool header_only = false) {
   ParsedFile file;
-  file.bytes = read_all(path);
-  const uint64_t file_size = file.bytes.size();
+  file.path = path;
+  uint64_t file_size = 0;
+  std::tie(file.bytes, file_size) = read_prefix(path, 8);
   REMAT_CHECK(file_size >= 8, "safetensors '{}': file of {} bytes is too short for the 8-byte header length", path,
               file_size);
   uint64_t header_size = 0;
@@ -191,6 +199,9 @@ ParsedFile parse_file(const std::string& path) {
               header_size, file_size);
   REMAT_CHECK(header_size <= kMaxHeaderBytes, "safetensors '{}': header length {} exceeds the {} byte limit", path,
               header_size, kMaxHeaderBytes);
+  file.bytes = read_prefix(path, header_only ? 8 + header_size : file_size).first;
+  REMAT_CHECK(file.bytes.size() == (header_only ? 8 + header_size : file_size), "safetensors '{}': the file changed "
+              "size while being read", path);
   file.body_start = 8 + header_size;
   const uint64_t body_size = file_size - file.body_start;
 
@@ -249,9 +260,10 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     REMAT_CHECK(!tensor.device().is_meta(), "write_safetensors '{}': tensor '{}' is on the meta device, which holds "
                 "no values", path, name);
     const DType dtype = tensor.dtype();
-    REMAT_CHECK(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Int64,
-                "write_safetensors '{}': tensor '{}' has dtype {} ({}), which is not supported yet (F32, F64 and I64 are)",
-                path, name, format_dtype_name(dtype), dtype_name(dtype));
+    REMAT_CHECK(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Int64 ||
+                    dtype == DType::BFloat16,
+                "write_safetensors '{}': tensor '{}' has dtype {} ({}), which is not supported yet (F32, F64, I64 and "
+                "BF16 are)", path, name, format_dtype_name(dtype), dtype_name(dtype));
     bodies.push_back(dense(to(tensor, Device::cpu())));  // a GPU's tensors are copied to the CPU
     Json entry = Json::object();
     entry["dtype"] = format_dtype_name(dtype);
@@ -297,59 +309,129 @@ void save_safetensors(const Module& module, const std::string& path, const Safet
 }
 
 void load_safetensors(Module& module, const std::string& path, SafetensorsLoadOptions options) {
-  const ParsedFile file = parse_file(path);
-  std::unordered_map<std::string, const Entry*> by_name;
-  std::unordered_map<const Entry*, std::string> target;  // the parameter each entry goes to
-  for (const Entry& entry : file.entries) {
-    const std::string name = options.rename ? options.rename(entry.name) : entry.name;
-    if (name.empty()) continue;
-    const auto [it, fresh] = by_name.emplace(name, &entry);
-    REMAT_CHECK(fresh, "load_safetensors '{}': tensors '{}' and '{}' both go to parameter '{}'", path,
-                it->second->name, entry.name, name);
-    target.emplace(&entry, name);
+  load_safetensors(module, std::vector<std::string>{path}, std::move(options));
+}
+
+std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path) {
+  const ParsedFile file = parse_file(path, /*header_only=*/true);
+  std::vector<SafetensorsEntry> entries;
+  for (const Entry& entry : file.entries) entries.push_back({entry.name, entry.dtype, entry.shape});
+  return entries;
+}
+
+namespace {
+
+// Whether a file's `from` goes into a parameter of `to`: the same dtype, or
+// (widening) one that holds every value of it exactly.
+bool converts(DType from, DType to, bool widen) {
+  if (from == to) return true;
+  if (!widen) return false;
+  return (from == DType::BFloat16 && (to == DType::Float32 || to == DType::Float64)) ||
+         (from == DType::Float32 && to == DType::Float64);
+}
+
+// `count` values of dtype `from` at `src` into `dst` of dtype `to`
+// (converts(from, to)). A bfloat16 is a float32's upper 16 bits, so the
+// widening is a shift: exact.
+void copy_converted(void* dst, DType to, const char* src, DType from, int64_t count) {
+  if (from == to) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * dtype_size(to));
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    float value = 0;
+    if (from == DType::BFloat16) {
+      uint16_t half = 0;
+      std::memcpy(&half, src + 2 * i, 2);
+      const uint32_t bits = static_cast<uint32_t>(half) << 16;
+      std::memcpy(&value, &bits, 4);
+    } else {
+      std::memcpy(&value, src + 4 * i, 4);
+    }
+    if (to == DType::Float32) {
+      static_cast<float*>(dst)[i] = value;
+    } else {
+      static_cast<double*>(dst)[i] = value;
+    }
+  }
+}
+
+}  // namespace
+
+void load_safetensors(Module& module, const std::vector<std::string>& paths, SafetensorsLoadOptions options) {
+  REMAT_CHECK(!paths.empty(), "load_safetensors: no file given");
+  std::vector<ParsedFile> files;
+  files.reserve(paths.size());
+  for (const std::string& path : paths) files.push_back(parse_file(path));
+  // Where the messages say the tensors come from: the file, or the files.
+  const std::string where = paths.size() == 1 ? paths.front() : join(paths);
+  struct Source {
+    const Entry* entry;
+    const ParsedFile* file;
+  };
+  std::unordered_map<std::string, Source> by_name;
+  std::vector<std::pair<std::string, Source>> targets;  // the parameter each entry goes to, in file order
+  for (const ParsedFile& file : files) {
+    for (const Entry& entry : file.entries) {
+      const std::string name = options.rename ? options.rename(entry.name) : entry.name;
+      if (name.empty()) continue;
+      const auto [it, fresh] = by_name.emplace(name, Source{&entry, &file});
+      REMAT_CHECK(fresh || it->second.file != &file, "load_safetensors '{}': tensors '{}' and '{}' both go to "
+                  "parameter '{}'", file.path, it->second.entry->name, entry.name, name);
+      REMAT_CHECK(fresh, "load_safetensors: tensor '{}' of '{}' and tensor '{}' of '{}' both go to parameter '{}'",
+                  it->second.entry->name, it->second.file->path, entry.name, file.path, name);
+      targets.emplace_back(name, Source{&entry, &file});
+    }
   }
 
-  // Phase 1: the file against the model. Nothing is written until it passes.
+  // Phase 1: the files against the model. Nothing is written until it passes.
   const auto params = module.named_parameters();
-  std::vector<const Entry*> sources;
+  std::vector<Source> sources;
   std::vector<std::string> missing;
   std::unordered_set<std::string> used;
   for (const auto& [name, p] : params) {
     const auto it = by_name.find(name);
     if (it == by_name.end()) {
       missing.push_back(name);
-      sources.push_back(nullptr);
+      sources.push_back({nullptr, nullptr});
       continue;
     }
-    const Entry& entry = *it->second;
-    REMAT_CHECK(entry.dtype == p.dtype(), "load_safetensors '{}': tensor '{}' has dtype {} in file, {} in model", path,
-                name, format_dtype_name(entry.dtype), format_dtype_name(p.dtype()));
+    const Entry& entry = *it->second.entry;
+    const std::string& path = it->second.file->path;
+    REMAT_CHECK(converts(entry.dtype, p.dtype(), options.widen), "load_safetensors '{}': tensor '{}' has dtype {} in "
+                "file, {} in model{}", path, name, format_dtype_name(entry.dtype), format_dtype_name(p.dtype()),
+                options.widen ? " (a file's dtype is read into one that holds it exactly: BF16 into F32 or F64, F32 "
+                                "into F64)" : "");
     REMAT_CHECK(entry.shape == p.shape(), "load_safetensors '{}': tensor '{}' has shape {} in file, {} in model", path,
                 name, str(entry.shape), str(p.shape()));
     REMAT_CHECK(p.device().is_cpu() && p.is_contiguous(),
                 "load_safetensors '{}': parameter '{}' ({}) must be a contiguous CPU tensor", path, name, p.str());
-    sources.push_back(&entry);
+    sources.push_back(it->second);
     used.insert(name);
   }
-  REMAT_CHECK(missing.empty(), "load_safetensors '{}': {} parameter(s) of the {} are missing from the file: {}", path,
-              missing.size(), module.type_name(), join(missing));
+  REMAT_CHECK(missing.empty(), "load_safetensors '{}': {} parameter(s) of the {} are missing from the file{}: {}",
+              where, missing.size(), module.type_name(), paths.size() == 1 ? "" : "s", join(missing));
   if (!options.allow_unused) {
     std::vector<std::string> unused;
-    for (const auto& [entry, name] : target) {
-      if (!used.contains(name)) unused.push_back(entry->name);
+    for (const auto& [name, source] : targets) {
+      if (!used.contains(name)) unused.push_back(source.entry->name);
     }
     std::sort(unused.begin(), unused.end());
     REMAT_CHECK(unused.empty(),
-                "load_safetensors '{}': {} tensor(s) in the file name no parameter of the {}: {} "
+                "load_safetensors '{}': {} tensor(s) in the file{} name no parameter of the {}: {} "
                 "(set allow_unused to ignore them)",
-                path, unused.size(), module.type_name(), join(unused));
+                where, unused.size(), paths.size() == 1 ? "" : "s", module.type_name(), join(unused));
   }
 
   // Phase 2: copy. An in-place write of parameters, like an optimizer step.
   NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i].second;
-    if (p.nbytes() > 0) std::memcpy(p.raw_data(), file.body() + sources[i]->begin, p.nbytes());
+    const Source& source = sources[i];
+    if (p.nbytes() > 0) {
+      copy_converted(p.raw_data(), p.dtype(), source.file->body() + source.entry->begin, source.entry->dtype,
+                     p.numel());
+    }
     p.storage()->bump_version();
   }
 }

@@ -12,7 +12,9 @@
 // padded with spaces so that 8 + N is a multiple of 8, then the body: every
 // tensor's raw little-endian bytes, row-major, at its [begin, end) offsets
 // (relative to the body). The tensors tile the body: no gaps, no overlaps.
-// Supported dtypes: F32, F64, I64; F16 and BF16 are reported as not yet supported.
+// Supported dtypes: F32, F64, I64 and BF16 (read and written as they are;
+// loading widens BF16 into a float32 or float64 model when asked: `widen`);
+// F16 and the others are reported as not yet supported.
 #pragma once
 
 #include <functional>
@@ -37,6 +39,17 @@ struct SafetensorsLoadOptions {
   // ("" leaves the tensor out); unset: the same name. Two tensors renamed
   // to one parameter are an error.
   std::function<std::string(const std::string&)> rename;
+  // A tensor of the file whose dtype widens exactly into its parameter's
+  // goes to it converted (BF16 to float32 or float64, F32 to float64);
+  // unset, or for any other pair (F64 into float32), dtypes must agree.
+  bool widen = false;
+};
+
+// One tensor of a file's header: its dtype and shape.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
 };
 
 // Writes `tensors` in the given order to `path`, whole or not at all
@@ -44,8 +57,8 @@ struct SafetensorsLoadOptions {
 // renamed onto `path` when complete), so a crash or a full disk never leaves
 // a half-written file under `path`, and two writers of one path never mix
 // their files. Names must be unique, non-empty and not "__metadata__";
-// tensors must be defined, with dtype float32, float64 or int64 (a GPU's
-// tensors are copied to the CPU, strided views are written dense).
+// tensors must be defined, with dtype float32, float64, int64 or bfloat16
+// (a GPU's tensors are copied to the CPU, strided views are written dense).
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const SafetensorsMetadata& metadata = {});
 
@@ -57,6 +70,9 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
 std::vector<std::pair<std::string, Tensor>> read_safetensors(const std::string& path);
 // The "__metadata__" map of the file (empty when it has none), validated as above.
 SafetensorsMetadata read_safetensors_metadata(const std::string& path);
+// The header's tensors, in header order, validated against the file's size
+// (the body itself is not read: cheap on a large file).
+std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path);
 
 // write_safetensors(path, module.named_parameters(), metadata).
 void save_safetensors(const Module& module, const std::string& path, const SafetensorsMetadata& metadata = {});
@@ -68,5 +84,9 @@ void save_safetensors(const Module& module, const std::string& path, const Safet
 // its value. The copy runs under NoGradGuard and bumps each parameter
 // storage's version (it is an in-place write).
 void load_safetensors(Module& module, const std::string& path, SafetensorsLoadOptions options = {});
+// The same from the union of several files (a sharded checkpoint), still all
+// or nothing; a name in two of them is an error naming both. Every file is
+// read whole before the first copy.
+void load_safetensors(Module& module, const std::vector<std::string>& paths, SafetensorsLoadOptions options = {});
 
 }  // namespace remat::nn

@@ -9,14 +9,20 @@
 //                           op. With a budget, kept GEMM outputs are dropped,
 //                           cheapest to rebuild per byte first, until it fits.
 //   every-n-blocks:N        replay block i from its input when i % N == 0 and
-//                           keep the other blocks whole (transformers'
-//                           every_n_layers; N = 1 is blocks). With a budget:
-//                           the largest N' <= N (N: the block count if not
-//                           given) whose plan fits.
+//                           keep the other blocks whole (after Megatron's
+//                           --recompute-method uniform and block, which
+//                           replay groups of layers or the first N; N = 1 is
+//                           blocks). With a budget: the largest N' <= N (N:
+//                           the block count if not given) whose plan fits.
 //   recompute-modules:M,... replay every node of the named modules and their
-//                           children (Megatron's --recompute-modules; "norm"
-//                           names the layer norms: ln_*, *norm*), keep the
-//                           rest; with a budget, cost plans the rest.
+//                           children (Megatron's --recompute-modules), keep
+//                           the rest; with a budget, cost plans the rest.
+//                           Besides names and globs of module path parts,
+//                           Megatron-Core's words: "norm" or "layernorm" (the
+//                           norms: ln_*, *norm*), "attn" (attention modules:
+//                           attn, self_attn), "core_attn" (attention between
+//                           its projections: Note [Core attention]); "moe"
+//                           is an error, remat having no MoE layers.
 #include <algorithm>
 #include <charconv>
 
@@ -79,11 +85,37 @@ std::vector<std::string_view> components(std::string_view module) {
   return parts;
 }
 
-// Whether a recompute-modules item names a node: a component of its
-// module's path matches the item's glob ("norm": ln_* or *norm*).
+// An attention module's name: GPT-2's "attn", Llama's "self_attn".
+bool is_attention(std::string_view part) { return part == "attn" || part == "self_attn"; }
+
+// Note [Core attention]
+// Megatron-Core's core_attn is attention without its projections: the
+// scores, their mask and softmax, attention dropout and the weighted sum of
+// the values; not q, k, v, o nor the rotary embedding of q and k. Here: the
+// nodes an attention module records itself with one of those ops (GPT's
+// matmuls and causal_softmax, Llama's fused attention node) and the
+// dropout of its attn_dropout child. Views among them hold no bytes, and
+// the projections' nodes belong to child modules, so neither counts.
+bool is_core_attention(const NodeProfile& node) {
+  const std::vector<std::string_view> parts = components(node.module);
+  if (parts.empty()) return false;
+  if (node.op == "dropout") return parts.back() == "attn_dropout";
+  const bool core_op = node.op == "attention" || node.op == "matmul" || node.op == "causal_softmax" ||
+                       node.op == "softmax" || node.op == "masked_fill";
+  return core_op && is_attention(parts.back());
+}
+
+// Whether a recompute-modules item names a node: core_attn as above, else a
+// component of its module's path matches the item's glob, or Megatron's
+// word for it ("norm" or "layernorm": ln_* or *norm*; "attn": attn or
+// self_attn).
 bool in_module(std::string_view item, const NodeProfile& node) {
+  if (item == "core_attn") return is_core_attention(node);
   for (std::string_view part : components(node.module)) {
-    if (item == "norm" ? glob_match("ln_*", part) || glob_match("*norm*", part) : glob_match(item, part)) return true;
+    const bool named = item == "norm" || item == "layernorm" ? glob_match("ln_*", part) || glob_match("*norm*", part)
+                       : item == "attn"                     ? is_attention(part)
+                                                            : glob_match(item, part);
+    if (named) return true;
   }
   return false;
 }
@@ -108,6 +140,9 @@ std::vector<bool> named_by_modules(const Context& c, std::string_view items) {
     for (const NodeProfile& node : c.graph.nodes) {
       if (in_module(item, node)) named[node.position] = any = true;
     }
+    REMAT_CHECK(any || item != "moe", "policy recompute-modules: 'moe' names no module of this graph: remat has no "
+                "mixture-of-experts layers (Megatron's moe, moe_act and shared_experts); core_attn, attn, mlp and norm "
+                "name the parts of a dense transformer block");
     REMAT_CHECK(any, "policy recompute-modules: '{}' names no module of this graph; nearest: {} (modules by name or "
                 "glob, comma-separated: recompute-modules:attn,mlp,norm)", item,
                 fmt::join(nearest_of(modules, item), ", "));

@@ -24,9 +24,11 @@ const std::vector<Policy>& registry() {
       {"save-matmuls", "keep compute-bound outputs, replay the rest (torchtitan's op-level selective checkpointing)",
        true, &plan_save_matmuls, "", false, true},
       // N may be left to a budget: the largest that fits.
-      {"every-n-blocks", "replay every N-th block from its input, keep the others (transformers' every_n_layers)",
+      {"every-n-blocks", "replay every N-th block from its input, keep the others (after Megatron's uniform and "
+       "block recompute methods)",
        true, &plan_every_n_blocks, "N", false, true},
-      {"recompute-modules", "replay the named modules, e.g. attn,mlp,norm (Megatron's --recompute-modules)", true,
+      {"recompute-modules", "replay the named modules, e.g. attn,mlp,norm or core_attn (Megatron's "
+       "--recompute-modules)", true,
        &plan_recompute_modules, "modules", true, true},
       // No plan: eviction at run time within the budget (dtr.h); the
       // Checkpointer runs it, make_plan refuses it.

@@ -285,15 +285,102 @@ TEST_F(Safetensors, MalformedEntriesLeaveParametersUnchanged) {
                     {"'w'", "unknown dtype 'Q7'"});
 }
 
-TEST_F(Safetensors, HalfPrecisionIsNotSupportedYet) {
+TEST_F(Safetensors, Float16IsNotSupportedYet) {
   expect_load_fails(file_of(R"({"w":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]}})", std::string(12, '\0')),
                     {"'w'", "dtype F16", "not supported yet"});
-  expect_load_fails(file_of(R"({"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]}})", std::string(12, '\0')),
-                    {"dtype BF16", "not supported yet"});
   const std::string message = error_of([&] {
     write_safetensors(path("h.safetensors"), {{"h", Tensor({2}, DType::Float16)}});
   });
   EXPECT_NE(message.find("'h' has dtype F16 (float16), which is not supported yet"), std::string::npos) << message;
+}
+
+// bfloat16 b of float32 f: f's upper 16 bits.
+std::vector<uint16_t> bfloat16_of(const std::vector<float>& values) {
+  std::vector<uint16_t> out;
+  for (float f : values) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &f, 4);
+    out.push_back(static_cast<uint16_t>(bits >> 16));
+  }
+  return out;
+}
+
+// A BF16 file reads as bfloat16 tensors, loads into a float32 or float64
+// model only when widening is asked for, and then exactly; F64 never
+// narrows into float32.
+TEST_F(Safetensors, Bfloat16FilesReadAndWidenExactly) {
+  // Values a bfloat16 holds exactly: 1.5 2^120, and a subnormal float32 (2^-130).
+  const std::vector<float> w{1.5f, -2.25f, 0.0f, std::ldexp(1.5f, 120), std::ldexp(1.0f, -130), -0.0078125f};
+  const std::vector<float> b{-1, 65536, 0.5f};
+  const std::string file = path("bf16.safetensors");
+  Tensor wt({2, 3}, DType::BFloat16), bt({3}, DType::BFloat16);
+  const std::vector<uint16_t> w16 = bfloat16_of(w), b16 = bfloat16_of(b);
+  std::memcpy(wt.raw_data(), w16.data(), 12);
+  std::memcpy(bt.raw_data(), b16.data(), 6);
+  write_safetensors(file, {{"w", wt}, {"b", bt}});
+  const std::string header = read_file(file).substr(8, 120);
+  EXPECT_NE(header.find(R"("dtype":"BF16")"), std::string::npos) << header;
+  const auto tensors = read_safetensors(file);
+  ASSERT_EQ(tensors.size(), 2u);
+  EXPECT_EQ(tensors[0].second.dtype(), DType::BFloat16);
+  EXPECT_EQ(raw_bytes(tensors[0].second), bytes_of(w16));
+  const std::vector<SafetensorsEntry> entries = read_safetensors_header(file);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1].name, "b");
+  EXPECT_EQ(entries[1].dtype, DType::BFloat16);
+  EXPECT_EQ(entries[1].shape, (Shape{3}));
+
+  Pair pair;
+  const std::string refused = error_of([&] { load_safetensors(pair, file); });
+  EXPECT_NE(refused.find("'w' has dtype BF16 in file, F32 in model"), std::string::npos) << refused;
+  load_safetensors(pair, file, {.widen = true});
+  EXPECT_EQ(raw_bytes(pair.w), bytes_of(w));
+  EXPECT_EQ(raw_bytes(pair.b), bytes_of(b));
+
+  class Pair64 : public Module {
+   public:
+    Pair64() {
+      w = register_parameter("w", zeros({2, 3}, DType::Float64));
+      b = register_parameter("b", zeros({3}, DType::Float64));
+    }
+    Tensor w, b;
+  } pair64;
+  load_safetensors(pair64, file, {.widen = true});
+  EXPECT_EQ(pair64.w.to_vector<double>(), std::vector<double>(w.begin(), w.end()));
+  save_safetensors(pair, path("f32.safetensors"));
+  load_safetensors(pair64, path("f32.safetensors"), {.widen = true});  // F32 into float64
+  EXPECT_EQ(pair64.b.to_vector<double>(), std::vector<double>(b.begin(), b.end()));
+  save_safetensors(pair64, path("f64.safetensors"));
+  const std::string narrowing = error_of([&] { load_safetensors(pair, path("f64.safetensors"), {.widen = true}); });
+  EXPECT_NE(narrowing.find("'w' has dtype F64 in file, F32 in model"), std::string::npos) << narrowing;
+}
+
+// Several files load as one: all or nothing, a name in two files an error
+// naming both, a parameter in none an error naming them all.
+TEST_F(Safetensors, SeveralFilesLoadAsOne) {
+  const Tensor w = from_vector(std::vector<float>{7, 8, 9, 10, 11, 12}, {2, 3});
+  const Tensor b = from_vector(std::vector<float>{-1, -2, -3}, {3});
+  write_safetensors(path("w.safetensors"), {{"w", w}});
+  write_safetensors(path("b.safetensors"), {{"b", b}});
+  write_safetensors(path("both.safetensors"), {{"b", b}, {"w", w}});
+  Pair pair;
+  load_safetensors(pair, std::vector<std::string>{path("w.safetensors"), path("b.safetensors")});
+  EXPECT_EQ(pair.w.to_vector<float>(), w.to_vector<float>());
+  EXPECT_EQ(pair.b.to_vector<float>(), b.to_vector<float>());
+
+  Pair fresh;
+  const std::string twice = error_of([&] {
+    load_safetensors(fresh, std::vector<std::string>{path("w.safetensors"), path("both.safetensors")});
+  });
+  EXPECT_NE(twice.find("tensor 'w' of '" + path("w.safetensors") + "' and tensor 'w' of '" +
+                       path("both.safetensors") + "' both go to parameter 'w'"), std::string::npos) << twice;
+  write_safetensors(path("c.safetensors"), {{"c", b}});
+  const std::string missing = error_of([&] {
+    load_safetensors(fresh, std::vector<std::string>{path("w.safetensors"), path("c.safetensors")});
+  });
+  EXPECT_NE(missing.find("'b'"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("missing from the files"), std::string::npos) << missing;
+  EXPECT_EQ(fresh.w.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));  // untouched
 }
 
 TEST_F(Safetensors, ShortOrMissingFile) {
