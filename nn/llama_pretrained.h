@@ -51,11 +51,14 @@ std::unique_ptr<Llama> load_llama_pretrained(const std::string& folder, DType dt
 // weights in the model's dtype: model.safetensors when they fit in
 // max_shard_bytes, else shards of at most max_shard_bytes each (a tensor
 // larger than that alone in its shard, as transformers does) and
-// model.safetensors.index.json. FOLDER is made if missing; weight files of
-// an earlier save that this one does not write (a single file where shards
-// now are, or the reverse) are removed. Every file is written whole or not
-// at all (engine/file_write.h); config.json's name comes last. A tied head
-// writes no lm_head.weight. 5 GB is transformers' default limit.
+// model.safetensors.index.json (its weight_map sorted by name, as
+// transformers writes it). FOLDER is made if missing; weight files of an
+// earlier save that this one does not write (a single file where shards now
+// are, or the reverse) are removed. Every file is written whole or not at
+// all (engine/file_write.h), and all of their bytes before any name
+// changes: a save that fails writing leaves the folder as it was.
+// config.json's name comes last. A tied head writes no lm_head.weight.
+// 5 GB is transformers' default limit.
 void save_llama_pretrained(const Llama& model, const std::string& folder, int64_t max_shard_bytes = 5'000'000'000);
 
 }  // namespace remat::nn

@@ -242,7 +242,15 @@ ParsedFile parse_file(const std::string& path, bool header_only = false) {
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const SafetensorsMetadata& metadata) {
-  // Everything that can fail on the inputs fails here, before a file exists.
+  AtomicFile file(path);  // Note [Whole or not at all]: a failed write leaves `path` as it was
+  write_safetensors(file, tensors, metadata);
+  file.commit();
+}
+
+void write_safetensors(AtomicFile& file, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const SafetensorsMetadata& metadata) {
+  const std::string& path = file.path();
+  // Everything that can fail on the inputs fails here, before a byte is written.
   Json header = Json::object();
   if (!metadata.empty()) {
     Json meta = Json::object();
@@ -281,13 +289,11 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   text.append((8 - text.size() % 8) % 8, ' ');  // the body starts 8-byte aligned
   const uint64_t header_size = text.size();
 
-  AtomicFile file(path);  // Note [Whole or not at all]: a failed write leaves `path` as it was
   file.write(&header_size, 8);
   file.write(text.data(), text.size());
   for (const Tensor& body : bodies) {
     if (body.nbytes() > 0) file.write(body.raw_data(), body.nbytes());
   }
-  file.commit();
 }
 
 std::vector<std::pair<std::string, Tensor>> read_safetensors(const std::string& path) {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/file_write.h"
 #include "engine/tensor.h"
 #include "nn/module.h"
 
@@ -60,6 +61,10 @@ struct SafetensorsEntry {
 // tensors must be defined, with dtype float32, float64, int64 or bfloat16
 // (a GPU's tensors are copied to the CPU, strided views are written dense).
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const SafetensorsMetadata& metadata = {});
+// The same bytes into `file`, not committed: a writer of several files
+// (a sharded checkpoint) writes them all before it renames any.
+void write_safetensors(AtomicFile& file, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const SafetensorsMetadata& metadata = {});
 
 // Every tensor of the file at `path`, in header order, as new contiguous CPU
