@@ -260,6 +260,8 @@ void bind_llama(nb::module_& m) {
            "writes them");
   m.def("_shift_labels", &nn::shift_labels, nb::arg("labels"), "Hugging Face's labels (B, T) as next-token targets: "
         "out[:, t] = labels[:, t + 1], out[:, T - 1] = -100");
+  m.def("_budget_share", [](const Budget& budget) { return budget_share(budget); }, nb::arg("budget"),
+        "0.5 for '50%' (an error outside (0, 100]%), None for a budget in bytes");
   m.def("_llama_config", [](const std::string& folder, const std::string& dtype, uint64_t seed) {
     return llama_config_dict(nn::load_llama_config(folder, float_dtype(dtype, "from_pretrained"), seed));
   }, nb::arg("folder"), nb::arg("dtype") = "float32", nb::arg("seed") = 0,

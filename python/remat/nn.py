@@ -66,7 +66,7 @@ class LlamaForCausalLM(_remat.Llama):
 
     def gradient_checkpointing_enable(self, policy="blocks", budget=None, **rules):
         self._pending_share = None
-        share = _share_of(budget)
+        share = None if budget is None else _remat._budget_share(budget)
         if share is None:
             return super().gradient_checkpointing_enable(policy=policy, budget=budget, **rules)
         # The policy and rules are checked now (a budget of one byte is only ever planned with below).
@@ -95,16 +95,3 @@ class LlamaForCausalLM(_remat.Llama):
         super().gradient_checkpointing_enable(policy=policy, budget=int(share * keep_all), **rules)
         self.rehearse_checkpointing(step)
 
-
-def _share_of(budget):
-    """0.5 for "50%"; None for a budget in bytes (or none)."""
-    if not isinstance(budget, str) or not budget.strip().endswith("%"):
-        return None
-    try:
-        percent = float(budget.strip()[:-1])
-    except ValueError:
-        percent = float("nan")
-    if not 0 < percent <= 100:
-        raise _remat.Error(f"gradient_checkpointing_enable: budget '{budget}' is not a share of keep-all's peak in "
-                           "(0, 100]% (examples: 25%, 50%)")
-    return percent / 100
