@@ -8,6 +8,8 @@ checkpointing_report, explain).
     out.loss.backward()
     model.save_pretrained("out")                   # transformers' from_pretrained reads it
 """
+import os as _os
+
 import numpy as _np
 
 from . import _remat, scheduler
@@ -48,10 +50,15 @@ class LlamaForCausalLM(_remat.Llama):
     def from_pretrained(cls, pretrained_model_name_or_path, dtype="float32", seed=0):
         """A model of the folder's config.json and weights (model.safetensors or its shards), in `dtype`
         (float32 or float64, whatever the files hold: float64 files into float32 are an error)."""
-        folder = str(pretrained_model_name_or_path)
+        folder = _os.fspath(pretrained_model_name_or_path)
         model = cls(**_remat._llama_config(folder, dtype, seed))
         model._load_weights(folder)
         return model
+
+    def save_pretrained(self, save_directory, max_shard_size=5_000_000_000):
+        """config.json and the weights (model.safetensors, or shards of at most max_shard_size bytes, a number
+        or text such as "64MiB", with model.safetensors.index.json), as transformers writes and reads them."""
+        super().save_pretrained(_os.fspath(save_directory), max_shard_size)
 
     def __call__(self, input_ids, labels=None):
         ids = _token_tensor(input_ids, "input_ids")

@@ -60,7 +60,7 @@ def test_a_folder_round_trip_keeps_weights_and_loss(tmp_path, dtype):
     config = json.loads((tmp_path / "one" / "config.json").read_text())
     assert config["model_type"] == "llama" and config["num_key_value_heads"] == 2
     assert os.path.exists(tmp_path / "one" / "model.safetensors")
-    model.save_pretrained(str(tmp_path / "shards"), max_shard_size=4096)  # several files and their index
+    model.save_pretrained(tmp_path / "shards", max_shard_size="4KiB")  # several files and their index
     assert os.path.exists(tmp_path / "shards" / "model.safetensors.index.json")
     for folder in ("one", "shards"):
         back = remat.nn.LlamaForCausalLM.from_pretrained(tmp_path / folder, dtype=dtype)
