@@ -19,7 +19,7 @@ namespace {
 // Where t's rows lie: t itself when its last axis is contiguous, else a
 // dense copy (then `held` keeps it alive).
 kernels::RotaryDims rotary_dims(const Tensor& t, Tensor& held) {
-  held = t.strides()[3] == 1 || t.shape()[3] <= 1 ? t : contiguous_copy(t);
+  held = t.strides()[3] == 1 ? t : contiguous_copy(t);
   const Shape& s = held.shape();
   const Strides& st = held.strides();
   return {.batch = s[0], .heads = s[1], .len = s[2], .dim = s[3], .batch_stride = st[0], .head_stride = st[1],

@@ -357,11 +357,13 @@ TEST(LlamaPretrained, ConfigsRematDoesNotComputeAreErrorsNamingTheKey) {
   refused("attention_bias", true, "attention_bias is true");
   refused("mlp_bias", true, "mlp_bias is true");
   refused("hidden_act", "gelu", "hidden_act is 'gelu'");
-  refused("rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}, "rope_scaling is {\"factor\":8.0,\"rope_type\":\"llama3\"}");
+  refused("rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}},
+          R"(rope_scaling is {"factor":8.0,"rope_type":"llama3"})");
   refused("pretraining_tp", 2, "pretraining_tp is 2");
   refused("attention_dropout", 0.1, "attention_dropout is 0.1");
   refused("model_type", "mistral", "model_type is 'mistral'");
-  refused("architectures", {"LlamaForSequenceClassification"}, "architectures is [\"LlamaForSequenceClassification\"]");
+  refused("architectures", {"LlamaForSequenceClassification"},
+          R"(architectures is ["LlamaForSequenceClassification"])");
   refused("head_dim", 8, "head_dim is 8");
   refused("num_key_value_heads", 3, "num_key_value_heads 3 does not divide num_attention_heads 4");
   refused("hidden_size", 18, "hidden_size 18 is not a multiple of num_attention_heads 4");

@@ -167,7 +167,8 @@ Reference loop_reference(const Llama& model, const std::vector<int64_t>& ids, co
     Rows x(T);
     for (int64_t t = 0; t < T; ++t) {
       const int64_t id = ids[b * T + t];
-      x[t].assign(w["model.embed_tokens.weight"].begin() + id * C, w["model.embed_tokens.weight"].begin() + (id + 1) * C);
+      const std::vector<double>& table = w["model.embed_tokens.weight"];
+      x[t].assign(table.begin() + id * C, table.begin() + (id + 1) * C);
     }
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -388,6 +389,8 @@ TEST(LlamaCheckpointing, EveryPolicyIsBitIdenticalToKeepAll) {
     if (policy == "dtr") {  // plans nothing: evicts within a budget as it runs
       const Step step = run(llama(), {.policy = "dtr", .budget = (low + high) / 2}, 2);
       EXPECT_EQ(step.grads, expected);
+      EXPECT_GT(step.report.replayed_nodes, 0);
+      EXPECT_LE(step.report.measured_peak_bytes, (low + high) / 2);
       continue;
     }
     const Step step = run(llama(), testing::options_of(policy));
@@ -397,7 +400,8 @@ TEST(LlamaCheckpointing, EveryPolicyIsBitIdenticalToKeepAll) {
   }
   for (const std::string policy : {"cost", "chain", "milp", "auto"}) {
     SCOPED_TRACE(policy + " within a budget");
-    const Step step = run(llama(), {.policy = policy, .budget = (low + high) / 2}, 3);
+    // milp's search cut to half a second: any plan it returns is to be exact.
+    const Step step = run(llama(), {.policy = policy, .budget = (low + high) / 2, .solver_time_limit_s = 0.5}, 3);
     EXPECT_EQ(step.grads, expected);
     expect_prediction_holds(step);
     EXPECT_LE(step.report.measured_peak_bytes, (low + high) / 2);

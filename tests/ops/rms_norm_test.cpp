@@ -156,6 +156,36 @@ TEST(RmsNorm, AReplayGivesTheForwardsBits) {
   }
 }
 
+// A Llama-like chain (rms_norm, rotary on its heads, swiglu) with every
+// node tagged Recompute: each dropped output is replayed in backward, and
+// the gradients are keep-all's, bit for bit.
+TEST(RmsNorm, UnderRecomputeTheGradientsAreKeepAlls) {
+  const TagPolicy recompute_all = [](const Node&) { return Tag::Recompute; };
+  const TagPolicy keep_all = [](const Node&) { return Tag::Keep; };
+  Generator g(47);
+  const Tensor x = uniform({2, 6, 32}, -2, 2, DType::Float32, g), w = uniform({32}, 0.5, 1.5, DType::Float32, g);
+  std::vector<float> grads[2][2];
+  for (const bool recompute : {false, true}) {
+    Tensor xl = x.detach().requires_grad_(), wl = w.detach().requires_grad_();
+    Tensor loss;
+    const auto replays = std::make_shared<ReplayCounter>();
+    {
+      RecomputeScope scope(recompute ? recompute_all : keep_all);
+      GraphObserverScope observing(replays);
+      const Tensor h = rms_norm(xl, wl);                                     // (B, T, C)
+      const Tensor q = rotary(transpose(view(h, {2, 6, 4, 8}), 1, 2));       // (B, H, T, D)
+      const Tensor m = swiglu(transpose(q, 1, 2), view(h, {2, 6, 4, 8}));   // (B, T, H, D)
+      loss = sum(m * m);
+    }
+    loss.backward();
+    EXPECT_EQ(replays->nodes > 0, recompute);
+    grads[recompute][0] = xl.grad().to_vector<float>();
+    grads[recompute][1] = wl.grad().to_vector<float>();
+  }
+  EXPECT_EQ(grads[1][0], grads[0][0]) << "dx";
+  EXPECT_EQ(grads[1][1], grads[0][1]) << "dweight";
+}
+
 TEST(RmsNorm, Gradients) {
   EXPECT_GRADIENTS_MATCH([](const Tensors& v) { return rms_norm(v[0], v[1]); },
                          (Tensors{random_leaf({2, 3, 5}, -2, 2), random_leaf({5}, 0.5, 1.5, 2)}));
