@@ -21,6 +21,8 @@
    transformers gives the same weights.
 4. Every checkpointing policy and preset gives keep-all's loss and gradients
    bit for bit, through gradient_checkpointing_enable (budgets as "50%").
+5. bench/torch_llama.py, PyTorch's side of workload W4, gives transformers'
+   logits (float64, 1e-12).
 
 Prints one line per config and dtype with the largest relative error.
 """
@@ -258,6 +260,29 @@ def check_round_trip(name, folder):
         assert torch.equal(theirs[key], value), f"{name}: {key} changed through remat's folder"
 
 
+def check_bench_twin(name, folder):
+    """bench/torch_llama.py (PyTorch's side of W4) computes transformers' logits: float64, to 1e-12."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    import torch_llama
+    with float64_llama():
+        hf = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float64, attn_implementation="eager")
+    c = hf.config
+    twin = torch_llama.build_classes(torch)(torch_llama.LlamaConfig(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+        num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_key_value_heads, max_position_embeddings=c.max_position_embeddings,
+        rms_norm_eps=c.rms_norm_eps, rope_theta=c.rope_theta, tie_word_embeddings=c.tie_word_embeddings,
+        dtype="float64", attention="matmul"))
+    state = hf.state_dict()
+    twin.load_state_dict({key: state[key] for key in twin.state_dict()})
+    ids, _ = batch(11, c.vocab_size)
+    with float64_llama(), torch.no_grad():
+        want = hf(input_ids=ids).logits
+        error = relative(twin(ids), want)
+    assert error <= PATCH_TOLERANCE, f"{name}: bench/torch_llama.py's logits off transformers' by {error:.2e}"
+    return error
+
+
 POLICIES = [("blocks", None), ("sqrt", None), ("cost", None), ("cost", "50%"), ("chain", "50%"), ("milp", "50%"),
             ("auto", "50%"), ("dtr", "50%"), ("save-matmuls", None), ("every-n-blocks:2", None),
             ("recompute-modules:attn,mlp,norm", None), ("recompute-modules:core_attn", None)]
@@ -291,6 +316,8 @@ def main():
         folder = make_folder(name, seed)
         check_parity(name, folder, 100 + seed)
         check_round_trip(name, folder)
+        print(f"{name:12} bench/torch_llama.py: logits against patched float64 transformers "
+              f"{check_bench_twin(name, folder):.2e}")
     for dtype in ("float32", "float64"):
         check_policies(os.path.join(WORK, "gqa_untied"), dtype)
 
