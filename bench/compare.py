@@ -3,7 +3,8 @@
 
 The engines run alternately (remat, each PyTorch, remat, ...) for --rounds
 rounds on the same thread count, so that drift of a shared machine falls on
-all. --python names the Pythons whose torch runs bench/torch_reference.py:
+all. --python names the Pythons whose torch runs bench/torch_reference.py
+(bench/torch_llama.py for W4, which needs PyTorch 2.x):
 Debian's /usr/bin/python3 (PyTorch 1.13 on Debian's OpenBLAS, the default)
 and, say, a virtual environment with PyTorch 2.x from PyPI (MKL). Per engine
 it reports the median over rounds of each round's median step time, the
@@ -22,6 +23,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 1024.0 * 1024.0
+# The PyTorch script that runs each workload (the same flags and JSON fields).
+TORCH_SCRIPTS = {"W1": "torch_reference.py", "W2": "torch_reference.py", "W4": "torch_llama.py"}
 
 
 def run_json(command):
@@ -41,8 +44,8 @@ def main():
                         help="comma-separated Pythons whose torch runs the reference (default: Debian's)")
     parser.add_argument("--json", action="store_true", help="also print each run's JSON line")
     parser.add_argument("--torch-attention", default="matmul", choices=["matmul", "sdpa"],
-                        help="PyTorch's W2 attention: separate ops as remat runs them, or its fused "
-                             "scaled_dot_product_attention")
+                        help="PyTorch's W2 and W4 attention: separate ops (W2: as remat runs them; W4: as "
+                             "Hugging Face's eager Llama), or its fused scaled_dot_product_attention")
     args = parser.parse_args()
 
     for workload in args.workloads.split(","):
@@ -61,7 +64,7 @@ def compare(workload, args):
     commands = {"remat": [args.remat, "bench", "--workload", workload, "--policy", "none",
                           "--threads", str(args.threads), "--steps", str(args.steps), "--json"]}
     for python in args.python.split(","):
-        commands[python] = [python, os.path.join(HERE, "torch_reference.py"), "--workload", workload,
+        commands[python] = [python, os.path.join(HERE, TORCH_SCRIPTS[workload]), "--workload", workload,
                             "--threads", str(args.threads), "--steps", str(args.steps),
                             "--attention", args.torch_attention]
     runs = {name: [] for name in commands}

@@ -1,6 +1,7 @@
 // What two parts of the Python module both turn into Python, or read from
-// it: a device by name, a budget given as bytes or as text, a step's report as a dict, a
-// profile as one dict per node, and a policy written in Python. Included by
+// it: a device by name, a budget given as bytes, as text or as a share of
+// keep-all's peak, a step's report as a dict, a profile as one dict per
+// node, and a policy written in Python. Included by
 // nn.cpp (checkpointing on modules), plans.cpp (profiles, plans and the
 // Checkpointer on their own) and tensor.cpp (devices).
 #pragma once
@@ -10,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <variant>
@@ -18,6 +20,7 @@
 #include "python/bindings.h"
 #include "scheduler/checkpointer.h"
 #include "scheduler/plan.h"
+#include "scheduler/simulate.h"
 #include "train/limits.h"
 #include "train/parse.h"
 
@@ -28,10 +31,38 @@ using Budget = std::variant<int64_t, std::string>;
 // "cpu", "cuda" or "cuda:N", checked as --device is (a GPU this process has).
 inline Device device_named(const std::string& name) { return train::check_device(name, "device"); }
 
-// "64MiB", "1.5GB" or a number of bytes.
-inline std::optional<int64_t> budget_bytes(const std::optional<Budget>& budget) {
+// A budget written as a share of keep-all's peak ("50%", as `remat bench
+// --budget 50%`): the share in (0, 1], or nothing for bytes.
+inline std::optional<double> budget_share(const std::optional<Budget>& budget) {
+  const std::string* text = budget ? std::get_if<std::string>(&*budget) : nullptr;
+  if (text == nullptr || !text->ends_with('%')) return std::nullopt;
+  size_t used = 0;
+  double percent = 0;
+  try {
+    percent = std::stod(text->substr(0, text->size() - 1), &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  REMAT_CHECK(used + 1 == text->size() && percent > 0 && percent <= 100, "budget '{}' is not a share of "
+              "keep-all's peak in (0, 100]% (examples: 25%, 50%)", *text);
+  return percent / 100;
+}
+
+// "64MiB", "1.5GB", a number of bytes, or "50%": that share of keep-all's
+// simulated peak on `graph` (a budget as a share needs the step's graph: an
+// error without one, naming `what`).
+inline std::optional<int64_t> budget_bytes(const std::optional<Budget>& budget,
+                                           const scheduler::GraphProfile* graph = nullptr,
+                                           const std::string& what = "budget") {
   if (!budget) return std::nullopt;
   if (const int64_t* bytes = std::get_if<int64_t>(&*budget)) return *bytes;
+  if (const std::optional<double> share = budget_share(budget)) {
+    REMAT_CHECK(graph != nullptr, "{}: budget '{}' is a share of keep-all's peak, which needs the step's graph: "
+                "give it in bytes ('64MiB') here, or use make_plan with a profile, or remat.nn.LlamaForCausalLM "
+                "(it rehearses its first step)", what, std::get<std::string>(*budget));
+    const int64_t keep_all = scheduler::simulate(*graph, std::vector<Tag>(graph->nodes.size(), Tag::Keep)).peak_bytes;
+    return static_cast<int64_t>(*share * static_cast<double>(keep_all));
+  }
   return train::parse_bytes(std::get<std::string>(*budget), "budget");
 }
 
@@ -180,9 +211,12 @@ using Rules = std::vector<std::string>;
 
 // The options a policy (a name, or a callable rule) and budget make, with
 // the rules; every plan made with them warns from Python (warn_about).
+// `graph`: the profile a share of keep-all's peak ("50%") is taken of, where
+// there is one (make_plan).
 inline scheduler::PlanOptions plan_options(const nb::object& policy, const std::optional<Budget>& budget,
-                                           scheduler::Overrides overrides, const std::string& what) {
-  scheduler::PlanOptions options{.budget = budget_bytes(budget), .overrides = std::move(overrides)};
+                                           scheduler::Overrides overrides, const std::string& what,
+                                           const scheduler::GraphProfile* graph = nullptr) {
+  scheduler::PlanOptions options{.budget = budget_bytes(budget, graph, what), .overrides = std::move(overrides)};
   if (nb::isinstance<nb::str>(policy)) {
     options.policy = nb::cast<std::string>(policy);
     scheduler::check_policy(options.policy);

@@ -1,8 +1,10 @@
-// remat.Module (Linear, MLP, GPT) with activation checkpointing, the
+// remat.Module (Linear, MLP, GPT, Llama) with activation checkpointing, the
 // optimizers and safetensors (bindings.h). Checkpointing reads as Hugging
 // Face's: model.gradient_checkpointing_enable(policy="cost",
 // budget="64MiB"); model.checkpointing_report() is the latest step's
 // figures as a dict, model.explain() the applied plan as one dict per node.
+// Llama is bound as _remat.Llama; remat.nn.LlamaForCausalLM (python/remat/
+// nn.py) puts Hugging Face's face on it (from_pretrained, labels).
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -21,6 +23,8 @@
 #include "engine/rng.h"
 #include "nn/gpt.h"
 #include "nn/linear.h"
+#include "nn/llama.h"
+#include "nn/llama_pretrained.h"
 #include "nn/mlp.h"
 #include "nn/module.h"
 #include "nn/safetensors.h"
@@ -106,6 +110,11 @@ void bind_module(nb::module_& m) {
            "budget in bytes or as "
            "'64MiB' (the policies that take one); rules (must_keep, must_recompute, prefer_keep, prefer_recompute): "
            "ops (gelu) or node-name globs (h.*.attn/*); each plan's warnings are Python warnings")
+      .def("rehearse_checkpointing", [](nn::Module& self, nb::callable step) {
+        self.rehearse_checkpointing([&] { step(); });
+      }, nb::arg("step"), "runs step() (this module's forward and the backward from its loss) once on the meta "
+           "device and plans its graph, so that the next step runs under the plan (a budget then holds from the "
+           "first step, and one below the graph's minimum is an error now); nothing when checkpointing is off")
       .def("gradient_checkpointing_disable", &nn::Module::gradient_checkpointing_disable)
       .def_prop_ro("is_gradient_checkpointing", &nn::Module::is_gradient_checkpointing)
       .def("checkpointing_report", [](const nn::Module& self) -> std::optional<nb::dict> {
@@ -138,8 +147,10 @@ void bind_layers(nb::module_& m) {
 // GPT and the (logits, loss) it returns.
 void bind_gpt(nb::module_& m) {
   nb::class_<CausalLMOutput>(m, "CausalLMOutput", "(logits, loss), also by name; loss is None without targets")
-      .def_ro("logits", &CausalLMOutput::logits)
-      .def_ro("loss", &CausalLMOutput::loss)
+      // By value: a member returned by reference would keep the whole output,
+      // logits and all, alive through `loss = model(ids, labels).loss; loss.backward()`.
+      .def_prop_ro("logits", [](const CausalLMOutput& o) { return o.logits; })
+      .def_prop_ro("loss", [](const CausalLMOutput& o) { return o.loss; })
       .def("__len__", [](const CausalLMOutput&) { return 2; })
       .def("__iter__", [](const CausalLMOutput& o) { return nb::iter(nb::make_tuple(o.logits, o.loss)); })
       .def("__getitem__", [](const CausalLMOutput& o, int64_t i) -> nb::object {
@@ -169,6 +180,94 @@ void bind_gpt(nb::module_& m) {
            "their bytes to the step's peak");
 }
 
+DType float_dtype(const std::string& dtype, const char* what) {
+  REMAT_CHECK(dtype == "float32" || dtype == "float64", "{}: dtype '{}': float32 or float64", what, dtype);
+  return dtype == "float32" ? DType::Float32 : DType::Float64;
+}
+
+// A LlamaConfig as a dict of Hugging Face's config.json keys (and remat's
+// dtype and seed): what Llama's __init__ takes back as keywords.
+nb::dict llama_config_dict(const nn::LlamaConfig& c) {
+  nb::dict d;
+  d["vocab_size"] = c.vocab_size;
+  d["hidden_size"] = c.hidden_size;
+  d["intermediate_size"] = c.intermediate_size;
+  d["num_hidden_layers"] = c.num_hidden_layers;
+  d["num_attention_heads"] = c.num_attention_heads;
+  d["num_key_value_heads"] = c.kv_heads();
+  d["max_position_embeddings"] = c.max_position_embeddings;
+  d["rope_theta"] = c.rope_theta;
+  d["rms_norm_eps"] = c.rms_norm_eps;
+  d["tie_word_embeddings"] = c.tie_word_embeddings;
+  d["initializer_range"] = c.initializer_range;
+  d["dtype"] = c.dtype == DType::Float64 ? "float64" : "float32";
+  d["seed"] = c.seed;
+  return d;
+}
+
+// Llama (nn/llama.h) and Hugging Face folders (nn/llama_pretrained.h).
+// Labels follow Hugging Face's convention (shifted inside, -100 ignored):
+// the model's forward takes next-token targets, so the call shifts them
+// with nn::shift_labels.
+void bind_llama(nb::module_& m) {
+  nb::class_<nn::Llama, nn::Module>(m, "Llama", "Hugging Face's LlamaForCausalLM: its config's and state_dict's "
+                                    "names (remat.nn.LlamaForCausalLM adds from_pretrained)",
+                                    nb::type_slots(module_slots<nn::Llama>))
+      .def("__init__",
+           [](nn::Llama* self, int64_t vocab_size, int64_t hidden_size, int64_t intermediate_size,
+              int64_t num_hidden_layers, int64_t num_attention_heads, int64_t num_key_value_heads,
+              int64_t max_position_embeddings, double rope_theta, double rms_norm_eps, bool tie_word_embeddings,
+              double initializer_range, const std::string& dtype, uint64_t seed) {
+             new (self) nn::Llama({.vocab_size = vocab_size, .hidden_size = hidden_size,
+                                   .intermediate_size = intermediate_size, .num_hidden_layers = num_hidden_layers,
+                                   .num_attention_heads = num_attention_heads,
+                                   .num_key_value_heads = num_key_value_heads,
+                                   .max_position_embeddings = max_position_embeddings, .rope_theta = rope_theta,
+                                   .rms_norm_eps = rms_norm_eps, .tie_word_embeddings = tie_word_embeddings,
+                                   .initializer_range = initializer_range, .dtype = float_dtype(dtype, "Llama"),
+                                   .seed = seed});
+           },
+           nb::arg("vocab_size") = 32000, nb::arg("hidden_size") = 4096, nb::arg("intermediate_size") = 11008,
+           nb::arg("num_hidden_layers") = 32, nb::arg("num_attention_heads") = 32,
+           nb::arg("num_key_value_heads") = 0, nb::arg("max_position_embeddings") = 2048,
+           nb::arg("rope_theta") = 10000.0, nb::arg("rms_norm_eps") = 1e-6, nb::arg("tie_word_embeddings") = false,
+           nb::arg("initializer_range") = 0.02, nb::arg("dtype") = "float32", nb::arg("seed") = 0,
+           "a Llama of random weights (N(0, initializer_range), norms 1); num_key_value_heads 0 means "
+           "num_attention_heads")
+      .def("__call__", [](nn::Llama& self, const Tensor& input_ids, std::optional<Tensor> labels) {
+        const nn::LlamaOutput out = self.forward(input_ids, labels ? nn::shift_labels(*labels) : Tensor());
+        return CausalLMOutput{out.logits, out.loss.defined() ? std::optional<Tensor>(out.loss) : std::nullopt};
+      }, nb::arg("input_ids"), nb::arg("labels") = nb::none(),
+           "input_ids int64 (B, T) -> (logits (B, T, V), loss), also as .logits and .loss; labels int64 (B, T) as "
+           "Hugging Face's: position t predicts labels[:, t + 1], -100 is ignored, loss is the mean over the rest "
+           "(None without labels)")
+      .def("_forward_targets", [](nn::Llama& self, const Tensor& input_ids, std::optional<Tensor> targets) {
+        const nn::LlamaOutput out = self.forward(input_ids, targets.value_or(Tensor()));
+        return CausalLMOutput{out.logits, out.loss.defined() ? std::optional<Tensor>(out.loss) : std::nullopt};
+      }, nb::arg("input_ids"), nb::arg("targets") = nb::none(), "the call with next-token targets (labels already "
+           "shifted by _shift_labels): a rehearsal on the meta device shifts nothing inside it")
+      .def_prop_ro("config", [](const nn::Llama& self) { return llama_config_dict(self.config()); },
+                   "the configuration as a dict of config.json's keys (num_key_value_heads resolved)")
+      .def("_load_weights", [](nn::Llama& self, const std::string& folder) { nn::load_llama_weights(self, folder); },
+           nb::arg("folder"), "the weights of a Hugging Face folder into this model, all or nothing")
+      .def("save_pretrained", [](const nn::Llama& self, const std::string& folder, const Budget& max_shard_size) {
+        const int64_t* bytes = std::get_if<int64_t>(&max_shard_size);
+        nn::save_llama_pretrained(self, folder, bytes ? *bytes : train::parse_bytes(std::get<std::string>(
+                                                                     max_shard_size), "max_shard_size"));
+      }, nb::arg("save_directory"), nb::arg("max_shard_size") = Budget{int64_t{5'000'000'000}},
+           "config.json and the weights (model.safetensors, or shards of at most max_shard_size bytes, a number "
+           "or text such as '64MiB', and model.safetensors.index.json), as LlamaForCausalLM.save_pretrained "
+           "writes them");
+  m.def("_shift_labels", &nn::shift_labels, nb::arg("labels"), "Hugging Face's labels (B, T) as next-token targets: "
+        "out[:, t] = labels[:, t + 1], out[:, T - 1] = -100");
+  m.def("_budget_share", [](const Budget& budget) { return budget_share(budget); }, nb::arg("budget"),
+        "0.5 for '50%' (an error outside (0, 100]%), None for a budget in bytes");
+  m.def("_llama_config", [](const std::string& folder, const std::string& dtype, uint64_t seed) {
+    return llama_config_dict(nn::load_llama_config(folder, float_dtype(dtype, "from_pretrained"), seed));
+  }, nb::arg("folder"), nb::arg("dtype") = "float32", nb::arg("seed") = 0,
+        "FOLDER/config.json as Llama's keywords; errors name the key remat's Llama does not compute");
+}
+
 // .safetensors files: a module's parameters, or tensors by name.
 void bind_safetensors(nb::module_& m) {
   m.def("save_safetensors", [](const nn::Module& module, const std::string& path) { nn::save_safetensors(module, path); },
@@ -180,7 +279,10 @@ void bind_safetensors(nb::module_& m) {
     for (const auto& [name, t] : nn::read_safetensors(path)) out[name.c_str()] = t;
     return out;
   }, "every tensor of a .safetensors file, by name");
-  m.def("write_safetensors", &nn::write_safetensors, nb::arg("path"), nb::arg("tensors"),
+  m.def("write_safetensors", [](const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                 const nn::SafetensorsMetadata& metadata) {
+    nn::write_safetensors(path, tensors, metadata);
+  }, nb::arg("path"), nb::arg("tensors"),
         nb::arg("metadata") = nn::SafetensorsMetadata{});
 }
 
@@ -238,6 +340,7 @@ void bind_nn(nb::module_& m) {
   bind_module(m);
   bind_layers(m);
   bind_gpt(m);
+  bind_llama(m);
   bind_safetensors(m);
   bind_optimizers(m);
   bind_schedules(m);

@@ -185,7 +185,7 @@ void bind_plan(nb::module_& m) {
            Rules must_recompute, Rules prefer_keep, Rules prefer_recompute) {
           const scheduler::PlanOptions options = plan_options(
               policy, budget, {std::move(must_keep), std::move(must_recompute), std::move(prefer_keep),
-                               std::move(prefer_recompute)}, "make_plan");
+                               std::move(prefer_recompute)}, "make_plan", &g);
           scheduler::Plan plan = scheduler::make_plan(g, options);
           warn_about(plan);
           return plan;
@@ -193,7 +193,8 @@ void bind_plan(nb::module_& m) {
         nb::arg("profile"), nb::arg("policy") = "none", nb::arg("budget") = nb::none(), nb::arg("must_keep") = Rules{},
         nb::arg("must_recompute") = Rules{}, nb::arg("prefer_keep") = Rules{}, nb::arg("prefer_recompute") = Rules{},
         "the plan of `policy` (a name from policy_names(), or a callable rule(nodes) -> one tag per node) for the "
-        "profile, within `budget` (bytes, or text such as '64MiB'); the rules name ops (gelu) or node-name globs "
+        "profile, within `budget` (bytes, text such as '64MiB', or a share of keep-all's peak on the profile such "
+        "as '50%'); the rules name ops (gelu) or node-name globs "
         "(h.*.attn/*); its warnings (a plan that drops nothing, a budget above keep-all's peak) are Python "
         "warnings");
   m.def("to_dot", &scheduler::to_dot, nb::arg("profile"), nb::arg("plan"), "the plan as Graphviz DOT text");
