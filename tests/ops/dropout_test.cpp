@@ -174,7 +174,7 @@ TEST(Dropout, BitsDoNotDependOnTheThreadCount) {
   for (const DType dtype : {DType::Float32, DType::Float64}) {
     Generator values(67);
     const Tensor x = uniform({300001}, -1, 1, dtype, values), dy = uniform({300001}, -1, 1, dtype, values);
-    testing::expect_bits_independent_of_threads(std::string("dropout ") + std::string(dtype_name(dtype)), [&] {
+    testing::expect_bits_independent_of_threads("dropout " + std::string(dtype_name(dtype)), [&] {
       Generator g(68);
       Tensor leaf = x.detach().requires_grad_();
       const Tensor y = dropout(leaf, 0.25, true, g);

@@ -137,7 +137,7 @@ TEST(Embedding, BitsDoNotDependOnTheThreadCount) {
   for (const DType dtype : {DType::Float32, DType::Float64}) {
     Generator g(64);
     const Tensor w = uniform({1000, 192}, -1, 1, dtype, g), dy = uniform({8, 128, 192}, -1, 1, dtype, g);
-    testing::expect_bits_independent_of_threads(std::string("embedding ") + std::string(dtype_name(dtype)), [&] {
+    testing::expect_bits_independent_of_threads("embedding " + std::string(dtype_name(dtype)), [&] {
       Tensor leaf = w.detach().requires_grad_();
       const Tensor y = embedding(leaf, t);
       sum(y * dy).backward();

@@ -249,14 +249,14 @@ TEST(Matmul, BitsDoNotDependOnTheThreadCount) {
     const Tensor wt = uniform({256, 320}, -1, 1, dtype, g), bias = uniform({320}, -1, 1, dtype, g);
     const Tensor dy = uniform({384, 320}, -1, 1, dtype, g), dq = uniform({4, 12, 128, 128}, -1, 1, dtype, g);
     const Tensor dx = uniform({4, 128, 320}, -1, 1, dtype, g);
-    testing::expect_bits_independent_of_threads(std::string("matmul ") + std::string(dtype_name(dtype)), [&] {
+    testing::expect_bits_independent_of_threads("matmul " + std::string(dtype_name(dtype)), [&] {
       Tensor al = a.detach().requires_grad_(), bl = b.detach().requires_grad_();
       Tensor qal = qa.detach().requires_grad_(), qbl = qb.detach().requires_grad_();
       const Tensor y = matmul(al, bl), yq = matmul(qal, qbl);
       (sum(y * dy) + sum(yq * dq)).backward();
       return Tensors{y, yq, al.grad(), bl.grad(), qal.grad(), qbl.grad()};
     });
-    testing::expect_bits_independent_of_threads(std::string("linear, affine, affine_gelu ") + std::string(dtype_name(dtype)), [&] {
+    testing::expect_bits_independent_of_threads("linear, affine, affine_gelu " + std::string(dtype_name(dtype)), [&] {
       Tensor xl = x.detach().requires_grad_(), wl = w.detach().requires_grad_(), wtl = wt.detach().requires_grad_();
       Tensor bl = bias.detach().requires_grad_();
       const Tensor y = linear(xl, wl, bl), ya = affine(xl, wtl, bl), yg = affine_gelu(xl, wtl, bl);

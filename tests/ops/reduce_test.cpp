@@ -164,7 +164,7 @@ TEST(Reduce, BitsDoNotDependOnTheThreadCount) {
     Generator g(65);
     const Tensor x = uniform({512, 300}, -1, 1, dtype, g);
     const Tensor dy0 = uniform({300}, -1, 1, dtype, g), dy1 = uniform({512}, -1, 1, dtype, g);
-    testing::expect_bits_independent_of_threads(std::string("reductions ") + std::string(dtype_name(dtype)), [&] {
+    testing::expect_bits_independent_of_threads("reductions " + std::string(dtype_name(dtype)), [&] {
       Tensor leaf = x.detach().requires_grad_();
       const Tensor all = sum(leaf), rows = sum(leaf, {0}), cols = mean(leaf, {1}), best = max(leaf, 1);
       (all + sum(rows * dy0) + sum(cols * dy1) + sum(best * dy1)).backward();

@@ -520,7 +520,7 @@ TEST(Softmax, BitsDoNotDependOnTheThreadCount) {
             });
       }
     }
-    testing::expect_bits_independent_of_threads(std::string("cross_entropy ") + std::string(dtype_name(dtype)), [&] {
+    testing::expect_bits_independent_of_threads("cross_entropy " + std::string(dtype_name(dtype)), [&] {
       Tensor leaf = x.detach().requires_grad_();
       const Tensor loss = cross_entropy(leaf, t);
       loss.backward();
