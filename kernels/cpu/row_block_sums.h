@@ -19,11 +19,11 @@ namespace remat::kernels::cpu {
 // A column sum split over threads, a partial row each, adds its rows in an
 // order the split decides: with the split the thread count's, so were the
 // bits (W2's weights at 1 and 2 threads differed through layer_norm's
-// dweight and dbias). The blocks here come from rows and C alone: about kParallelGrain
-// elements each, at most kMaxRowBlocks; each block sums its rows in order
-// into a partial row of its own, threads take whole blocks, and the
-// partials are added in block order at the end. One thread runs the same
-// blocks, so it gives the same bits as any other count.
+// dweight and dbias). The blocks here come from rows and C alone: about
+// kParallelGrain elements each, at most kMaxRowBlocks; each block sums its
+// rows in order into a partial row of its own, threads take whole blocks,
+// and the partials are added in block order at the end. One thread runs
+// the same blocks, so it gives the same bits as any other count.
 inline constexpr int64_t kMaxRowBlocks = 64;
 
 // The blocks of rows a (rows, C) array's column sums go through: 1 (sum

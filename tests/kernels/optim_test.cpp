@@ -38,7 +38,8 @@ template <class T> void expect_updates_independent_of_threads() {
   const std::vector<T> param0 = values<T>(0, 1), grad = values<T>(1, 0.5), state0 = values<T>(2, 0.1);
   testing::expect_bits_independent_of_threads("sgd_step " + dtype, [&] {
     std::vector<T> param = param0, buf = state0, plain = param0;
-    const kernels::SgdHyper hyper{.lr = 0.01, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01, .nesterov = true};
+    const kernels::SgdHyper hyper{
+        .lr = 0.01, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01, .nesterov = true};
     for (const bool first : {true, false}) {
       kernels::cpu::sgd_step<T>(param.data() + kOffset, buf.data() + kOffset, grad.data() + kOffset, kN, hyper, first);
     }
@@ -50,7 +51,8 @@ template <class T> void expect_updates_independent_of_threads() {
     for (T& x : v) x = x * x;
     for (T& x : multi_v) x = x * x;
     const kernels::AdamwHyper hyper{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
-                                    .step_size = 1e-3 / (1 - 0.9 * 0.9), .bias_correction2_sqrt = std::sqrt(1 - 0.95 * 0.95)};
+                                    .step_size = 1e-3 / (1 - 0.9 * 0.9),  // step 2
+                                    .bias_correction2_sqrt = std::sqrt(1 - 0.95 * 0.95)};
     kernels::cpu::adamw_step<T>(param.data() + kOffset, m.data() + kOffset, v.data() + kOffset, grad.data() + kOffset,
                                 kN, hyper);
     kernels::cpu::adamw_multi_step<T>({{.param = multi.data() + kOffset, .exp_avg = multi_m.data() + kOffset,
@@ -64,8 +66,8 @@ template <class T> void expect_updates_independent_of_threads() {
   });
   testing::expect_bits_independent_of_threads("clip_grads " + dtype, [&] {
     std::vector<T> a = grad, b = param0;
-    const double norm = kernels::cpu::clip_grads<T>({{.data = a.data() + kOffset, .n = kN}, {.data = b.data(), .n = kN}},
-                                                    1.0);
+    const double norm =
+        kernels::cpu::clip_grads<T>({{.data = a.data() + kOffset, .n = kN}, {.data = b.data(), .n = kN}}, 1.0);
     return Tensors{tensor_of(a), tensor_of(b), tensor_of(std::vector<double>{norm})};
   });
 }

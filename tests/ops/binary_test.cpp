@@ -244,13 +244,14 @@ TEST(Binary, BitsDoNotDependOnTheThreadCount) {
     const Tensor a_rows = uniform({512, 300}, 0.5, 2, dtype, g), b_row = uniform({300}, 0.5, 2, dtype, g);
     const Tensor dy_long = uniform({n}, -1, 1, dtype, g), dy_rows = uniform({512, 300}, -1, 1, dtype, g);
     for (const auto& [name, fn] : fns) {
-      testing::expect_bits_independent_of_threads(std::string(name) + " one row " + std::string(dtype_name(dtype)), [&] {
+      const std::string what = std::string(name) + " " + std::string(dtype_name(dtype));
+      testing::expect_bits_independent_of_threads(what + " one row", [&] {
         Tensor a = a_long.detach().requires_grad_(), b = b_long.detach().requires_grad_();
         const Tensor y = fn(slice(a, 0, 3, n + 3), b);
         sum(y * dy_long).backward();
         return Tensors{y, a.grad(), b.grad()};
       });
-      testing::expect_bits_independent_of_threads(std::string(name) + " broadcast " + std::string(dtype_name(dtype)), [&] {
+      testing::expect_bits_independent_of_threads(what + " broadcast", [&] {
         Tensor a = a_rows.detach().requires_grad_(), b = b_row.detach().requires_grad_();
         const Tensor y = fn(a, b);
         sum(y * dy_rows).backward();
