@@ -26,6 +26,10 @@
 //   BM_RmsNorm, BM_Rotary, BM_Swiglu  Llama's ops at W4-like sizes (B 8,
 //            T 256): rms_norm over C 384, rotary on q (8, 6, 256, 64),
 //            swiglu of two (8, 256, 1024); forward, in GB/s moved.
+//   BM_LayerNormBackward/ROWS/C  kernels::cpu::layer_norm_backward alone
+//            (dx, dweight, dbias) on W2's rows (2048, 256) and GPT-2
+//            small's at batch 8 (8192, 768), in GB/s moved; real and CPU
+//            time (compare CPU time on a loaded machine).
 // Threads: REMAT_THREADS (default 1), for OpenMP loops and GEMM alike.
 //   REMAT_THREADS=2 build/bench/bench_kernels --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -39,6 +43,7 @@
 #include "engine/factory.h"
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/parallel.h"
 #include "ops/attention.h"
 #include "ops/binary.h"
@@ -204,6 +209,31 @@ void BM_Swiglu(benchmark::State& state) {
   llama_benchmark(state, [&] { return swiglu(gate, up); }, 3.0 * 4.0 * static_cast<double>(gate.numel()));
 }
 
+// layer_norm's fused backward on (rows, C) float32, with the statistics
+// its forward wrote; every output wanted, as in a GPT block.
+void BM_LayerNormBackward(benchmark::State& state) {
+  use_threads(state);
+  const int64_t rows = state.range(0), c = state.range(1);
+  const Tensor x = uniform({rows, c}, -2.0, 2.0), dout = uniform({rows, c}, -1.0, 1.0);  // (rows, C)
+  const Tensor weight = uniform({c}, 0.5, 1.5), bias = uniform({c}, -1.0, 1.0);          // (C)
+  std::vector<float> y(static_cast<size_t>(rows * c)), dx(y.size()), mean(static_cast<size_t>(rows)),
+      rstd(mean.size()), dweight(static_cast<size_t>(c)), dbias(dweight.size());
+  kernels::cpu::layer_norm_forward<float>(y.data(), mean.data(), rstd.data(), x.data<float>(), weight.data<float>(),
+                                          bias.data<float>(), rows, c, 1e-5);
+  const int64_t blocks = kernels::cpu::layer_norm_backward_blocks(rows, c);
+  std::vector<float> scratch(static_cast<size_t>(kernels::cpu::layer_norm_backward_scratch(blocks, c)));
+  for (auto _ : state) {
+    kernels::cpu::layer_norm_backward<float>(dx.data(), dweight.data(), dbias.data(), scratch.data(),
+                                             dout.data<float>(), x.data<float>(), weight.data<float>(), mean.data(),
+                                             rstd.data(), rows, c, blocks);
+    benchmark::DoNotOptimize(dx.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = 3.0 * 4.0 * static_cast<double>(rows * c);  // read x and dout, write dx
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["GB/s"] = giga_per_second(bytes);
+}
+
 // W2's attention shapes: (B, H, T, D) heads, (B, H, T, T) scores.
 constexpr int64_t kB = 16, kH = 4, kT = 128, kD = 64;
 
@@ -297,6 +327,8 @@ BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RmsNorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Rotary)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Swiglu)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_LayerNormBackward)->Args({2048, 256})->Args({8192, 768})->Unit(benchmark::kMicrosecond)->UseRealTime()
+    ->MeasureProcessCPUTime();
 BENCHMARK(BM_AttentionScores)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionMask)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionSoftmax)->Unit(benchmark::kMillisecond)->UseRealTime();

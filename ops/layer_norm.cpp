@@ -88,18 +88,18 @@ class LayerNormNode final : public Node {
     if (needs_input_grad(0)) dx = Tensor(x.shape(), x.dtype(), x.device());
     if (has_weight_ && needs_input_grad(1)) dweight = Tensor({channels}, x.dtype(), x.device());
     if (has_bias_ && needs_input_grad(bias_index)) dbias = Tensor({channels}, x.dtype(), x.device());
-    // The CPU kernel's split over threads sizes its scratch (partial sums),
-    // which the op allocates so that it is counted; a rehearsal on the meta
-    // device counts the same bytes.
-    const int64_t workers = kernels::cpu::layer_norm_backward_workers(rows, channels);
+    // The CPU kernel's blocks of rows size its scratch (dweight's and
+    // dbias's partial sums), which the op allocates so that it is counted; a
+    // rehearsal on the meta device counts the same bytes.
+    const int64_t blocks = kernels::cpu::layer_norm_backward_blocks(rows, channels);
     const bool sums = dweight.defined() || dbias.defined();
-    const int64_t scratch_size = sums ? kernels::cpu::layer_norm_backward_scratch(workers, channels) : 0;
+    const int64_t scratch_size = sums ? kernels::cpu::layer_norm_backward_scratch(blocks, channels) : 0;
     const Tensor scratch = scratch_size > 0 ? Tensor({scratch_size}, x.dtype(), x.device()) : Tensor();
     dispatch_floating(x.dtype(), name(), [&]<class T>() {
       run_kernel(dout, name(), [&](auto stream) {
         const auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
         layer_norm_backward<T>(ptr(dx), ptr(dweight), ptr(dbias), ptr(scratch), dout.data<T>(), x.data<T>(),
-                               ptr(weight), mean.data<T>(), rstd.data<T>(), rows, channels, workers, stream);
+                               ptr(weight), mean.data<T>(), rstd.data<T>(), rows, channels, blocks, stream);
       });
     });
     Tensors grads{dx};

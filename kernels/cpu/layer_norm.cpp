@@ -1,13 +1,16 @@
 // Layer normalisation kernels; see layer_norm.h. Rows are independent, so
-// both passes split rows over threads above 2 * kParallelGrain elements; the
-// column sums dweight and dbias go to per-worker partial rows, added in a
-// fixed order at the end so the result is the same from run to run.
+// both passes split rows over threads above 2 * kParallelGrain elements;
+// the column sums dweight and dbias go to a partial row per block of rows
+// fixed by the shape, added in block order at the end: the same bits from
+// run to run and at any thread count (Note [Row blocks fixed by the shape]).
 #include "kernels/cpu/layer_norm.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/row_block_sums.h"
 
 namespace remat::kernels::cpu {
 namespace {
@@ -133,40 +136,18 @@ void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T*
   }
 }
 
-int64_t layer_norm_backward_workers(int64_t rows, int64_t channels) {
-  if (rows * channels < 2 * kParallelGrain) return 1;
-  return std::max<int64_t>(1, std::min<int64_t>(num_threads(), rows));
+int64_t layer_norm_backward_blocks(int64_t rows, int64_t channels) { return row_block_count(rows, channels); }
+int64_t layer_norm_backward_scratch(int64_t blocks, int64_t channels) {
+  return row_block_scratch(blocks, 2, channels);  // (blocks, 2, C): dweight's partial, then dbias's
 }
 
 template <class T>
 void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout, const T* x, const T* weight,
-                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers, Host) {
-  if (dweight) std::fill(dweight, dweight + channels, T(0));
-  if (dbias) std::fill(dbias, dbias + channels, T(0));
-  if (workers <= 1) return backward_rows_dispatch(dx, dweight, dbias, dout, x, weight, mean, rstd, 0, rows, channels);
-  // Worker w takes a contiguous block of rows and sums into its own partial
-  // rows of scratch (workers, 2, C): dweight's, then dbias's.
-  const bool sums = dweight || dbias;
-  if (sums) std::fill(scratch, scratch + layer_norm_backward_scratch(workers, channels), T(0));
-  const int64_t block = (rows + workers - 1) / workers;
-#pragma omp parallel for schedule(static)
-  for (int64_t w = 0; w < workers; ++w) {
-    T* part = sums ? scratch + w * 2 * channels : nullptr;
-    backward_rows_dispatch(dx, dweight ? part : nullptr, dbias ? part + channels : nullptr, dout, x, weight, mean,
-                           rstd, std::min(rows, w * block), std::min(rows, (w + 1) * block), channels);
-  }
-  if (!sums) return;
-  for (int64_t w = 0; w < workers; ++w) {  // a fixed order: deterministic sums
-    const T* part = scratch + w * 2 * channels;
-    if (dweight) {
-#pragma omp simd
-      for (int64_t j = 0; j < channels; ++j) dweight[j] += part[j];
-    }
-    if (dbias) {
-#pragma omp simd
-      for (int64_t j = 0; j < channels; ++j) dbias[j] += part[channels + j];
-    }
-  }
+                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t blocks, Host) {
+  sum_over_row_blocks<2>(std::array<T*, 2>{dweight, dbias}, scratch, rows, channels, blocks,
+                         [&](const std::array<T*, 2>& sums, int64_t begin, int64_t end) {
+    backward_rows_dispatch(dx, sums[0], sums[1], dout, x, weight, mean, rstd, begin, end, channels);
+  });
 }
 
 #define REMAT_INSTANTIATE_LAYER_NORM(T)                                                                    \

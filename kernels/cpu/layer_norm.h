@@ -27,25 +27,24 @@ template <class T>
 void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T* weight, const T* bias, int64_t rows,
                       int64_t channels, Host = {});
 
-// Workers layer_norm_backward splits rows over (1: serial), and the scratch
-// elements it then needs when dweight or dbias is wanted: per-worker partial
-// sums of dweight and dbias, (workers, 2, C), or 0 when serial. Workers
-// depend on rows * C and num_threads().
-int64_t layer_norm_backward_workers(int64_t rows, int64_t channels);
-inline int64_t layer_norm_backward_scratch(int64_t workers, int64_t channels) {
-  return workers > 1 ? workers * 2 * channels : 0;
-}
+// The blocks of rows layer_norm_backward sums dweight and dbias over (1:
+// straight into them), and the scratch elements it then needs when either
+// is wanted: a partial sum of each per block, (blocks, 2, C), or 0 for one
+// block. Blocks depend on rows and C alone, never on the thread count
+// (Note [Row blocks fixed by the shape], kernels/cpu/row_block_sums.h).
+int64_t layer_norm_backward_blocks(int64_t rows, int64_t channels);
+int64_t layer_norm_backward_scratch(int64_t blocks, int64_t channels);
 
 // With xhat = (x - mean) * rstd and g = dout * weight, per row:
 //   dx = rstd * (g - mean_C(g) - xhat * mean_C(g * xhat))
-//   dweight += dout * xhat,  dbias += dout     (summed over rows)
+//   dweight += dout * xhat,  dbias += dout     (block partials added in block order)
 // dx, dweight, dbias may each be null (not wanted); weight may be null (1).
-// scratch holds layer_norm_backward_scratch(workers, C) elements (may be
-// null when neither dweight nor dbias is wanted); workers
-// comes from layer_norm_backward_workers(). The result does not depend on
-// how many threads OpenMP actually runs, only on `workers`.
+// scratch holds layer_norm_backward_scratch(blocks, C) elements (may be
+// null when neither dweight nor dbias is wanted); blocks comes from
+// layer_norm_backward_blocks(). Threads take whole blocks (rows for dx):
+// bits do not depend on them.
 template <class T>
 void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout, const T* x, const T* weight,
-                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers, Host = {});
+                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t blocks, Host = {});
 
 }  // namespace remat::kernels::cpu

@@ -1,9 +1,10 @@
 // Fused optimizer updates; see optim.h.
 //
-// Each update is one loop over the elements, split across threads above
-// kParallelGrain like the elementwise kernels of unary.cpp. The order of the
-// operations follows PyTorch's single-tensor implementations step by step,
-// so that a float64 run agrees with the formulas to rounding. The update of
+// Each update is one loop over the elements, split across threads in the
+// chunks of in_chunks (parallel.h), fixed by n, like the elementwise kernels
+// of unary.cpp. The order of the operations follows PyTorch's single-tensor
+// implementations step by step, so that a float64 run agrees with the
+// formulas to rounding. The update of
 // one element is kernels/math.h's, shared with the CUDA kernels.
 #include "kernels/cpu/optim.h"
 
@@ -17,18 +18,18 @@
 namespace remat::kernels::cpu {
 namespace {
 
-// Runs body(i) for i in [0, n), on every thread when n is large enough.
-// Each thread calls a copy of body of its own, so that the captured
-// pointers stay in registers and the loop vectorises (through the shared
-// one GCC reloaded them after every store, and SGD's update ran scalar).
+// Runs body(i) for i in [0, n), in the chunks of in_chunks (parallel.h):
+// the same bits at any thread count. Each chunk calls a copy of body of
+// its own, so that the captured pointers stay in registers and the loop
+// vectorises (through the shared one GCC reloaded them after every store,
+// and SGD's update ran scalar).
 template <class Body>
 inline void elementwise(int64_t n, Body body) {
-#pragma omp parallel if (n >= 2 * kParallelGrain)
-  {
+  in_chunks(n, [&body](int64_t begin, int64_t end) {
     const Body local = body;
-#pragma omp for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) local(i);
-  }
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) local(i);
+  });
 }
 
 }  // namespace

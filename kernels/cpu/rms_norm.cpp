@@ -2,13 +2,15 @@
 // forward and dx split rows over threads above 2 * kParallelGrain
 // elements. dweight, a column sum, goes to a partial row per fixed block
 // of rows, added in block order at the end: the same bits from run to run
-// and at any thread count.
+// and at any thread count (Note [Row blocks fixed by the shape]).
 #include "kernels/cpu/rms_norm.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/row_block_sums.h"
 
 namespace remat::kernels::cpu {
 namespace {
@@ -108,32 +110,16 @@ void rms_norm_apply(T* out, const T* rstd, const T* x, const T* weight, int64_t 
   for (int64_t r = 0; r < rows; ++r) scale_row(out + r * channels, x + r * channels, weight, rstd[r], channels);
 }
 
-int64_t rms_norm_backward_blocks(int64_t rows, int64_t channels) {
-  if (rows * channels < 2 * kParallelGrain) return 1;
-  const int64_t wanted = (rows * channels + kParallelGrain - 1) / kParallelGrain;
-  return std::clamp<int64_t>(wanted, 1, std::min(rows, kMaxRmsNormBlocks));
-}
+int64_t rms_norm_backward_blocks(int64_t rows, int64_t channels) { return row_block_count(rows, channels); }
+int64_t rms_norm_backward_scratch(int64_t blocks, int64_t channels) { return row_block_scratch(blocks, 1, channels); }
 
 template <class T>
 void rms_norm_backward(T* dx, T* dweight, T* scratch, const T* dout, const T* x, const T* weight, const T* rstd,
                        int64_t rows, int64_t channels, int64_t blocks, Host) {
-  if (dweight) std::fill(dweight, dweight + channels, T(0));
-  if (blocks <= 1) return backward_rows_dispatch(dx, dweight, dout, x, weight, rstd, 0, rows, channels);
-  // Block b takes a contiguous range of rows and sums into its own partial
-  // row of scratch (blocks, C); a thread takes whole blocks.
-  if (dweight) std::fill(scratch, scratch + rms_norm_backward_scratch(blocks, channels), T(0));
-  const int64_t block_rows = (rows + blocks - 1) / blocks;
-#pragma omp parallel for schedule(static) if (num_threads() > 1)
-  for (int64_t b = 0; b < blocks; ++b) {
-    backward_rows_dispatch(dx, dweight ? scratch + b * channels : nullptr, dout, x, weight, rstd,
-                           std::min(rows, b * block_rows), std::min(rows, (b + 1) * block_rows), channels);
-  }
-  if (!dweight) return;
-  for (int64_t b = 0; b < blocks; ++b) {  // a fixed order: deterministic sums
-    const T* part = scratch + b * channels;
-#pragma omp simd
-    for (int64_t j = 0; j < channels; ++j) dweight[j] += part[j];
-  }
+  sum_over_row_blocks<1>(std::array<T*, 1>{dweight}, scratch, rows, channels, blocks,
+                         [&](const std::array<T*, 1>& sums, int64_t begin, int64_t end) {
+    backward_rows_dispatch(dx, sums[0], dout, x, weight, rstd, begin, end, channels);
+  });
 }
 
 #define REMAT_INSTANTIATE_RMS_NORM(T)                                                                          \

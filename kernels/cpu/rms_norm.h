@@ -23,16 +23,13 @@ void rms_norm_forward(T* out, T* rstd, const T* x, const T* weight, int64_t rows
 template <class T>
 void rms_norm_apply(T* out, const T* rstd, const T* x, const T* weight, int64_t rows, int64_t channels, Host = {});
 
-// The blocks of rows rms_norm_backward sums dweight in (1: straight into
+// The blocks of rows rms_norm_backward sums dweight over (1: straight into
 // dweight), and the scratch elements it then needs when dweight is wanted:
-// a partial sum per block, (blocks, C), or 0 for one block. Blocks depend on
-// rows and C alone (about kParallelGrain elements each, at most
-// kMaxRmsNormBlocks), never on the thread count, so dweight's bits do not.
-inline constexpr int64_t kMaxRmsNormBlocks = 64;
+// a partial sum per block, (blocks, C), or 0 for one block. Blocks depend
+// on rows and C alone, never on the thread count, so dweight's bits do not
+// (Note [Row blocks fixed by the shape], kernels/cpu/row_block_sums.h).
 int64_t rms_norm_backward_blocks(int64_t rows, int64_t channels);
-inline int64_t rms_norm_backward_scratch(int64_t blocks, int64_t channels) {
-  return blocks > 1 ? blocks * channels : 0;
-}
+int64_t rms_norm_backward_scratch(int64_t blocks, int64_t channels);
 
 // With xhat = x * rstd and g = dout * weight, per row:
 //   dx = rstd * (g - xhat * mean_C(g * xhat))

@@ -77,21 +77,19 @@ void for_each_row(const std::vector<int64_t>& shape, const std::array<const std:
     return offsets;
   };
 
+  if (parallel && rows == 1) {
+    // One long row: in in_chunks's chunks, which are the same at any thread
+    // count, so each element sits at the same place of a row call.
+    in_chunks(n, [&](int64_t begin, int64_t end) {
+      std::array<int64_t, K> offsets;
+      for (size_t k = 0; k < K; ++k) offsets[k] = begin * inner[k];
+      row(offsets, end - begin, inner);
+    });
+    return;
+  }
   if (parallel && rows * n >= 2 * kParallelGrain && num_threads() > 1) {
-    if (rows == 1) {
-      // One long row: split it into chunks.
-      const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
 #pragma omp parallel for schedule(static)
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t begin = c * kParallelGrain;
-        std::array<int64_t, K> offsets;
-        for (size_t k = 0; k < K; ++k) offsets[k] = begin * inner[k];
-        row(offsets, std::min(kParallelGrain, n - begin), inner);
-      }
-    } else {
-#pragma omp parallel for schedule(static)
-      for (int64_t r = 0; r < rows; ++r) row(offsets_of_row(r), n, inner);
-    }
+    for (int64_t r = 0; r < rows; ++r) row(offsets_of_row(r), n, inner);
     return;
   }
   for (int64_t r = 0; r < rows; ++r) row(offsets_of_row(r), n, inner);

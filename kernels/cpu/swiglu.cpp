@@ -1,10 +1,10 @@
-// SwiGLU kernels; see swiglu.h. Elementwise, so split over threads in
-// chunks of kParallelGrain above twice that (bits independent of the
-// split). float runs on Float32x8 lanes with clamped_exp, four vectors in
-// flight and one zero-padded vector for the last elements, exactly as
-// unary.cpp runs silu (Note [CPU lanes]): each element's silu is the same
-// code on the same value wherever it sits, so it has silu's bits. double
-// runs one element a step with std::exp.
+// SwiGLU kernels; see swiglu.h. Elementwise, so split over threads in the
+// chunks of in_chunks (parallel.h), kParallelGrain elements, a multiple of
+// kLanes: bits independent of the threads. float runs on Float32x8 lanes
+// with clamped_exp, four vectors in flight and one zero-padded vector for
+// the last elements, exactly as unary.cpp runs silu (Note [CPU lanes]):
+// each element's silu is the same code on the same value wherever it sits,
+// so it has silu's bits. double runs one element a step with std::exp.
 #include "kernels/cpu/swiglu.h"
 
 #include <algorithm>
@@ -19,16 +19,6 @@ namespace remat::kernels::cpu {
 namespace {
 
 constexpr int64_t kLanes = 8;  // floats in a Float32x8
-
-// Runs run(begin, end) over [0, n): once for small n or one thread, else
-// in chunks of kParallelGrain (a multiple of kLanes) over the threads.
-template <class Run>
-void in_chunks(int64_t n, Run run) {
-  if (n < 2 * kParallelGrain || num_threads() == 1) return run(0, n);
-  const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) run(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain));
-}
 
 // unary.cpp's device functions for Silu: clamped_exp on lanes, and the
 // standard library's exp for double (fast_exp(double) is std::exp).

@@ -1,5 +1,5 @@
 // The unary kernels: one loop for every math of kernels/unary_math.h,
-// split across threads above kParallelGrain elements; the compiler
+// split across threads in the chunks of in_chunks (parallel.h); the compiler
 // vectorises it, or, for a math that asks, it runs four vectors at a time
 // by hand (Note [CPU lanes]).
 #include "kernels/cpu/unary.h"
@@ -15,16 +15,6 @@
 
 namespace remat::kernels::cpu {
 namespace {
-
-// Runs run(begin, end) over [0, n): once for small n or one thread, else
-// in chunks of kParallelGrain spread over the threads.
-template <class Run>
-inline void in_chunks(int64_t n, Run run) {
-  if (n < 2 * kParallelGrain || num_threads() == 1) return run(0, n);
-  const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) run(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain));
-}
 
 // Runs body(i) for i in [0, n) as a plain vector loop. Each chunk calls a
 // copy of body of its own: through the shared one, GCC reloaded the

@@ -205,7 +205,7 @@ void layer_norm_apply(T* out, const T* mean, const T* rstd, const T* x, const T*
 
 template <class T>
 void layer_norm_backward(T* dx, T* dweight, T* dbias, T* scratch, const T* dout, const T* x, const T* weight,
-                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t workers, Stream stream) {
+                         const T* mean, const T* rstd, int64_t rows, int64_t channels, int64_t, Stream stream) {
   if (dx && rows > 0) {
     launch("layer_norm_backward_dx_rows", backward_dx_rows<T>, {warp_row_blocks(rows), kThreads}, stream, dx, dout, x,
            weight, mean, rstd, rows, channels);

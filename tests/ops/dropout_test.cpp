@@ -1,6 +1,7 @@
 // dropout: the mask is the one the spec defines from Philox at (seed,
-// offset), kept values are scaled exactly, the same seed gives the same mask,
-// backward and replay draw the forward mask again, and the node saves no bytes.
+// offset), kept values are scaled exactly, the same seed gives the same mask
+// at any thread count, backward and replay draw the forward mask again, and
+// the node saves no bytes.
 #include "ops/dropout.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "ops/ops.h"
 #include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/thread_counts.h"
 
 namespace remat {
 namespace {
@@ -164,6 +166,22 @@ TEST(Dropout, POutsideRangeIsAnError) {
     EXPECT_TRUE(contains(message, fmt::format("p = {}", p))) << message;
   }
   EXPECT_THROW(dropout(x, 1.0, false), Error);
+}
+
+// The mask, the values and the gradient at 1, 2 and 3 threads bit for bit:
+// 300001 elements, split in groups of four (one Philox call each).
+TEST(Dropout, BitsDoNotDependOnTheThreadCount) {
+  for (const DType dtype : {DType::Float32, DType::Float64}) {
+    Generator values(67);
+    const Tensor x = uniform({300001}, -1, 1, dtype, values), dy = uniform({300001}, -1, 1, dtype, values);
+    testing::expect_bits_independent_of_threads("dropout " + std::string(dtype_name(dtype)), [&] {
+      Generator g(68);
+      Tensor leaf = x.detach().requires_grad_();
+      const Tensor y = dropout(leaf, 0.25, true, g);
+      sum(y * dy).backward();
+      return Tensors{y, leaf.grad()};
+    });
+  }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // layer_norm: a hand case, the fused op against layer_norm_reference (values
-// and gradients, serial and threaded), float64 gradient checks, float32
-// precision, and errors.
+// and gradients, serial and threaded), the same bits at any thread count,
+// float64 gradient checks, float32 precision, and errors.
 #include "ops/layer_norm.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/replay_counter.h"
+#include "tests/support/thread_counts.h"
 
 namespace remat {
 namespace {
@@ -93,28 +94,37 @@ TEST(LayerNorm, FusedMatchesReference) { expect_fused_matches_reference({3, 5, 7
 
 TEST(LayerNorm, FusedMatchesReferenceOnTheThreadedPath) {
   // 512 * 160 = 81920 elements: above 2 * kParallelGrain, so rows (and the
-  // dweight/dbias partial sums) are split over two workers.
+  // dweight/dbias partial sums) are split in blocks over two threads.
   const TwoThreads two;
   expect_fused_matches_reference({4, 128, 160}, 1e-11, 21);
 }
 
-TEST(LayerNorm, ThreadedEqualsSerial) {
-  // Same dweight with one worker and with two, up to float64 rounding of the sums.
-  Tensor x = random_leaf({512, 160}, -1, 1, 31), w = random_leaf({160}, 0.5, 1.5, 32);
-  Tensor b = random_leaf({160}, -1, 1, 33);
-  const Tensor dy = random_leaf({512, 160}, -1, 1, 34).detach();
-  sum(layer_norm(x, w, b) * dy).backward();
-  const Tensor dx1 = x.grad(), dw1 = w.grad(), db1 = b.grad();
-  x.set_grad(Tensor());
-  w.set_grad(Tensor());
-  b.set_grad(Tensor());
-  {
-    const TwoThreads two;
-    sum(layer_norm(x, w, b) * dy).backward();
+// Every output and gradient at 1, 2 and 3 threads, bit for bit: dweight's
+// and dbias's partial sums go by blocks of rows fixed by the shape, not by
+// the threads (Note [Row blocks fixed by the shape]). 8 * 96 * 384 elements
+// make 64 blocks (the most); 520 * 160 make 3, and rows that do not divide
+// into them evenly. Each dtype, with and without weight.
+TEST(LayerNorm, BitsDoNotDependOnTheThreadCount) {
+  for (const DType dtype : {DType::Float32, DType::Float64}) {
+    for (const Shape& shape : {Shape{8, 96, 384}, Shape{520, 160}}) {
+      Generator g(35);
+      const int64_t c = shape.back();
+      const Tensor x = uniform(shape, -2, 2, dtype, g), dy = uniform(shape, -1, 1, dtype, g);
+      const Tensor w = uniform({c}, 0.5, 1.5, dtype, g), b = uniform({c}, -1, 1, dtype, g);
+      for (const bool with_weight : {true, false}) {
+        testing::expect_bits_independent_of_threads(
+            std::string(dtype_name(dtype)) + " " + str(shape) + (with_weight ? " with weight" : " without weight"),
+            [&] {
+              Tensor xl = x.detach().requires_grad_(), wl = w.detach().requires_grad_(), bl = b.detach().requires_grad_();
+              const Tensor y = layer_norm(xl, with_weight ? wl : Tensor(), bl);
+              sum(y * dy).backward();
+              Tensors outputs{y, xl.grad(), bl.grad()};
+              if (with_weight) outputs.push_back(wl.grad());
+              return outputs;
+            });
+      }
+    }
   }
-  expect_close(x.grad(), dx1, 0, "dx");  // rows are independent: bit-identical
-  expect_close(w.grad(), dw1, 1e-12, "dweight");
-  expect_close(b.grad(), db1, 1e-12, "dbias");
 }
 
 // A replay normalises with the statistics its first forward saved, in one

@@ -1,4 +1,5 @@
-// matmul, linear and affine: hand cases, gradients, transposed views, errors.
+// matmul, linear and affine: hand cases, gradients, transposed views, errors,
+// and the same bits at any thread count.
 #include "ops/matmul.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include "ops/ops.h"
 #include "tests/support/errors.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/thread_counts.h"
 
 namespace remat {
 namespace {
@@ -233,6 +235,35 @@ TEST(Affine, ShapeMismatchNamesBothShapes) {
   const std::string bias = testing::error_of([] { affine(zeros({2, 3}), zeros({3, 4}), zeros({3})); });
   EXPECT_TRUE(testing::contains(bias, "affine")) << bias;
   EXPECT_TRUE(testing::contains(bias, "(3, 4)")) << bias;
+}
+
+// matmul (one large product, and a batch of small ones that threads split
+// by matrix), linear, affine and affine_gelu with their bias gradients
+// (sums over rows), values and gradients at 1, 2 and 3 threads bit for bit.
+TEST(Matmul, BitsDoNotDependOnTheThreadCount) {
+  for (const DType dtype : {DType::Float32, DType::Float64}) {
+    Generator g(66);
+    const Tensor a = uniform({384, 256}, -1, 1, dtype, g), b = uniform({256, 320}, -1, 1, dtype, g);
+    const Tensor qa = uniform({4, 12, 128, 64}, -1, 1, dtype, g), qb = uniform({4, 12, 64, 128}, -1, 1, dtype, g);
+    const Tensor x = uniform({4, 128, 256}, -1, 1, dtype, g), w = uniform({320, 256}, -1, 1, dtype, g);
+    const Tensor wt = uniform({256, 320}, -1, 1, dtype, g), bias = uniform({320}, -1, 1, dtype, g);
+    const Tensor dy = uniform({384, 320}, -1, 1, dtype, g), dq = uniform({4, 12, 128, 128}, -1, 1, dtype, g);
+    const Tensor dx = uniform({4, 128, 320}, -1, 1, dtype, g);
+    testing::expect_bits_independent_of_threads("matmul " + std::string(dtype_name(dtype)), [&] {
+      Tensor al = a.detach().requires_grad_(), bl = b.detach().requires_grad_();
+      Tensor qal = qa.detach().requires_grad_(), qbl = qb.detach().requires_grad_();
+      const Tensor y = matmul(al, bl), yq = matmul(qal, qbl);
+      (sum(y * dy) + sum(yq * dq)).backward();
+      return Tensors{y, yq, al.grad(), bl.grad(), qal.grad(), qbl.grad()};
+    });
+    testing::expect_bits_independent_of_threads("linear, affine, affine_gelu " + std::string(dtype_name(dtype)), [&] {
+      Tensor xl = x.detach().requires_grad_(), wl = w.detach().requires_grad_(), wtl = wt.detach().requires_grad_();
+      Tensor bl = bias.detach().requires_grad_();
+      const Tensor y = linear(xl, wl, bl), ya = affine(xl, wtl, bl), yg = affine_gelu(xl, wtl, bl);
+      (sum(y * dx) + sum(ya * dx) + sum(yg * dx)).backward();
+      return Tensors{y, ya, yg, xl.grad(), wl.grad(), wtl.grad(), bl.grad()};
+    });
+  }
 }
 
 }  // namespace

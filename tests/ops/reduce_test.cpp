@@ -1,5 +1,6 @@
 // sum, mean, max, argmax: hand cases over all, one and several axes,
-// keepdim and negative axes, ties, gradients and bad axes.
+// keepdim and negative axes, ties, gradients, bad axes, and the same bits
+// at any thread count.
 #include "ops/reduce.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 
 #include "ops/ops.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/thread_counts.h"
 
 namespace remat {
 namespace {
@@ -152,6 +154,22 @@ TEST(Reduce, BadAxisIsAnError) {
     const std::string message = e.what();
     EXPECT_NE(message.find("sum"), std::string::npos) << message;
     EXPECT_NE(message.find("2"), std::string::npos) << message;
+  }
+}
+
+// sum and mean over all, the first and the last axes, and max along one,
+// values and gradients, at 1, 2 and 3 threads bit for bit on (512, 300).
+TEST(Reduce, BitsDoNotDependOnTheThreadCount) {
+  for (const DType dtype : {DType::Float32, DType::Float64}) {
+    Generator g(65);
+    const Tensor x = uniform({512, 300}, -1, 1, dtype, g);
+    const Tensor dy0 = uniform({300}, -1, 1, dtype, g), dy1 = uniform({512}, -1, 1, dtype, g);
+    testing::expect_bits_independent_of_threads("reductions " + std::string(dtype_name(dtype)), [&] {
+      Tensor leaf = x.detach().requires_grad_();
+      const Tensor all = sum(leaf), rows = sum(leaf, {0}), cols = mean(leaf, {1}), best = max(leaf, 1);
+      (all + sum(rows * dy0) + sum(cols * dy1) + sum(best * dy1)).backward();
+      return Tensors{all, rows, cols, best, leaf.grad()};
+    });
   }
 }
 

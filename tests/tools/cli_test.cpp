@@ -253,6 +253,71 @@ TEST(Cli, BenchPrintsTheWorkloadFieldsAsJson) {
   }
 }
 
+// The "weights_digest" field of a bench --json run (the weights after its
+// steps), or "" when there is none.
+std::string weights_digest(const Outcome& run) {
+  const std::string key = "\"weights_digest\":\"";
+  const size_t at = run.out.find(key);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size();
+  return run.out.substr(begin, run.out.find('"', begin) - begin);
+}
+
+// W2's weights after one step at 1 and 2 threads, which differed while
+// layer_norm's backward summed dweight and dbias per thread (Note [Row
+// blocks fixed by the shape]). Every library and W1 too: CliSlow below.
+TEST(Cli, W2sWeightsDoNotDependOnTheThreadCount) {
+  std::string first;
+  for (const int threads : {1, 2}) {
+    const Outcome run =
+        run_remat("bench --workload W2 --steps 1 --warmup 0 --json --threads " + std::to_string(threads));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const std::string digest = weights_digest(run);
+    ASSERT_FALSE(digest.empty()) << run.output;
+    if (threads == 1) first = digest;
+    EXPECT_EQ(digest, first) << threads << " threads against 1";
+  }
+}
+
+// REMAT_GEMM set for a scope (the float32 GEMM library of the runs in it),
+// then as it was.
+class GemmLibraryEnv {
+ public:
+  explicit GemmLibraryEnv(const char* library) {
+    if (const char* before = std::getenv("REMAT_GEMM")) before_ = before;
+    ::setenv("REMAT_GEMM", library, 1);
+  }
+  ~GemmLibraryEnv() {
+    if (before_.empty()) ::unsetenv("REMAT_GEMM");
+    else ::setenv("REMAT_GEMM", before_.c_str(), 1);
+  }
+  GemmLibraryEnv(const GemmLibraryEnv&) = delete;
+  GemmLibraryEnv& operator=(const GemmLibraryEnv&) = delete;
+
+ private:
+  std::string before_;
+};
+
+// W1's and W2's weights after two steps (the optimizer's state read once)
+// at 1, 2 and 3 threads, on each float32 GEMM library.
+TEST(CliSlow, WeightsDoNotDependOnTheThreadCountOnEitherGemmLibrary) {
+  for (const char* library : {"blis", "onednn"}) {
+    const GemmLibraryEnv gemm(library);
+    for (const char* workload : {"W1", "W2"}) {
+      std::string first;
+      for (const int threads : {1, 2, 3}) {
+        const Outcome run = run_remat(std::string("bench --workload ") + workload +
+                                      " --steps 2 --warmup 0 --json --threads " + std::to_string(threads));
+        ASSERT_EQ(run.exit_code, 0) << run.output;
+        const std::string digest = weights_digest(run);
+        ASSERT_FALSE(digest.empty()) << run.output;
+        if (threads == 1) first = digest;
+        EXPECT_EQ(digest, first) << workload << " on " << library << ", " << threads << " threads against 1";
+      }
+    }
+  }
+}
+
 // A tiny kjv-gpt run on a file of this test, so that a flag accepted by
 // mistake costs a second, not the default run.
 std::string tiny_kjv(const std::string& flags) {
