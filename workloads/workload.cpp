@@ -60,7 +60,8 @@ void rehearse(scheduler::Checkpointer& checkpointer, const Workload& workload) {
 }
 
 // plan_workload on the meta device: the model is made on the CPU (its
-// initialisation reads its weights), its step rehearsed, nothing computed.
+// initialisation reads its weights; a Llama's is made on the meta device,
+// build_workload), its step rehearsed, nothing computed.
 WorkloadPlan rehearse_workload(WorkloadOptions options, const scheduler::PlanOptions& plan_options) {
   scheduler::Checkpointer checkpointer(plan_options, Device::cpu());
   options.device = "cpu";
