@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,6 +87,9 @@ struct WorkloadOptions {
   // A model of the user's instead of `workload` (reported under its
   // description, describe()), and the attention of any GPT.
   ModelSpec model;
+  // Told what plan_workload and resolve_budget start on ("rehearsing ...",
+  // "planning ..."), for the phases that may take seconds; may be empty.
+  std::function<void(const std::string& line)> progress;
 };
 
 struct WorkloadReport {
