@@ -92,8 +92,8 @@ Workload build_llama(nn::LlamaConfig config, const std::string& hf_dir, int64_t 
   return {model, [=] { return model->forward(ids, targets).loss; }, true, kLlamaLr};
 }
 
-// config.json's model_type in a Hugging Face folder ("" where the file or
-// the key is not there: the GPT-2 loader then names what is missing).
+}  // namespace
+
 std::string hf_model_type(const std::string& folder) {
   std::ifstream file(std::filesystem::path(folder) / "config.json");
   if (!file) return "";
@@ -101,6 +101,8 @@ std::string hf_model_type(const std::string& folder) {
   return j.is_object() && j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>()
                                                                                   : "";
 }
+
+namespace {
 
 // A model of the user's (ModelSpec), on a fixed random batch; `meta`: see
 // build_llama.

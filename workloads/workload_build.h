@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "engine/tensor.h"
 #include "nn/module.h"
@@ -39,6 +40,10 @@ ModelSpec llama_workload(const std::string& workload);
 // read from an --hf folder but its config.json), so that one of any size
 // can be planned; the other models are built on the CPU.
 Workload build_workload(const WorkloadOptions& options, bool rehearsal = false);
+
+// config.json's model_type in a Hugging Face folder ("llama", "gpt2"), or ""
+// where the file or the key is not there (the loaders name what is missing).
+std::string hf_model_type(const std::string& folder);
 
 // SGD (no momentum: no state) or AdamW (two float32 tensors of state per
 // parameter, made at its first step), at the workload's learning rate.

@@ -158,11 +158,13 @@ TEST(Cli, TrainTakesAModelOfItsOwn) {
   EXPECT_TRUE(contains(run.output, "give --model or --hf, not both")) << run.output;
   run = run_remat("train --task fashion-mnist --head untied");
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "--head is a flag of --model gpt (task kjv-gpt), not of task fashion-mnist"))
+  EXPECT_TRUE(contains(run.output, "--head is a flag of --model gpt or llama (tasks kjv-gpt, kjv-llama), not of task "
+                                   "fashion-mnist"))
       << run.output;
   run = run_remat("train --epochs 1");
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "give --task fashion-mnist|kjv-gpt, --model gpt|mlp, or --hf DIR")) << run.output;
+  EXPECT_TRUE(contains(run.output, "give --task fashion-mnist|kjv-gpt|kjv-llama, --model gpt|llama|mlp, or --hf DIR"))
+      << run.output;
 
   // A GPT of the user's sizes; an untied head adds vocabulary x channels.
   const std::filesystem::path dir =
@@ -211,7 +213,8 @@ TEST(Cli, VersionNamesTheGemmInUse) {
   const Outcome run = run_remat("--version");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(run.out.starts_with("remat ")) << run.output;
-  EXPECT_TRUE(contains(run.out, "\ngemm: BLIS ")) << run.output;
+  // float32's library: BLIS or oneDNN, by the CPU (kernels/cpu/gemm_library.h).
+  EXPECT_TRUE(contains(run.out, "\ngemm: BLIS ") || contains(run.out, "\ngemm: oneDNN ")) << run.output;
   EXPECT_TRUE(contains(run.out, "by CPUID")) << run.output;
 }
 
@@ -261,6 +264,24 @@ std::string tiny_kjv(const std::string& flags) {
   for (int i = 0; i < 100; ++i) out << "abcd efg\n";
   return "train --task kjv-gpt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --max-steps 1 "
          "--eval-batches 1 --prompt a --threads 1 --text " + text + " " + flags;
+}
+
+// train --model llama is task kjv-llama, sized by the kjv flags and its own;
+// a Llama's flag on kjv-gpt, or the task named against the model, is an error.
+TEST(Cli, TrainTakesALlama) {
+  std::string llama = tiny_kjv("--n-kv-head 1 --intermediate-size 24");
+  llama.replace(llama.find("--task kjv-gpt"), 14, "--model llama");
+  Outcome run = run_remat(llama);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.out, "task kjv-llama: Llama 1 layers x 16 channels, 2 heads, 1 kv heads, MLP 24, "
+                                "context 16, tied head")) << run.out;
+  run = run_remat(tiny_kjv("--n-kv-head 1"));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "train: --n-kv-head is a flag of --task kjv-llama, not of --task kjv-gpt"))
+      << run.output;
+  run = run_remat(tiny_kjv("--model llama"));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "train: --model llama trains task kjv-llama, not --task kjv-gpt")) << run.output;
 }
 
 // CLI11 said "A subcommand is required" for `remat foo` and for `remat`.
