@@ -4,7 +4,8 @@
 The engines run alternately (remat, each PyTorch, remat, ...) for --rounds
 rounds on the same thread count, so that drift of a shared machine falls on
 all. --python names the Pythons whose torch runs bench/torch_reference.py
-(bench/torch_llama.py for W4, which needs PyTorch 2.x):
+(bench/torch_llama.py for W4, which needs PyTorch 2.x; remat's side is
+`remat bench --workload W4`, docs/workloads.md):
 Debian's /usr/bin/python3 (PyTorch 1.13 on Debian's OpenBLAS, the default)
 and, say, a virtual environment with PyTorch 2.x from PyPI (MKL). Per engine
 it reports the median over rounds of each round's median step time, the

@@ -83,6 +83,7 @@ Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape) { ret
 
 Tensor uniform(const Shape& shape, double low, double high, DType dtype, Generator& generator) {
   Tensor out(shape, dtype);
+  if (out.device().is_meta()) return out;  // in a rehearsal (MetaScope): shapes only, nothing drawn
   dispatch_floating(dtype, "uniform", [&]<class T>() {
     fill_random(out.data<T>(), out.numel(), generator,
                 [&](double u, const auto&, int64_t) { return static_cast<T>(low + (high - low) * u); });
@@ -92,6 +93,7 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Generat
 
 Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generator& generator) {
   Tensor out(shape, dtype);
+  if (out.device().is_meta()) return out;  // in a rehearsal: shapes only, nothing drawn
   // Box-Muller on pairs of uniforms drawn from one counter: element i uses
   // the counter of its pair, so the values do not depend on threading.
   dispatch_floating(dtype, "normal", [&]<class T>() {
@@ -113,6 +115,7 @@ Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generato
 Tensor randint(int64_t high, const Shape& shape, Generator& generator) {
   REMAT_CHECK(high > 0, "randint: high must be positive, got {}", high);
   Tensor out(shape, DType::Int64);
+  if (out.device().is_meta()) return out;  // in a rehearsal: shapes only, nothing drawn
   int64_t* data = out.data<int64_t>();
   const int64_t n = out.numel();
   const uint64_t first = generator.reserve(static_cast<uint64_t>((n + 1) / 2));

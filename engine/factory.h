@@ -25,7 +25,10 @@ Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 Tensor from_vector(const std::vector<double>& values, const Shape& shape);
 Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
 
-// Uniform in [low, high) and normal(mean, std), from `generator`.
+// Uniform in [low, high) and normal(mean, std), from `generator`. Inside a
+// MetaScope (engine/meta.h) these and randint give meta tensors of the shape
+// and draw nothing, so a model can be built on the meta device to be
+// planned (nn::Llama; workloads/workload.cpp).
 Tensor uniform(const Shape& shape, double low, double high, DType dtype = DType::Float32,
                Generator& generator = default_generator());
 Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, DType dtype = DType::Float32,

@@ -58,10 +58,12 @@ LlamaConfig resolved(LlamaConfig c) {
 // A bias-free Linear with HF's initialisation, N(0, std) from `init`. The
 // uniform draw of Linear's own (PyTorch's) default goes to a scratch
 // generator, so that `init` yields the normal draws alone, in parameter
-// order.
+// order. Inside a MetaScope (a model built on the meta device, to be
+// planned: engine/meta.h) the weights are meta tensors and nothing is drawn.
 std::shared_ptr<Linear> make_linear(int64_t in, int64_t out, const LlamaConfig& config, Generator& init) {
   Generator scratch(0);
   auto linear = std::make_shared<Linear>(in, out, /*bias=*/false, scratch, config.dtype);
+  if (linear->weight().device().is_meta()) return linear;
   NoGradGuard no_grad;
   const Tensor w = normal(linear->weight().shape(), 0.0, config.initializer_range, config.dtype, init);
   std::copy_n(static_cast<const char*>(w.raw_data()), w.nbytes(), static_cast<char*>(linear->weight().raw_data()));

@@ -126,6 +126,9 @@ struct LlamaOutput {
   Tensor loss;    // scalar, when targets were given
 };
 
+// Built inside a MetaScope (engine/meta.h), its parameters are meta tensors
+// holding no values and nothing is drawn: a model of any size to rehearse
+// and plan (`remat explain --model llama --device meta`).
 class Llama : public Module {
  public:
   explicit Llama(const LlamaConfig& config);

@@ -13,10 +13,14 @@
 
 #include "comm/mpi.h"
 #include "engine/allocator.h"
+#include "engine/autograd.h"
 #include "engine/factory.h"
 #include "kernels/cpu/parallel.h"
+#include "ops/ops.h"
 #include "nn/gpt.h"
 #include "nn/gpt2_pretrained.h"
+#include "nn/llama.h"
+#include "nn/llama_pretrained.h"
 #include "nn/safetensors.h"
 #include "scheduler/plan.h"
 #include "scheduler/profile_json.h"
@@ -85,12 +89,19 @@ TrainingArguments trainer_arguments(const KjvGptOptions& o) {
   return args;
 }
 
+std::string task_name(const KjvGptOptions& options) { return "kjv-" + options.model; }
+
 std::string run_header(const KjvGptOptions& o, const TrainingArguments& args) {
+  const bool llama = o.model == "llama";
+  const std::string sizes =
+      llama ? fmt::format("Llama {} layers x {} channels, {} heads, {} kv heads, MLP {}, context {}", o.n_layer,
+                          o.n_embd, o.n_head, o.n_kv_head, o.intermediate_size, o.block_size)
+            : fmt::format("GPT {} layers x {} channels, {} heads, context {}", o.n_layer, o.n_embd, o.n_head,
+                          o.block_size);
   const std::string model = o.init_from.empty()
-                                ? fmt::format("GPT {} layers x {} channels, {} heads, context {}, {} head", o.n_layer,
-                                              o.n_embd, o.n_head, o.block_size, o.tie_weights ? "tied" : "untied")
-                                : fmt::format("GPT of {}/config.json", o.init_from);
-  return fmt::format("task kjv-gpt: {}, batch {} per rank, AdamW lr {}, {}{}, {} threads; {}", model,
+                                ? fmt::format("{}, {} head", sizes, o.tie_weights ? "tied" : "untied")
+                                : fmt::format("{} of {}/config.json", llama ? "Llama" : "GPT", o.init_from);
+  return fmt::format("task {}: {}, batch {} per rank, AdamW lr {}, {}{}, {} threads; {}", task_name(o), model,
                      args.per_device_train_batch_size, args.learning_rate,
                      args.max_steps > 0 ? fmt::format("{} steps", args.max_steps)
                                         : fmt::format("{} epochs", args.num_train_epochs),
@@ -113,7 +124,8 @@ data::Dataset spread_rows(const data::Dataset& blocks, int64_t count) {
 // data, the schedule and the collectives.
 std::vector<Setting> shared_settings(const KjvGptOptions& o, uint64_t text_fingerprint) {
   const auto text = [](auto value) { return fmt::format("{}", value); };
-  return {{"--n-layer", text(o.n_layer)}, {"--n-head", text(o.n_head)}, {"--n-embd", text(o.n_embd)},
+  std::vector<Setting> settings{
+          {"--n-layer", text(o.n_layer)}, {"--n-head", text(o.n_head)}, {"--n-embd", text(o.n_embd)},
           {"--block-size", text(o.block_size)}, {"--dropout", text(o.dropout)},
           {"--head", o.tie_weights ? "tied" : "untied"}, {"--attention", o.attention},
           {"--batch-size", text(o.batch_size)}, {"--max-steps", text(o.max_steps)},
@@ -128,9 +140,26 @@ std::vector<Setting> shared_settings(const KjvGptOptions& o, uint64_t text_finge
           {"trainer arguments", fmt::format("{}", fmt::join(o.trainer_flags, " "))},
           {"--init-from", o.init_from},
           {"--text (a fingerprint of its bytes)", fmt::format("{:016x}", text_fingerprint)}};
+  if (o.model == "llama") {
+    settings.insert(settings.end(), {{"--task", task_name(o)}, {"--n-kv-head", text(o.n_kv_head)},
+                                     {"--intermediate-size", text(o.intermediate_size)},
+                                     {"--rope-theta", text(o.rope_theta)}});
+  }
+  return settings;
 }
 
 // What a checkpoint records about its run, and a resume must match.
+nn::SafetensorsMetadata describe_run(const nn::LlamaConfig& o, const data::CharTokenizer& tokenizer,
+                                     uint64_t text_fingerprint) {
+  return {{"task", "kjv-llama"}, {"n_layer", std::to_string(o.num_hidden_layers)},
+          {"n_head", std::to_string(o.num_attention_heads)}, {"n_kv_head", std::to_string(o.kv_heads())},
+          {"n_embd", std::to_string(o.hidden_size)}, {"intermediate_size", std::to_string(o.intermediate_size)},
+          {"block_size", std::to_string(o.max_position_embeddings)}, {"rope_theta", fmt::format("{}", o.rope_theta)},
+          {"rms_norm_eps", fmt::format("{}", o.rms_norm_eps)}, {"tied_head", o.tie_word_embeddings ? "true" : "false"},
+          {"vocab_size", std::to_string(tokenizer.vocab_size())},
+          {"symbols", tokenizer.symbols()}, {"data_fingerprint", fmt::format("{:016x}", text_fingerprint)}};
+}
+
 nn::SafetensorsMetadata describe_run(const nn::GPTConfig& o, const data::CharTokenizer& tokenizer,
                                      uint64_t text_fingerprint) {
   return {{"task", "kjv-gpt"}, {"n_layer", std::to_string(o.n_layer)}, {"n_head", std::to_string(o.n_head)},
@@ -155,6 +184,19 @@ void check_options(const KjvGptOptions& o) {
   REMAT_CHECK(o.n_embd % o.n_head == 0, "train: --n-embd {} must be a multiple of --n-head {} (each head gets "
               "n_embd / n_head channels)", o.n_embd, o.n_head);
   REMAT_CHECK(o.dropout >= 0 && o.dropout < 1, "train: --dropout must be in [0, 1), got {}", o.dropout);
+  REMAT_CHECK(o.model == "gpt" || o.model == "llama", "train: the kjv task's model is gpt or llama, not '{}'", o.model);
+  if (o.model == "llama") {
+    REMAT_CHECK(o.dropout == 0 && o.attention == "fused", "train: task kjv-llama has no dropout and runs the fused "
+                "attention only (--dropout {}, --attention {} are kjv-gpt's)", o.dropout, o.attention);
+    REMAT_CHECK(o.n_kv_head >= 1 && o.n_head % o.n_kv_head == 0, "train: --n-kv-head {} must be at least 1 and "
+                "divide --n-head {}", o.n_kv_head, o.n_head);
+    REMAT_CHECK((o.n_embd / o.n_head) % 2 == 0, "train: the head size --n-embd / --n-head = {} / {} must be even "
+                "(RoPE rotates pairs of channels)", o.n_embd, o.n_head);
+    REMAT_CHECK(o.intermediate_size >= 1, "train: --intermediate-size must be at least 1, got {}",
+                o.intermediate_size);
+    REMAT_CHECK(std::isfinite(o.rope_theta) && o.rope_theta > 0, "train: --rope-theta must be finite and above 0, "
+                "got {}", o.rope_theta);
+  }
   REMAT_CHECK(!o.checkpointing.empty() || std::ranges::find(o.flags_given, "--checkpointing") == o.flags_given.end(),
               "train: --checkpointing '' names no policy; give one of {} (or leave --checkpointing out to keep every "
               "activation)", fmt::join(scheduler::policy_names(), ", "));
@@ -235,10 +277,8 @@ nn::SafetensorsMetadata weights_metadata(const data::CharTokenizer& tokenizer, i
 }
 
 // --save-weights has room on its disk: found before training, not after.
-void check_weights_room(const nn::GPT& model, const KjvOutputs& outputs, const data::CharTokenizer& tokenizer,
-                        const KjvGptOptions& options) {
+void check_weights_room(int64_t bytes, const KjvOutputs& outputs) {
   if (outputs.weights_path.empty()) return;
-  const int64_t bytes = nn::gpt2_pretrained_bytes(model, weights_metadata(tokenizer, options.max_steps));
   check_free_space(outputs.weights_path, bytes, "--save-weights");
 }
 
@@ -292,22 +332,122 @@ nn::GPTConfig model_config(const KjvGptOptions& options, const data::CharTokeniz
   return config;
 }
 
+// A Llama's configuration: the flags', or --init-from's (a Llama folder),
+// whose vocabulary must be this text's (a Llama folder records no symbols).
+nn::LlamaConfig llama_config(const KjvGptOptions& options, const data::CharTokenizer& tokenizer) {
+  if (!options.init_from.empty()) {
+    const nn::LlamaConfig config = nn::load_llama_config(options.init_from, DType::Float32, options.seed);
+    REMAT_CHECK(config.vocab_size == tokenizer.vocab_size(), "train: --init-from '{}' has a vocabulary of {}, this "
+                "text {} symbols", options.init_from, config.vocab_size, tokenizer.vocab_size());
+    return config;
+  }
+  return {.vocab_size = tokenizer.vocab_size(), .hidden_size = options.n_embd,
+          .intermediate_size = options.intermediate_size, .num_hidden_layers = options.n_layer,
+          .num_attention_heads = options.n_head, .num_key_value_heads = options.n_kv_head,
+          .max_position_embeddings = options.block_size, .rope_theta = options.rope_theta, .rms_norm_eps = 1e-5,
+          .tie_word_embeddings = options.tie_weights, .seed = options.seed};
+}
+
+// `count` characters sampled after `ids` from a Llama's last-position
+// distribution at `temperature`, each from one uniform draw of `generator`,
+// its context the last max_position_embeddings ids (GPT::generate's
+// sampling, for a model without one).
+std::vector<int64_t> generate(nn::Llama& model, std::vector<int64_t> ids, int64_t count, double temperature,
+                              Generator& generator) {
+  NoGradGuard no_grad;
+  const bool training = model.is_training();
+  model.eval();
+  const size_t window = static_cast<size_t>(model.config().max_position_embeddings);
+  for (int64_t n = 0; n < count; ++n) {
+    const size_t context = std::min(ids.size(), window);
+    const std::vector<int64_t> last(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end());
+    const Tensor window_ids = remat::to(from_vector(last, {1, static_cast<int64_t>(context)}), model.device());
+    const Tensor logits = model.forward(window_ids);  // (1, T, V)
+    const Tensor at_end = slice(logits, 1, static_cast<int64_t>(context) - 1, static_cast<int64_t>(context));
+    const std::vector<double> probs = softmax(div(at_end, temperature), -1).to_vector<double>();  // (V)
+    const double u = uniform({1}, 0.0, 1.0, DType::Float64, generator).item<double>();
+    double cumulative = 0;
+    int64_t choice = static_cast<int64_t>(probs.size()) - 1;
+    for (size_t v = 0; v < probs.size(); ++v) {
+      cumulative += probs[v];
+      if (u < cumulative) {
+        choice = static_cast<int64_t>(v);
+        break;
+      }
+    }
+    ids.push_back(choice);
+  }
+  model.train(training);
+  return ids;
+}
+
+// The task's model, a GPT or a Llama, by what the task does with it.
+struct KjvModel {
+  std::shared_ptr<nn::Module> module;
+  int64_t block_size = 0;
+  nn::SafetensorsMetadata run_description;  // what a checkpoint records (describe_run)
+  std::function<Tensor(const data::Batch&)> loss;
+  // The sample at the end: `count` characters after the prompt.
+  std::function<std::vector<int64_t>(std::vector<int64_t> prompt, int64_t count, double temperature, Generator&)>
+      sample;
+  // --save-weights: the Hugging Face folder, and about how many bytes it takes.
+  std::function<void(const std::string& folder, int64_t steps)> save;
+  std::function<int64_t()> saved_bytes;
+};
+
+// The model of `options`, initialised from its seed (initialisation and
+// GPT's dropout use seed and seed + 1), or from --init-from's weights.
+KjvModel make_model(const KjvGptOptions& options, const data::CharTokenizer& tokenizer, uint64_t text_fingerprint) {
+  if (options.model == "llama") {
+    const nn::LlamaConfig config = llama_config(options, tokenizer);
+    auto llama = std::make_shared<nn::Llama>(config);
+    if (!options.init_from.empty()) nn::load_llama_weights(*llama, options.init_from);
+    return {.module = llama,
+            .block_size = config.max_position_embeddings,
+            .run_description = describe_run(llama->config(), tokenizer, text_fingerprint),
+            .loss = [llama](const data::Batch& batch) { return llama->forward(batch.inputs, batch.targets).loss; },
+            .sample = [llama](std::vector<int64_t> prompt, int64_t count, double temperature, Generator& generator) {
+              return generate(*llama, std::move(prompt), count, temperature, generator);
+            },
+            .save = [llama](const std::string& folder, int64_t) { nn::save_llama_pretrained(*llama, folder); },
+            // The weights and a few KiB of JSON (safetensors' header, config.json).
+            .saved_bytes = [llama] { return llama->num_parameters() * 4 + (int64_t{64} << 10); }};
+  }
+  const nn::GPTConfig config = model_config(options, tokenizer);
+  auto gpt = std::make_shared<nn::GPT>(config);
+  if (!options.init_from.empty()) nn::load_gpt2_weights(*gpt, options.init_from);
+  return {.module = gpt,
+          .block_size = config.block_size,
+          .run_description = describe_run(config, tokenizer, text_fingerprint),
+          .loss = [gpt](const data::Batch& batch) { return gpt->forward(batch.inputs, batch.targets).loss; },
+          .sample = [gpt](std::vector<int64_t> prompt, int64_t count, double temperature, Generator& generator) {
+            return gpt->generate(std::move(prompt), count, temperature, generator);
+          },
+          .save = [gpt, &tokenizer](const std::string& folder, int64_t steps) {
+            nn::save_gpt2_pretrained(*gpt, folder, weights_metadata(tokenizer, steps));
+          },
+          .saved_bytes = [gpt, &tokenizer, steps = options.max_steps] {
+            return nn::gpt2_pretrained_bytes(*gpt, weights_metadata(tokenizer, steps));
+          }};
+}
+
 // The text's blocks: the first 90% to train on, the validation rows spread
 // over the last 10%.
 std::pair<data::Dataset, data::Dataset> text_sets(const std::string& text, const data::CharTokenizer& tokenizer,
-                                                  const nn::GPTConfig& config, const KjvGptOptions& options) {
+                                                  int64_t block_size, const KjvGptOptions& options) {
   const data::TextSplit split = data::split_text(tokenizer.encode(text));
-  REMAT_CHECK(split.validation.size(0) > config.block_size, "train: the text's validation split (its last 10%, "
+  const char* context_key = options.model == "llama" ? "max_position_embeddings" : "n_positions";
+  REMAT_CHECK(split.validation.size(0) > block_size, "train: the text's validation split (its last 10%, "
               "{} characters) is too short for one block of {} characters{}", split.validation.size(0),
-              config.block_size, options.init_from.empty() ? std::string(" (--block-size)")
-                                                           : fmt::format(" (n_positions of '{}')", options.init_from));
-  return {data::text_blocks(split.train, config.block_size),
-          spread_rows(data::text_blocks(split.validation, config.block_size), options.eval_batches * options.batch_size)};
+              block_size, options.init_from.empty() ? std::string(" (--block-size)")
+                                                    : fmt::format(" ({} of '{}')", context_key, options.init_from));
+  return {data::text_blocks(split.train, block_size),
+          spread_rows(data::text_blocks(split.validation, block_size), options.eval_batches * options.batch_size)};
 }
 
 // --checkpointing-profile: enabled here with the saved plan (the Trainer
 // would enable it without).
-void enable_saved_plan(nn::GPT& model, const TrainingArguments& args, const std::string& profile_path) {
+void enable_saved_plan(nn::Module& model, const TrainingArguments& args, const std::string& profile_path) {
   const GradientCheckpointingKwargs& k = args.gradient_checkpointing_kwargs;
   const scheduler::GraphProfile saved = scheduler::load_profile(profile_path);
   model.gradient_checkpointing_enable(
@@ -382,12 +522,13 @@ struct EvalRows {
 // After training: the weights and the profile asked for, and rank 0's
 // sample. A save that fails does not keep the other from being tried; the
 // error names each that failed (and, for the weights, where they still are).
-void finish_run(nn::GPT& model, Trainer& trainer, const KjvOutputs& outputs, const data::CharTokenizer& tokenizer,
+void finish_run(const KjvModel& kjv, Trainer& trainer, const KjvOutputs& outputs, const data::CharTokenizer& tokenizer,
                 const std::vector<int64_t>& prompt, const KjvGptOptions& options, KjvResult& result) {
+  const nn::Module& model = *kjv.module;
   std::vector<std::string> failed;
   if (!outputs.weights_path.empty()) {
     try {
-      nn::save_gpt2_pretrained(model, outputs.weights_path, weights_metadata(tokenizer, trainer.global_step()));
+      kjv.save(outputs.weights_path, trainer.global_step());
     } catch (const Error& e) {
       failed.push_back(fmt::format("train: --save-weights '{}' was not written: {}; {}", outputs.weights_path,
                                    e.what(), weights_left_in(trainer)));
@@ -412,7 +553,7 @@ void finish_run(nn::GPT& model, Trainer& trainer, const KjvOutputs& outputs, con
   REMAT_CHECK(failed.empty(), "{}", fmt::join(failed, "\n"));
   if (trainer.accelerator().is_main_process()) {
     Generator sampler(options.seed + 7);
-    result.sample = tokenizer.decode(model.generate(prompt, options.sample_chars, options.temperature, sampler));
+    result.sample = tokenizer.decode(kjv.sample(prompt, options.sample_chars, options.temperature, sampler));
   }
 }
 
@@ -431,26 +572,24 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   const data::CharTokenizer tokenizer(text);
   const std::vector<int64_t> prompt = encode_prompt(tokenizer, options.prompt);
   const uint64_t text_fingerprint = data::fingerprint(text);
-  const nn::GPTConfig config = model_config(options, tokenizer);
-  const auto [train_set, val_set] = text_sets(text, tokenizer, config, options);
-
-  // The model's initialisation and dropout use seed and seed + 1 (nn::GPT),
-  // the Trainer's shuffle the seed.
-  nn::GPT model(config);
-  check_weights_room(model, outputs, tokenizer, options);
-  if (!options.init_from.empty()) nn::load_gpt2_weights(model, options.init_from);
+  // The model's initialisation and GPT's dropout use seed and seed + 1, the
+  // Trainer's shuffle the seed.
+  const KjvModel kjv = make_model(options, tokenizer, text_fingerprint);
+  nn::Module& model = *kjv.module;
+  const auto [train_set, val_set] = text_sets(text, tokenizer, kjv.block_size, options);
+  check_weights_room(kjv.saved_bytes(), outputs);
   if (!options.checkpointing_profile.empty()) enable_saved_plan(model, args, options.checkpointing_profile);
 
   KjvResult result{.parameters = model.num_parameters(), .vocab_size = tokenizer.vocab_size()};
-  EvalRows rows{.args = args, .block_size = config.block_size, .on_eval = on_eval, .on_step = on_step,
+  EvalRows rows{.args = args, .block_size = kjv.block_size, .on_eval = on_eval, .on_step = on_step,
                 .on_log = on_log, .result = result};
-  const ForwardFn forward = [&model](nn::Module&, const data::Batch& batch) {
-    return ModelOutput{model.forward(batch.inputs, batch.targets).loss, Tensor()};
+  const ForwardFn forward = [&kjv](nn::Module&, const data::Batch& batch) {
+    return ModelOutput{kjv.loss(batch), Tensor()};
   };
   Trainer trainer(model, args, train_set, &val_set, language_model_metrics, forward, rows.callbacks());
   rows.running = &trainer;
   check_ranks_agree(trainer.accelerator().host_communicator(), shared_settings(options, text_fingerprint), "train");
-  trainer.set_run_description(describe_run(config, tokenizer, text_fingerprint));
+  trainer.set_run_description(kjv.run_description);
   const TrainOutput trained = trainer.train();
   result.first_step = trained.resumed_at_step;
   // The last step's validation, where it was not one of the interval's
@@ -458,7 +597,7 @@ KjvResult train_kjv_gpt(const KjvGptOptions& options, const std::function<void(c
   // none where the run resumed had nothing to train (no row twice).
   const bool took_steps = trained.global_step > trained.resumed_at_step;
   if (took_steps && trainer.evaluated_at_step() != trainer.global_step()) trainer.evaluate();
-  finish_run(model, trainer, outputs, tokenizer, prompt, options, result);
+  finish_run(kjv, trainer, outputs, tokenizer, prompt, options, result);
   return result;
 }
 

@@ -1,7 +1,9 @@
 // The kjv-gpt task: a small GPT trained as a character-level language model
 // on the King James Bible (Debian's bible-kjv), AdamW with warm-up and cosine
 // decay, validation loss measured as it goes, and a sample of generated text
-// at the end, run by the Trainer. Called by `remat train --task kjv-gpt`.
+// at the end, run by the Trainer. Called by `remat train --task kjv-gpt`;
+// with KjvGptOptions::model "llama" it is the kjv-llama task (`remat train
+// --task kjv-llama`), the same flow with a Llama (nn/llama.h).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,11 @@ namespace remat::tasks {
 
 struct KjvGptOptions {
   std::string device = "cpu";  // cpu, or cuda[:N]
-  // Model.
+  // Model: "gpt" (task kjv-gpt) or "llama" (task kjv-llama: nn::Llama, with
+  // n_layer, n_head, n_embd and block_size below as its num_hidden_layers,
+  // num_attention_heads, hidden_size and max_position_embeddings, and the
+  // Llama's own sizes after them; no dropout, the fused attention).
+  std::string model = "gpt";
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 128;
@@ -27,6 +33,9 @@ struct KjvGptOptions {
   double dropout = 0.0;
   bool tie_weights = true;  // lm_head shares transformer.wte.weight (GPT-2's choice)
   std::string attention = "fused";  // or "explicit" (nn/gpt.h, AttentionPath; explicit whenever dropout > 0)
+  int64_t n_kv_head = 2;            // llama: key/value heads, dividing n_head
+  int64_t intermediate_size = 384;  // llama: the SwiGLU MLP's width
+  double rope_theta = 10000.0;      // llama: RoPE's base
   // Activation checkpointing (docs/checkpointing.md): a policy of
   // scheduler/plan.h, "" for none, and for the policies that take one (cost, chain, milp, auto, dtr) a byte budget.
   std::string checkpointing;
@@ -59,13 +68,15 @@ struct KjvGptOptions {
   std::string text_path;  // a text file instead of the KJV (tests, other corpora)
   // At the end, a Hugging Face GPT-2 directory (nn/gpt2_pretrained.h:
   // config.json and model.safetensors, the vocabulary in its metadata) that
-  // GPT2LMHeadModel.from_pretrained reads. Empty: not written.
+  // GPT2LMHeadModel.from_pretrained reads; for a Llama, a Llama directory
+  // (nn/llama_pretrained.h) that LlamaForCausalLM reads (it records no
+  // vocabulary). Empty: not written.
   std::string weights_path;
   // Start from the weights of such a directory (one this task wrote, or any
-  // GPT-2 of the text's vocabulary size): the model's configuration is the
-  // directory's, and n_layer, n_head, n_embd, block_size and dropout above
-  // are not used. A directory that records its symbols must have this
-  // text's. Empty: a fresh initialisation from the seed.
+  // GPT-2 or Llama, as `model` says, of the text's vocabulary size): the
+  // model's configuration is the directory's, and the sizes above are not
+  // used. A directory that records its symbols must have this text's.
+  // Empty: a fresh initialisation from the seed.
   std::string init_from;
   uint64_t seed = 0;
   int threads = 2;
@@ -100,10 +111,14 @@ struct KjvGptOptions {
 // what trainer_arguments builds from, and what flags_given is checked by.
 const std::vector<train::TaskFlag<KjvGptOptions>>& task_flags(const KjvGptOptions&);
 
+// "kjv-gpt" or "kjv-llama", as options.model says.
+std::string task_name(const KjvGptOptions& options);
+
 // The run's header line, from the arguments it trains with (the trainer
 // flags' values where they give them): "task kjv-gpt: GPT 4 layers x 128
 // channels, 4 heads, context 128, tied head, batch 32 per rank, AdamW lr
-// 0.003, 1000 steps, 2 threads; 1 process".
+// 0.003, 1000 steps, 2 threads; 1 process" ("task kjv-llama: Llama 4 layers
+// x 128 channels, 4 heads, 2 kv heads, MLP 384, context 128, ...").
 std::string run_header(const KjvGptOptions& options, const train::TrainingArguments& args);
 
 struct KjvEval {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,12 +68,16 @@ void apply_budget(const std::string& budget, std::string_view what, workloads::W
 
 // A model of the user's instead of a --workload preset (workloads/workload.h):
 // its flags, and after parsing, the check that they fit the --model given.
+// The sizes a GPT and a Llama share are held here until the model is known,
+// and each model's own default (W2's, W4's) stands where one is not given.
 struct ModelFlags {
-  std::string head = "untied";
+  std::string head;  // --head: the model's default (untied for both) when empty
   std::string attention = "fused";  // --attention
-  std::vector<CLI::Option*> gpt, mlp;
+  std::optional<int64_t> n_layer, n_embd, n_head, block_size, vocab_size;
+  std::vector<CLI::Option*> shared, gpt, llama, mlp;  // shared: --model gpt or llama
   CLI::Option* model = nullptr;
   CLI::Option* hf = nullptr;
+  CLI::Option* attention_flag = nullptr;
 };
 
 void add_model_options(CLI::App* command, workloads::ModelSpec& spec, ModelFlags& flags);

@@ -2,6 +2,11 @@
 // what the policy decided and why, as a table, CSV or JSON lines. With
 // --profile the saved profile is planned instead of running the workload.
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -95,10 +100,64 @@ void print_node(const scheduler::NodeProfile& n, const scheduler::Plan& plan, co
   }
 }
 
+// What plan_workload is doing, on stderr once it has taken more than a few
+// seconds (a large model's rehearsal and plans: an 8B Llama's take several):
+// the phase then under way, and every phase after it as it starts, with
+// the seconds since the start. A quick explain prints nothing.
+class PlanningProgress {
+ public:
+  static constexpr std::chrono::seconds kQuiet{3};
+
+  PlanningProgress() : start_(Clock::now()), watcher_([this] { watch(); }) {}
+  ~PlanningProgress() {
+    {
+      const std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    woken_.notify_all();
+    watcher_.join();
+  }
+  PlanningProgress(const PlanningProgress&) = delete;
+  PlanningProgress& operator=(const PlanningProgress&) = delete;
+
+  void phase(const std::string& line) {
+    const std::lock_guard lock(mutex_);
+    phase_ = line;
+    if (loud_) print();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void watch() {
+    std::unique_lock lock(mutex_);
+    if (woken_.wait_for(lock, kQuiet, [this] { return done_; })) return;
+    loud_ = true;
+    print();
+  }
+
+  void print() const {  // under mutex_
+    const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    fmt::print(stderr, "explain: [{:.1f} s] {}\n", seconds, phase_);
+    std::fflush(stderr);
+  }
+
+  Clock::time_point start_;
+  std::mutex mutex_;
+  std::condition_variable woken_;
+  std::string phase_ = "starting";
+  bool done_ = false, loud_ = false;
+  std::thread watcher_;  // last: it reads the members above
+};
+
 // With options.profile_path, the saved profile is planned instead of
 // running the workload; options.save_profile_path: the profile planned from.
-void run_explain(const workloads::WorkloadOptions& options, const std::string& format) {
-  const auto [graph, plan] = workloads::plan_workload(options);
+void run_explain(workloads::WorkloadOptions options, const std::string& format) {
+  const auto [graph, plan] = [&] {
+    PlanningProgress progress;
+    options.progress = [&progress](const std::string& line) { progress.phase(line); };
+    return workloads::plan_workload(options);
+  }();
   if (!options.save_profile_path.empty()) scheduler::save_profile(graph, options.save_profile_path);
   print_plan(graph, plan, format);
   const size_t width = name_width(graph);

@@ -194,8 +194,8 @@ class TradeoffCommand : public Command {
   void add(CLI::App& app) override {
     tradeoff_ = app.add_subcommand(
         "tradeoff", "sweep recompute policies and budgets on a workload: peak memory against step time");
-    tradeoff_->add_option("--workload", options_.workload, "W1, W2, or W3 (GPT-2 124M, --device cuda)")
-        ->capture_default_str();
+    tradeoff_->add_option("--workload", options_.workload, "W1, W2, W3 (GPT-2 124M, --device cuda), W4 (Llama "
+                          "6x384) or W5 (Llama at 1B shape, --device cuda)")->capture_default_str();
     add_model_options(tradeoff_, options_.model, model_);
     tradeoff_->add_option("--device", options_.device, "cpu, or cuda[:N] (the CUDA kernels: not yet run on a GPU)")
         ->capture_default_str();

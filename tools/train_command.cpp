@@ -1,4 +1,5 @@
-// remat train: train a model on a task (fashion-mnist's MLP, kjv-gpt's GPT)
+// remat train: train a model on a task (fashion-mnist's MLP, kjv-gpt's GPT,
+// kjv-llama's Llama)
 // with the Trainer, printing a header, a progress bar and a line or table
 // row per epoch or validation (JSON lines with --json). Flags CLI11 does not
 // know go to the Trainer by Hugging Face's names (train/training_arguments.h).
@@ -20,6 +21,7 @@
 #include "tasks/fashion_mnist_task.h"
 #include "tasks/kjv_gpt_task.h"
 #include "tasks/task_printing.h"
+#include "workloads/workload_build.h"
 #include "train/parse.h"
 #include "train/progress.h"
 #include "train/trainer.h"
@@ -69,22 +71,26 @@ void resolve_train_model(std::string& task, const TrainModelFlags& f, tasks::Fas
   REMAT_CHECK(!(model_given && hf_given), "train: give --model or --hf, not both");
   std::string implied;
   if (f.model == "mlp") implied = "fashion-mnist";
-  if (f.model == "gpt" || hf_given) implied = "kjv-gpt";
+  if (f.model == "gpt") implied = "kjv-gpt";
+  if (f.model == "llama") implied = "kjv-llama";
+  if (hf_given) implied = workloads::hf_model_type(f.hf) == "llama" ? "kjv-llama" : "kjv-gpt";
   if (!implied.empty()) {
     const std::string given = hf_given ? "--hf" : "--model " + f.model;
     REMAT_CHECK(task.empty() || task == implied, "train: {} trains task {}, not --task {}", given, implied, task);
     task = implied;
   }
-  REMAT_CHECK(!task.empty(), "train: give --task fashion-mnist|kjv-gpt, --model gpt|mlp, or --hf DIR");
+  REMAT_CHECK(!task.empty(), "train: give --task fashion-mnist|kjv-gpt|kjv-llama, --model gpt|llama|mlp, or --hf "
+              "DIR");
   REMAT_CHECK(!dims_given || task == "fashion-mnist", "train: --dims is a flag of --model mlp (task "
               "fashion-mnist), not of task {}", task);
-  REMAT_CHECK(!head_given || task == "kjv-gpt", "train: --head is a flag of --model gpt (task kjv-gpt), not of "
-              "task {}", task);
+  REMAT_CHECK(!head_given || task == "kjv-gpt" || task == "kjv-llama", "train: --head is a flag of --model gpt or "
+              "llama (tasks kjv-gpt, kjv-llama), not of task {}", task);
   if (hf_given) {
     REMAT_CHECK(kjv.init_from.empty(), "train: --hf and --init-from name the same thing; give one");
     kjv.init_from = f.hf;
   }
   kjv.tie_weights = f.head == "tied";
+  if (task == "kjv-llama") kjv.model = "llama";
   if (dims_given) {
     REMAT_CHECK(f.dims.size() >= 2 && f.dims.front() == 784 && f.dims.back() == 10, "train --model mlp: --dims {} "
                 "must run from 784 (fashion-mnist's pixels) to 10 (its classes), e.g. 784,1024,1024,10",
@@ -102,8 +108,8 @@ class TrainCommand : public Command {
     train_->allow_extras();
     train_->add_flag("--tf32", tf32_, kTf32Help);
     train_->add_flag("--fused-epilogues", fused_epilogues_, kFusedEpiloguesHelp);
-    train_->add_option("--task", task_, "fashion-mnist or kjv-gpt (or give --model or --hf)")
-        ->check(CLI::IsMember({"fashion-mnist", "kjv-gpt"}));
+    train_->add_option("--task", task_, "fashion-mnist, kjv-gpt or kjv-llama (or give --model or --hf)")
+        ->check(CLI::IsMember({"fashion-mnist", "kjv-gpt", "kjv-llama"}));
     add_model_flags();
     add_common_flags();
     add_fashion_mnist_flags();
@@ -128,9 +134,10 @@ class TrainCommand : public Command {
       mnist_.flags_given = flags_given(tasks::task_flags(mnist_));
       tasks::run_fashion_mnist(mnist_, json_);
     }
-    if (task_ == "kjv-gpt") {
+    if (task_ == "kjv-gpt" || task_ == "kjv-llama") {
       if (!kjv_.init_from.empty()) {
-        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--block-size", "--dropout", "--head"}) {
+        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--block-size", "--dropout", "--head",
+                                 "--n-kv-head", "--intermediate-size", "--rope-theta"}) {
           REMAT_CHECK(train_->get_option(flag)->count() == 0, "train: {} and --init-from: the model's configuration "
                       "is the folder's ({}/config.json); leave {} out", flag, kjv_.init_from, flag);
         }
@@ -147,11 +154,11 @@ class TrainCommand : public Command {
   // A model of the user's: --model mlp is fashion-mnist's MLP of those widths,
   // --model gpt (with kjv-gpt's sizes) and --hf DIR are kjv-gpt's GPT.
   void add_model_flags() {
-    model_.model_flag = train_->add_option("--model", model_.model, "gpt (task kjv-gpt, sized by --n-layer ...) "
-                                           "or mlp (task fashion-mnist, sized by --dims)")
-                            ->check(CLI::IsMember({"gpt", "mlp"}));
-    model_.hf_flag = train_->add_option("--hf", model_.hf, "task kjv-gpt from a Hugging Face GPT-2 folder (the "
-                                        "same as --init-from DIR)");
+    model_.model_flag = train_->add_option("--model", model_.model, "gpt (task kjv-gpt, sized by --n-layer ...), "
+                                           "llama (task kjv-llama) or mlp (task fashion-mnist, sized by --dims)")
+                            ->check(CLI::IsMember({"gpt", "llama", "mlp"}));
+    model_.hf_flag = train_->add_option("--hf", model_.hf, "task kjv-gpt or kjv-llama from a Hugging Face GPT-2 or "
+                                        "Llama folder (the same as --init-from DIR)");
     model_.dims_flag = train_->add_option("--dims", model_.dims, "--model mlp: widths, 784 (the pixels) to 10 "
                                           "(the classes), e.g. 784,1024,1024,10 (784,256,256,10)")
                            ->delimiter(',');
@@ -203,6 +210,13 @@ class TrainCommand : public Command {
     kjv_flag("--n-embd", kjv_.n_embd, "kjv-gpt: channels");
     kjv_flag("--block-size", kjv_.block_size, "kjv-gpt: context length");
     kjv_flag("--dropout", kjv_.dropout, "kjv-gpt: dropout probability");
+    llama_only_ = {train_->add_option("--n-kv-head", kjv_.n_kv_head, "kjv-llama: key/value heads, dividing "
+                                      "--n-head")->capture_default_str(),
+                   train_->add_option("--intermediate-size", kjv_.intermediate_size, "kjv-llama: the MLP's width")
+                       ->capture_default_str(),
+                   train_->add_option("--rope-theta", kjv_.rope_theta, "kjv-llama: RoPE's base")
+                       ->capture_default_str()};
+    kjv_only_.insert(kjv_only_.end(), llama_only_.begin(), llama_only_.end());
     kjv_only_.push_back(train_->add_option("--attention", kjv_.attention, "kjv-gpt: fused (the fused op) or "
                                            "explicit (q k^T, causal softmax, product; also whenever --dropout > 0)")
                             ->check(CLI::IsMember({"fused", "explicit"}))->capture_default_str());
@@ -245,8 +259,13 @@ class TrainCommand : public Command {
   // Trainer arguments among kjv-gpt's flags, as "--name value" pairs.
   std::vector<std::string> other_task_flags() const {
     std::vector<std::string> trainer_flags;
+    for (const CLI::Option* flag : llama_only_) {
+      REMAT_CHECK(flag->count() == 0 || task_ != "kjv-gpt", "train: {} is a flag of --task kjv-llama, not of --task "
+                  "kjv-gpt", flag->get_name());
+    }
+    const bool kjv = task_ == "kjv-gpt" || task_ == "kjv-llama";  // one set of flags (the kjv task's)
     for (const auto& [owner, flags] : {std::pair{"kjv-gpt", &kjv_only_}, std::pair{"fashion-mnist", &mnist_only_}}) {
-      if (task_ == owner) continue;
+      if (task_ == owner || (kjv && std::string_view(owner) == "kjv-gpt")) continue;
       for (const CLI::Option* flag : *flags) {
         if (flag->count() == 0) continue;
         const std::string name = flag->get_name();
@@ -265,7 +284,7 @@ class TrainCommand : public Command {
   tasks::FashionMnistOptions mnist_;
   tasks::KjvGptOptions kjv_;
   std::string kjv_budget_;
-  std::vector<CLI::Option*> mnist_only_, kjv_only_;
+  std::vector<CLI::Option*> mnist_only_, kjv_only_, llama_only_;
   bool tf32_ = false;
   bool fused_epilogues_ = false;
   bool json_ = false;

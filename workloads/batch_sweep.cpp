@@ -90,8 +90,9 @@ ModelSpec workload_model(const std::string& workload) {
     spec.kind = "gpt";  // ModelSpec's defaults are W2's sizes
     return spec;
   }
-  REMAT_CHECK(workload == "W1", "tradeoff --batch-sizes: workload '{}' has no batch to change here (W1 and W2 do; "
-              "for another model give --model gpt|mlp or --hf)", workload);
+  if (workload == "W4" || workload == "W5") return llama_workload(workload);
+  REMAT_CHECK(workload == "W1", "tradeoff --batch-sizes: workload '{}' has no batch to change here (W1, W2, W4 and "
+              "W5 do; for another model give --model gpt|llama|mlp or --hf)", workload);
   spec.kind = "mlp";
   spec.dims.assign(16, 1024);
   spec.dims.push_back(10);

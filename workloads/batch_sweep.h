@@ -47,10 +47,12 @@ struct BatchSweepOptions {
   std::function<void(const std::string& line)> progress;
 };
 
-// W1's and W2's models as ModelSpecs, so that the sweep can change their
-// batch: W2 is gpt 6 x 256 (ModelSpec's defaults, the same graph, weights
-// and tokens as W2 at batch 16); W1 is mlp 1024 (x 16), 10, the same graph
-// on another draw of its batch. Any other name is an error.
+// W1's, W2's, W4's and W5's models as ModelSpecs, so that the sweep can
+// change their batch: W2 is gpt 6 x 256 (ModelSpec's defaults, the same
+// graph, weights and tokens as W2 at batch 16); W4 and W5 are their Llamas
+// (llama_workload, workload_build.h: the same workloads); W1 is mlp 1024
+// (x 16), 10, the same graph on another draw of its batch. Any other name
+// (W3) is an error.
 ModelSpec workload_model(const std::string& workload);
 
 // Parameters, their gradients, the optimizer's state and the batch of

@@ -60,7 +60,8 @@ void rehearse(scheduler::Checkpointer& checkpointer, const Workload& workload) {
 }
 
 // plan_workload on the meta device: the model is made on the CPU (its
-// initialisation reads its weights), its step rehearsed, nothing computed.
+// initialisation reads its weights; a Llama's is made on the meta device,
+// build_workload), its step rehearsed, nothing computed.
 WorkloadPlan rehearse_workload(WorkloadOptions options, const scheduler::PlanOptions& plan_options) {
   scheduler::Checkpointer checkpointer(plan_options, Device::cpu());
   options.device = "cpu";
@@ -78,13 +79,27 @@ WorkloadPlan plan_workload(const WorkloadOptions& requested) {
   const scheduler::PlanOptions plan_options{.policy = options.policy, .budget = options.budget,
                                             .overrides = options.overrides,
                                             .solver_time_limit_s = options.solver_time_limit_s};
+  const auto tell = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+  const std::string what =
+      options.policy + (options.budget ? fmt::format(" within {:.2f} MiB", static_cast<double>(*options.budget) /
+                                                                                (1024.0 * 1024.0))
+                                       : "");
   if (!options.profile_path.empty()) {  // planned from the saved profile alone: nothing runs
     scheduler::check_policy(options.policy);
+    tell(fmt::format("planning {} from the profile '{}' ...", what, options.profile_path));
     scheduler::GraphProfile saved = scheduler::load_profile(options.profile_path);
     scheduler::Plan plan = scheduler::make_plan(saved, plan_options);
     return {std::move(saved), std::move(plan)};
   }
-  if (device_from_name(options.device).is_meta()) return rehearse_workload(options, plan_options);
+  const std::string name = describe(options.model, options.workload);
+  if (device_from_name(options.device).is_meta()) {
+    tell(fmt::format("rehearsing a step of {} on the meta device, then planning {} ...", name, what));
+    return rehearse_workload(options, plan_options);
+  }
+  tell(fmt::format("running {} steps of {} on {}, then planning {} ...",
+                   std::max(1, options.warmup) + 1 + scheduler::CachedPlan::kWarmPlans, name, options.device, what));
   const Workload workload = build_workload(options);
   const std::unique_ptr<optim::Optimizer> optimizer = optimizer_for(workload);
   scheduler::Checkpointer checkpointer(plan_options, device_from_name(options.device));
@@ -313,6 +328,8 @@ std::pair<WorkloadOptions, std::optional<int64_t>> resolve_budget(const Workload
     const scheduler::GraphProfile saved = scheduler::load_profile(keep_all.profile_path);
     peak = scheduler::simulate(saved, std::vector<Tag>(saved.nodes.size(), Tag::Keep)).peak_bytes;
   } else {
+    if (options.progress) options.progress(fmt::format("keep-all's peak first, for a budget of {}% of it:",
+                                                       100 * fraction));
     peak = plan_workload(keep_all).plan.predicted.peak_bytes;
   }
   WorkloadOptions resolved = options;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,30 +18,40 @@
 #include "engine/error.h"
 #include "kernels/cpu/gemm_library.h"
 #include "nn/gpt.h"
+#include "nn/llama.h"
 #include "scheduler/plan.h"
 
 namespace remat::workloads {
 
-// A model of the user's, instead of a preset of docs/workloads.md: a GPT by its
-// sizes, an MLP by its widths, or a Hugging Face GPT-2 folder
-// (nn/gpt2_pretrained.h), each on a fixed random batch with SGD (lr 0.01).
+// A model of the user's, instead of a preset of docs/workloads.md: a GPT or a
+// Llama by its sizes, an MLP by its widths, or a Hugging Face GPT-2 or Llama
+// folder (nn/gpt2_pretrained.h, nn/llama_pretrained.h; config.json's
+// model_type says which), each on a fixed random batch. GPTs and MLPs train
+// with SGD (lr 0.01), Llamas with AdamW (lr 3e-4), as W2 and W4 do.
 // W2 is gpt 6 x 256, 4 heads, context 128, vocabulary 256, untied, at batch
-// 16 (the defaults); W1's graph is mlp 1024 (x 16), 10 at batch 256, though
-// its batch is drawn from another stream.
+// 16 (the defaults); W4 is llama's defaults at batch 8; W1's graph is mlp
+// 1024 (x 16), 10 at batch 256, though its batch is drawn from another stream.
 struct ModelSpec {
-  std::string kind;  // "": the workload preset; "gpt", "mlp" or "hf"
+  std::string kind;  // "": the workload preset; "gpt", "llama", "mlp" or "hf"
   nn::GPTConfig gpt{.vocab_size = 256, .block_size = 128, .n_layer = 6, .n_head = 4, .n_embd = 256,
                     .dropout = 0.0, .tie_weights = false};  // kind gpt (W2's sizes by default)
+  // kind llama (W4's sizes by default: bench/torch_llama.py's, rms_norm_eps 1e-5 as its).
+  nn::LlamaConfig llama{.vocab_size = 65, .hidden_size = 384, .intermediate_size = 1024, .num_hidden_layers = 6,
+                        .num_attention_heads = 6, .num_key_value_heads = 2, .max_position_embeddings = 256,
+                        .rope_theta = 10000.0, .rms_norm_eps = 1e-5, .tie_word_embeddings = false};
   std::vector<int64_t> dims{784, 1024, 1024, 10};  // kind mlp: input, hidden..., classes
   std::string hf_dir;                              // kind hf
   int64_t batch_size = 16;
   // The attention of every GPT, the presets' (W2, W3) too: the fused op or
-  // the explicit path (nn/gpt.h, AttentionPath). gpt.attention is not read.
+  // the explicit path (nn/gpt.h, AttentionPath). gpt.attention is not read;
+  // a Llama always runs the fused op.
   nn::AttentionPath attention = nn::AttentionPath::Fused;
 };
-// "gpt 6x256 h4 T128 V256 untied B16", "mlp 784-1024-1024-10 B16", "hf DIR B16"
-// (" explicit-attention" before the batch where a GPT runs that path);
-// the preset's name when kind is "".
+// "gpt 6x256 h4 T128 V256 untied B16", "llama 6x384 h6 kv2 ff1024 T256 V65
+// untied B8" (" theta 500000" after the vocabulary where rope_theta is not
+// 1e4), "mlp 784-1024-1024-10 B16", "hf DIR B16" (" explicit-attention"
+// before the batch where a GPT runs that path); the preset's name when kind
+// is "".
 std::string describe(const ModelSpec& spec, const std::string& preset);
 
 struct WorkloadOptions {
@@ -76,6 +87,9 @@ struct WorkloadOptions {
   // A model of the user's instead of `workload` (reported under its
   // description, describe()), and the attention of any GPT.
   ModelSpec model;
+  // Told what plan_workload and resolve_budget start on ("rehearsing ...",
+  // "planning ..."), for the phases that may take seconds; may be empty.
+  std::function<void(const std::string& line)> progress;
 };
 
 struct WorkloadReport {
@@ -151,7 +165,7 @@ struct WorkloadReport {
 // A solver's report as JSON (bench's, explain's and tradeoff's "solver").
 nlohmann::ordered_json solver_json(const scheduler::SolverReport& report);
 
-// Runs W1 or W2 under a recompute policy of scheduler/policies/; an unknown
+// Runs a workload (W1 ... W5, or options.model) under a recompute policy of scheduler/policies/; an unknown
 // workload or policy is an error that lists what exists.
 WorkloadReport run_workload(const WorkloadOptions& options);
 

@@ -34,6 +34,13 @@ std::string describe(const ModelSpec& spec, const std::string& preset) {
   if (spec.kind == "hf") {
     return fmt::format("hf {}{} B{}", spec.hf_dir, explicit_attention ? " explicit-attention" : "", spec.batch_size);
   }
+  if (spec.kind == "llama") {
+    const nn::LlamaConfig& c = spec.llama;
+    return fmt::format("llama {}x{} h{} kv{} ff{} T{} V{}{} {} B{}", c.num_hidden_layers, c.hidden_size,
+                       c.num_attention_heads, c.kv_heads(), c.intermediate_size, c.max_position_embeddings,
+                       c.vocab_size, c.rope_theta != 10000.0 ? fmt::format(" theta {}", c.rope_theta) : "",
+                       c.tie_word_embeddings ? "tied" : "untied", spec.batch_size);
+  }
   const nn::GPTConfig& c = spec.gpt;
   return fmt::format("gpt {}x{} h{} T{} V{} {}{}{} B{}", c.n_layer, c.n_embd, c.n_head, c.block_size, c.vocab_size,
                      c.tie_weights ? "tied" : "untied", c.dropout > 0 ? fmt::format(" dropout {}", c.dropout) : "",

@@ -158,11 +158,13 @@ TEST(Cli, TrainTakesAModelOfItsOwn) {
   EXPECT_TRUE(contains(run.output, "give --model or --hf, not both")) << run.output;
   run = run_remat("train --task fashion-mnist --head untied");
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "--head is a flag of --model gpt (task kjv-gpt), not of task fashion-mnist"))
+  EXPECT_TRUE(contains(run.output, "--head is a flag of --model gpt or llama (tasks kjv-gpt, kjv-llama), not of task "
+                                   "fashion-mnist"))
       << run.output;
   run = run_remat("train --epochs 1");
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_TRUE(contains(run.output, "give --task fashion-mnist|kjv-gpt, --model gpt|mlp, or --hf DIR")) << run.output;
+  EXPECT_TRUE(contains(run.output, "give --task fashion-mnist|kjv-gpt|kjv-llama, --model gpt|llama|mlp, or --hf DIR"))
+      << run.output;
 
   // A GPT of the user's sizes; an untied head adds vocabulary x channels.
   const std::filesystem::path dir =
@@ -211,7 +213,8 @@ TEST(Cli, VersionNamesTheGemmInUse) {
   const Outcome run = run_remat("--version");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(run.out.starts_with("remat ")) << run.output;
-  EXPECT_TRUE(contains(run.out, "\ngemm: BLIS ")) << run.output;
+  // float32's library: BLIS or oneDNN, by the CPU (kernels/cpu/gemm_library.h).
+  EXPECT_TRUE(contains(run.out, "\ngemm: BLIS ") || contains(run.out, "\ngemm: oneDNN ")) << run.output;
   EXPECT_TRUE(contains(run.out, "by CPUID")) << run.output;
 }
 
@@ -328,6 +331,24 @@ std::string tiny_kjv(const std::string& flags) {
          "--eval-batches 1 --prompt a --threads 1 --text " + text + " " + flags;
 }
 
+// train --model llama is task kjv-llama, sized by the kjv flags and its own;
+// a Llama's flag on kjv-gpt, or the task named against the model, is an error.
+TEST(Cli, TrainTakesALlama) {
+  std::string llama = tiny_kjv("--n-kv-head 1 --intermediate-size 24");
+  llama.replace(llama.find("--task kjv-gpt"), 14, "--model llama");
+  Outcome run = run_remat(llama);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.out, "task kjv-llama: Llama 1 layers x 16 channels, 2 heads, 1 kv heads, MLP 24, "
+                                "context 16, tied head")) << run.out;
+  run = run_remat(tiny_kjv("--n-kv-head 1"));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "train: --n-kv-head is a flag of --task kjv-llama, not of --task kjv-gpt"))
+      << run.output;
+  run = run_remat(tiny_kjv("--model llama"));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output, "train: --model llama trains task kjv-llama, not --task kjv-gpt")) << run.output;
+}
+
 // CLI11 said "A subcommand is required" for `remat foo` and for `remat`.
 TEST(Cli, AnUnknownOrMissingCommandListsTheCommands) {
   Outcome run = run_remat("foo");
@@ -342,6 +363,52 @@ TEST(Cli, AnUnknownOrMissingCommandListsTheCommands) {
 
 // "Value 0 not in range 0.000000 to 1797693..." said neither what was wrong
 // nor the bound that matters.
+// --model llama: its sizes by the shared flags and its own, W4's defaults
+// where none is given, and errors that name the flag and the values.
+TEST(Cli, ALlamaIsSizedByItsFlags) {
+  Outcome run = run_remat("bench --model llama --n-layer 1 --n-embd 16 --n-head 2 --n-kv-head 1 --intermediate-size 32 "
+                          "--block-size 8 --vocab-size 11 --head tied --rope-theta 500000 --rms-norm-eps 1e-6 "
+                          "--batch-size 2 --steps 1 --warmup 0 --threads 1 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.out, "\"workload\":\"llama 1x16 h2 kv1 ff32 T8 V11 theta 500000 tied B2\"")) << run.out;
+  run = run_remat("explain --model llama --device meta --format json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.out, "model.layers.5.mlp/swiglu")) << "W4's 6 layers by default";
+  const std::pair<std::string, std::string> errors[] = {
+      {"bench --model llama --n-head 6 --n-kv-head 4", "bench: --n-kv-head 4 must divide --n-head 6"},
+      {"bench --model llama --n-embd 384 --n-head 5", "bench: --n-embd 384 must be a multiple of --n-head 5"},
+      {"bench --model llama --n-embd 18 --n-head 6 --n-kv-head 1", "--n-embd / --n-head = 18 / 6 = 3 must be even"},
+      {"explain --model llama --n-kv-head 0", "must be at least 1, got 6, 6, 0, 384"},
+      {"bench --model llama --rope-theta 0", "--rope-theta must be finite and above 0, got 0"},
+      {"bench --model llama --rms-norm-eps -1", "--rms-norm-eps must be finite and above 0, got -1"},
+      {"bench --model gpt --n-kv-head 2", "bench: --n-kv-head is a flag of --model llama, not of --model gpt"},
+      {"bench --model llama --dropout 0.1", "bench: --dropout is a flag of --model gpt, not of --model llama"},
+      {"tradeoff --model mlp --n-head 2 --out /tmp/x", "--n-head is a flag of --model gpt or llama, not of --model "
+       "mlp"},
+      {"explain --model llama --attention explicit", "explain: --attention is a GPT's"},
+      {"explain --workload W4 --attention explicit", "W4 is a Llama, which runs the fused attention only"},
+      {"bench --workload W5", "bench: W5 (Llama at 1B shape) is a GPU workload"},
+      {"bench --workload W6", "available: W1, W2, W3, W4, W5, or --model gpt|llama|mlp"},
+  };
+  for (const auto& [command, message] : errors) {
+    run = run_remat(command);
+    EXPECT_EQ(run.exit_code, 1) << command;
+    EXPECT_TRUE(contains(run.output, message)) << command << ": " << run.output;
+  }
+}
+
+// W4 under a couple of policies, one short step each (a few seconds).
+TEST(Cli, W4RunsUnderPolicies) {
+  for (const char* policy : {"blocks", "chain --budget 50%"}) {
+    const Outcome run = run_remat(std::string("bench --workload W4 --threads 1 --steps 1 --warmup 0 --json --policy ") +
+                                  policy);
+    ASSERT_EQ(run.exit_code, 0) << policy << ": " << run.output;
+    EXPECT_TRUE(contains(run.out, "\"workload\":\"W4\"")) << run.out;
+    EXPECT_TRUE(contains(run.out, "\"parameters\":9492096")) << run.out;
+    EXPECT_FALSE(contains(run.out, "\"dropped_bytes\":0,")) << policy << " drops something: " << run.out;
+  }
+}
+
 TEST(Cli, ARangeErrorNamesTheFlagTheBoundAndTheValue) {
   Outcome run = run_remat(tiny_kjv("--gradient-accumulation-steps 0"));
   EXPECT_EQ(run.exit_code, 1);
