@@ -70,6 +70,7 @@ void apply_budget(const std::string& budget, std::string_view what, workloads::W
 struct ModelFlags {
   std::string head = "untied";
   std::string attention = "fused";  // --attention
+  std::string mlp_path = "fused";   // --mlp
   std::vector<CLI::Option*> gpt, mlp;
   CLI::Option* model = nullptr;
   CLI::Option* hf = nullptr;

@@ -95,6 +95,9 @@ void add_model_options(CLI::App* command, workloads::ModelSpec& spec, ModelFlags
   command->add_option("--attention", flags.attention, "a GPT's attention (W2, W3, --model gpt, --hf): fused (the "
                       "fused op) or explicit (q k^T, causal softmax, product; also whenever --dropout > 0)")
       ->check(CLI::IsMember({"fused", "explicit"}))->capture_default_str();
+  command->add_option("--mlp", flags.mlp_path, "a GPT's MLP (W2, W3, --model gpt, --hf): fused (c_proj of GELU as "
+                      "one op, keeping GELU's input only) or explicit (c_fc, gelu, c_proj)")
+      ->check(CLI::IsMember({"fused", "explicit"}))->capture_default_str();
   flags.mlp = {command->add_option("--dims", spec.dims, "--model mlp: widths, input to classes (784,1024,1024,10)")
                    ->delimiter(',')};
 }
@@ -111,6 +114,7 @@ void finish_model_spec(const CLI::App* app, workloads::ModelSpec& spec, const Mo
               "--model and --hf (a --workload has its own batch)", command);
   spec.gpt.tie_weights = flags.head == "tied";
   spec.attention = nn::parse_attention_path(flags.attention);
+  spec.mlp = nn::parse_mlp_path(flags.mlp_path);
   for (const auto& [kind, options] : {std::pair{"gpt", &flags.gpt}, std::pair{"mlp", &flags.mlp}}) {
     for (const CLI::Option* option : *options) {
       REMAT_CHECK(option->count() == 0 || spec.kind == kind, "{}: {} is a flag of --model {}{}", command,

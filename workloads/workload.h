@@ -37,9 +37,12 @@ struct ModelSpec {
   // The attention of every GPT, the presets' (W2, W3) too: the fused op or
   // the explicit path (nn/gpt.h, AttentionPath). gpt.attention is not read.
   nn::AttentionPath attention = nn::AttentionPath::Fused;
+  // The MLP of every GPT, likewise (nn/gpt.h, MlpPath). gpt.mlp is not read.
+  nn::MlpPath mlp = nn::MlpPath::Fused;
 };
 // "gpt 6x256 h4 T128 V256 untied B16", "mlp 784-1024-1024-10 B16", "hf DIR B16"
-// (" explicit-attention" before the batch where a GPT runs that path);
+// (" explicit-attention", " explicit-mlp" before the batch where a GPT runs
+// those paths);
 // the preset's name when kind is "".
 std::string describe(const ModelSpec& spec, const std::string& preset);
 
