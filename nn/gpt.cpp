@@ -26,6 +26,14 @@ AttentionPath parse_attention_path(std::string_view name) {
   REMAT_FAIL("attention: unknown path '{}' (available: fused, explicit)", name);
 }
 
+std::string_view mlp_path_name(MlpPath path) { return path == MlpPath::Fused ? "fused" : "explicit"; }
+
+MlpPath parse_mlp_path(std::string_view name) {
+  if (name == "fused") return MlpPath::Fused;
+  if (name == "explicit") return MlpPath::Explicit;
+  REMAT_FAIL("mlp: unknown path '{}' (available: fused, explicit)", name);
+}
+
 namespace {
 
 // A module that only holds children (the "transformer" of GPT-2's names).
@@ -86,7 +94,8 @@ Tensor CausalSelfAttention::forward(Tensor&& x) {
   return resid_dropout_->forward(c_proj_->forward(y));
 }
 
-GPTMlp::GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout) {
+GPTMlp::GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout)
+    : fused_(config.mlp == MlpPath::Fused) {
   c_fc_ = register_module("c_fc", std::make_shared<Conv1D>(config.n_embd, 4 * config.n_embd, config.init_std, init,
                                                            config.dtype));
   c_proj_ = register_module("c_proj", std::make_shared<Conv1D>(4 * config.n_embd, config.n_embd, config.init_std, init,
@@ -95,21 +104,30 @@ GPTMlp::GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout) {
 }
 
 // As attention's: x goes once c_fc has read it, GELU's output once c_proj has.
-// On a GPU with fused epilogues on, c_fc and GELU are one op whose GEMM
-// adds the bias and applies GELU (affine_gelu; Note [Fused epilogues] in
-// kernels/cuda/gemm.h); elsewhere the two ops as always.
 Tensor GPTMlp::forward(Tensor&& x) {
   const ModuleScope scope = name_scope();
   Tensor h;
-  if (fused_epilogues_apply(c_fc_->weight())) {
-    h = affine_gelu(std::exchange(x, Tensor()), c_fc_->weight(), c_fc_->bias());  // (B, T, 4C)
-  } else {
+  if (fused_) {
     h = c_fc_->forward(std::exchange(x, Tensor()));  // (B, T, 4C)
-    // A plan may drop this GELU output: c_proj's backward then replays gelu
-    // from c_fc's output to read it (docs/design.md, "One value's walk").
-    h = gelu(h);
+    // c_proj(gelu(h)) as one node named as c_proj's affine was, so that
+    // rules and presets naming mlp.c_proj still name it: it keeps h (not
+    // gelu(h)) and makes gelu(h) again in backward for c_proj's dW.
+    const ModuleScope c_proj_scope(c_proj_->path());
+    h = gelu_affine(h, c_proj_->weight(), c_proj_->bias());  // (B, T, C)
+  } else {
+    if (fused_epilogues_apply(c_fc_->weight())) {
+      // On a GPU with fused epilogues on, c_fc and GELU are one op whose
+      // GEMM adds the bias and applies GELU (affine_gelu; Note [Fused
+      // epilogues] in kernels/cuda/gemm.h).
+      h = affine_gelu(std::exchange(x, Tensor()), c_fc_->weight(), c_fc_->bias());  // (B, T, 4C)
+    } else {
+      h = c_fc_->forward(std::exchange(x, Tensor()));  // (B, T, 4C)
+      // A plan may drop this GELU output: c_proj's backward then replays gelu
+      // from c_fc's output to read it (docs/design.md, "One value's walk").
+      h = gelu(h);
+    }
+    h = c_proj_->forward(h);  // (B, T, C)
   }
-  h = c_proj_->forward(h);  // (B, T, C)
   return dropout_->forward(h);
 }
 

@@ -9,9 +9,10 @@
 //   transformer.h.{i}.mlp.c_proj.weight (4C, C), .bias (C)
 //   transformer.ln_f.weight/bias             lm_head.weight (V, C): only when untied
 //
-// Pre-LayerNorm blocks, learned positions, GELU (tanh), causal attention
-// written as matmul (scaled in the GEMM) + causal_softmax (mask and softmax
-// in one op, ops/attention.h). Each block's forward runs in a
+// Pre-LayerNorm blocks, learned positions, GELU (tanh), causal attention as
+// one fused op (ops/attention.h; or, for teaching, matmul scaled in the GEMM
+// + causal_softmax), and the MLP's c_proj of its GELU as one op that keeps
+// GELU's input only (ops/activation_linear.h; or the two ops). Each block's forward runs in a
 // BlockScope named like its parameters ("transformer.h.3"), which is how the
 // scheduler learns the block boundaries.
 #pragma once
@@ -43,6 +44,17 @@ std::string_view attention_path_name(AttentionPath path);  // "fused", "explicit
 // "fused" or "explicit"; anything else is an error naming it.
 AttentionPath parse_attention_path(std::string_view name);
 
+// Which MLP a GPT block runs: c_fc, then c_proj of GELU as one op
+// (gelu_affine, ops/activation_linear.h), which keeps GELU's input and not
+// its output, making GELU again in backward; or c_fc, gelu and c_proj as
+// three ops, GPT-2's code, for teaching and comparison. The same bits
+// either way (loss and gradients); keep-all holds 4C floats a token less
+// per block fused.
+enum class MlpPath { Fused, Explicit };
+std::string_view mlp_path_name(MlpPath path);  // "fused", "explicit"
+// "fused" or "explicit"; anything else is an error naming it.
+MlpPath parse_mlp_path(std::string_view name);
+
 struct GPTConfig {
   int64_t vocab_size = 256;
   int64_t block_size = 128;  // the longest context
@@ -56,6 +68,7 @@ struct GPTConfig {
   DType dtype = DType::Float32;
   uint64_t seed = 0;         // initialisation and dropout
   AttentionPath attention = AttentionPath::Fused;  // Explicit also whenever dropout > 0
+  MlpPath mlp = MlpPath::Fused;
 };
 
 // Causal multi-head self-attention: c_attn (C -> 3C), heads, c_proj (C -> C).
@@ -77,7 +90,9 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Dropout> attn_dropout_, resid_dropout_;
 };
 
-// The feed-forward part of a block: c_fc (C -> 4C), GELU, c_proj (4C -> C).
+// The feed-forward part of a block: c_fc (C -> 4C), GELU, c_proj (4C -> C);
+// with MlpPath::Fused, GELU and c_proj are one node, recorded under c_proj's
+// name ("transformer.h.3.mlp.c_proj/gelu_affine").
 class GPTMlp : public Module {
  public:
   GPTMlp(const GPTConfig& config, Generator& init, Generator& dropout);
@@ -86,6 +101,7 @@ class GPTMlp : public Module {
   Tensor forward(Tensor&& x);  // lets go of x once c_fc has read it, as attention does
 
  private:
+  bool fused_;  // config.mlp == MlpPath::Fused
   std::shared_ptr<Conv1D> c_fc_, c_proj_;
   std::shared_ptr<Dropout> dropout_;
 };

@@ -119,7 +119,7 @@ Tensor LlamaAttention::forward(Tensor&& x) {
   return o_proj_->forward(y);
 }
 
-LlamaMLP::LlamaMLP(const LlamaConfig& config, Generator& init) {
+LlamaMLP::LlamaMLP(const LlamaConfig& config, Generator& init) : fused_(config.fused_mlp) {
   const int64_t C = config.hidden_size, I = config.intermediate_size;
   gate_proj_ = register_module("gate_proj", make_linear(C, I, config, init));
   up_proj_ = register_module("up_proj", make_linear(C, I, config, init));
@@ -130,7 +130,11 @@ Tensor LlamaMLP::forward(Tensor&& x) {
   const ModuleScope scope = name_scope();
   const Tensor gate = gate_proj_->forward(x);                      // (B, T, I)
   const Tensor up = up_proj_->forward(std::exchange(x, Tensor()));  // (B, T, I)
-  return down_proj_->forward(swiglu(gate, up));                    // (B, T, C)
+  if (!fused_) return down_proj_->forward(swiglu(gate, up));       // (B, T, C)
+  // down_proj(swiglu(gate, up)) as one node under down_proj's name: it keeps
+  // gate and up, and makes swiglu(gate, up) again in backward for dW.
+  const ModuleScope down_proj_scope(down_proj_->path());
+  return swiglu_linear(gate, up, down_proj_->weight(), down_proj_->bias());  // (B, T, C)
 }
 
 // Registered in HF's order (self_attn, mlp, then the norms), so that

@@ -17,10 +17,12 @@
 //   out = h + down_proj(swiglu(gate_proj(m), up_proj(m))),                          m = post_attention_layernorm(h)
 // with q, k, v viewed as (B, heads, T, D), causal grouped-query attention
 // (ops/attention.h), RoPE in HF's rotate-half convention (ops/rotary.h),
-// RMSNorm (ops/rms_norm.h) and silu(gate) * up as one op (ops/swiglu.h).
+// RMSNorm (ops/rms_norm.h), and down_proj of silu(gate) * up as one op that
+// keeps gate and up only (ops/activation_linear.h; with fused_mlp false,
+// swiglu (ops/swiglu.h) then down_proj).
 // Each decoder layer runs in a BlockScope "model.layers.i", and every node
 // is named by HF's module path ("model.layers.3.self_attn.q_proj/linear",
-// "model.layers.3.self_attn/attention", "model.layers.3.mlp/swiglu"), so
+// "model.layers.3.self_attn/attention", "model.layers.3.mlp.down_proj/swiglu_linear"), so
 // checkpointing policies, presets and rules see transformers' names.
 #pragma once
 
@@ -58,6 +60,11 @@ struct LlamaConfig {
   double initializer_range = 0.02;    // every Linear and the embedding N(0, this); norms 1
   DType dtype = DType::Float32;       // of the parameters: float32 or float64
   uint64_t seed = 0;                  // of the initialisation
+  // remat's, not HF's: down_proj(swiglu(gate, up)) as one op that keeps
+  // gate and up, not the (B, T, I) product (swiglu_linear,
+  // ops/activation_linear.h); false: swiglu then down_proj, two ops. The
+  // same bits either way.
+  bool fused_mlp = true;
 
   // D = C / H (HF's head_dim; remat computes no other).
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
@@ -96,7 +103,9 @@ class LlamaAttention : public Module {
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
 };
 
-// gate_proj, up_proj (C -> I), silu(gate) * up, down_proj (I -> C).
+// gate_proj, up_proj (C -> I), silu(gate) * up, down_proj (I -> C); with
+// fused_mlp, the last two are one node named as down_proj's linear was
+// ("model.layers.3.mlp.down_proj/swiglu_linear").
 class LlamaMLP : public Module {
  public:
   LlamaMLP(const LlamaConfig& config, Generator& init);
@@ -105,6 +114,7 @@ class LlamaMLP : public Module {
   Tensor forward(Tensor&& x);  // lets go of x once both projections have read it
 
  private:
+  bool fused_;  // config.fused_mlp
   std::shared_ptr<Linear> gate_proj_, up_proj_, down_proj_;
 };
 

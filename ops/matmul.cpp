@@ -19,6 +19,7 @@
 #include "engine/kernel_call.h"
 #include "kernels/gemm.h"
 #include "kernels/unary.h"
+#include "ops/linear_steps.h"
 #include "ops/shape.h"
 #include "ops/unary.h"
 
@@ -231,38 +232,8 @@ class MatmulNode final : public Node {
   double scale_;  // GEMM's alpha
 };
 
-// Where a linear layer's weight keeps its input features: linear's (out, in)
-// as torch.nn.Linear, or affine's (in, out) as GPT-2's Conv1D. Both reach
-// GEMM as they are stored, with the transpose flag that fits; no copy.
-enum class WeightLayout { OutIn, InOut };
-
-// x (..., f) as a dense (rows, f) matrix (a copy only if x is not contiguous).
-Tensor as_rows(const Tensor& x) {
-  const Tensor rows = dense(x);
-  const Shape& shape = x.shape();
-  const int64_t f = shape.back();
-  return rows.alias({numel(Shape(shape.begin(), shape.end() - 1)), f}, {f, 1}, rows.offset());
-}
-
-// Checks a linear layer's inputs (x, weight, bias if given) and returns the
-// output's shape, x's with its last axis out_features.
-Shape linear_output_shape(std::string_view op, const Tensors& in, WeightLayout layout) {
-  const Tensor& x = in[0];
-  const Tensor& weight = in[1];
-  const size_t in_axis = layout == WeightLayout::OutIn ? 1 : 0;
-  REMAT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.shape().back() == weight.shape()[in_axis], "{}: input {} does "
-              "not fit weight {} (expected input (..., {}))", op, str(x.shape()), str(weight.shape()),
-              weight.dim() == 2 ? weight.shape()[in_axis] : -1);
-  REMAT_CHECK(x.dtype() == weight.dtype(), "{}: dtypes differ: input {} and weight {}", op, x.str(), weight.str());
-  const int64_t out_features = weight.shape()[1 - in_axis];
-  if (in.size() == 3) {
-    REMAT_CHECK(in[2].shape() == Shape{out_features} && in[2].dtype() == x.dtype(), "{}: bias {} does not fit "
-                "weight {} (expected ({}))", op, in[2].str(), str(weight.shape()), out_features);
-  }
-  Shape out_shape = x.shape();
-  out_shape.back() = out_features;
-  return out_shape;
-}
+using linear_steps::as_rows;
+using linear_steps::WeightLayout;
 
 class LinearNode final : public Node {
  public:
@@ -272,29 +243,13 @@ class LinearNode final : public Node {
   Tensor forward(const Tensors& in) override {
     const Tensor& x = in[0];
     const Tensor& weight = in[1];
-    const Shape out_shape = linear_output_shape(name(), in, layout_);
-    const int64_t out_features = out_shape.back();
+    const Shape out_shape = linear_steps::output_shape(name(), in, layout_);
     const bool has_bias = in.size() == 3;
     // Decided by the weight, a parameter made before any rehearsal: a step
     // rehearsed on the meta device decides as the real one.
-    fused_ = fused_epilogue(weight);
-    const Tensor rows = as_rows(x);
+    fused_ = linear_steps::fused_bias(weight);
     Tensor out(out_shape, x.dtype(), x.device());
-    // (in, out) as GEMM's right operand: W^T for linear, W for affine.
-    const Tensor w_in_out = layout_ == WeightLayout::OutIn ? matrix_t(weight) : weight;
-    const Tensor bias = has_bias ? dense(in[2]) : Tensor();
-    dispatch_floating(x.dtype(), name(), [&]<class T>() {
-      if (has_bias && fused_) {
-        gemm_epilogue_into<T>(out, rows, w_in_out, EpilogueKind::Bias, bias);
-        return;
-      }
-      if (has_bias) {
-        run_kernel(out, name(), [&](auto stream) {
-          repeat_rows<T>(out.data<T>(), bias.data<T>(), rows.shape()[0], out_features, stream);
-        });
-      }
-      gemm_into<T>(out, rows, w_in_out, T(1), has_bias ? T(1) : T(0));
-    });
+    linear_steps::forward_into(out, as_rows(x), weight, has_bias ? dense(in[2]) : Tensor(), layout_, fused_);
     return out;
   }
 
@@ -310,41 +265,27 @@ class LinearNode final : public Node {
   // are never alive together.
   Tensors backward(const Tensor& dout_any) override {
     const Tensor dout = as_rows(dout_any);
-    const int64_t rows = dout.shape()[0], out_features = dout.shape()[1];
-    const bool out_in = layout_ == WeightLayout::OutIn;
+    const int64_t out_features = dout.shape()[1];
     Tensor dx, dweight, dbias;
-    // db in dW's GEMM: the sums over rows of dout, its left operand's rows
-    // for linear (dout^T x), its right operand's columns for affine (x^T dout).
+    // db in dW's GEMM where the bias rides in epilogues.
     const bool fuse_dbias = needs_input_grad(1) && needs_input_grad(2) && fused_;
-    dispatch_floating(dout.dtype(), name(), [&]<class T>() {
-      if (needs_input_grad(1)) {
-        {
-          const Tensor x = as_rows(saved(0));
-          dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
-          if (fuse_dbias) {
-            dbias = Tensor({out_features}, dout.dtype(), dout.device());
-            if (out_in) gemm_epilogue_into<T>(dweight, matrix_t(dout), x, EpilogueKind::BiasGradOfA, dbias);
-            else gemm_epilogue_into<T>(dweight, matrix_t(x), dout, EpilogueKind::BiasGradOfB, dbias);
-          } else if (out_in) {
-            gemm_into<T>(dweight, matrix_t(dout), x, T(1), T(0));
-          } else {
-            gemm_into<T>(dweight, matrix_t(x), dout, T(1), T(0));
-          }
-        }
-        release_saved_now(0);
+    if (needs_input_grad(1)) {
+      {
+        const Tensor x = as_rows(saved(0));
+        dweight = Tensor(record().input_shapes[1], dout.dtype(), dout.device());
+        if (fuse_dbias) dbias = Tensor({out_features}, dout.dtype(), dout.device());
+        linear_steps::weight_grad_into(dweight, dbias, x, dout, layout_, fused_);
       }
-      if (needs_input_grad(0)) {
-        const Tensor weight = saved(1);
-        dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
-        gemm_into<T>(dx, dout, out_in ? weight : matrix_t(weight), T(1), T(0));
-      }
-      if (needs_input_grad(2) && !fuse_dbias) {
-        dbias = Tensor({out_features}, dout.dtype(), dout.device());
-        run_kernel(dbias, name(), [&](auto stream) {
-          sum_rows<T>(dbias.data<T>(), dout.data<T>(), rows, out_features, stream);
-        });
-      }
-    });
+      release_saved_now(0);
+    }
+    if (needs_input_grad(0)) {
+      dx = Tensor(record().input_shapes[0], dout.dtype(), dout.device());
+      linear_steps::input_grad_into(dx, dout, saved(1), layout_);
+    }
+    if (needs_input_grad(2) && !fuse_dbias) {
+      dbias = Tensor({out_features}, dout.dtype(), dout.device());
+      linear_steps::bias_grad_into(dbias, dout);
+    }
     if (record().input_shapes.size() == 3) return {dx, dweight, dbias};
     return {dx, dweight};
   }
@@ -373,7 +314,7 @@ class AffineGeluNode final : public Node {
 
   Tensor forward(const Tensors& in) override {
     REMAT_CHECK(in.size() == 3, "affine_gelu: needs a bias");
-    const Shape out_shape = linear_output_shape(name(), in, WeightLayout::InOut);
+    const Shape out_shape = linear_steps::output_shape(name(), in, WeightLayout::InOut);
     Tensor out(out_shape, in[0].dtype(), in[0].device());
     // A replay runs this GEMM again rather than our GELU over the saved pre:
     // cuBLASLt's GELU is ours only to float rounding, and a replay must
@@ -463,5 +404,89 @@ Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) return apply_op(std::move(node), {x, weight, bias});
   return apply_op(std::move(node), {x, weight});
 }
+
+
+namespace linear_steps {
+
+Tensor as_rows(const Tensor& x) {
+  const Tensor rows = dense(x);
+  const Shape& shape = x.shape();
+  const int64_t f = shape.back();
+  return rows.alias({numel(Shape(shape.begin(), shape.end() - 1)), f}, {f, 1}, rows.offset());
+}
+
+Shape output_shape(std::string_view op, const Tensors& in, WeightLayout layout) {
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const size_t in_axis = layout == WeightLayout::OutIn ? 1 : 0;
+  REMAT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.shape().back() == weight.shape()[in_axis], "{}: input {} does "
+              "not fit weight {} (expected input (..., {}))", op, str(x.shape()), str(weight.shape()),
+              weight.dim() == 2 ? weight.shape()[in_axis] : -1);
+  REMAT_CHECK(x.dtype() == weight.dtype(), "{}: dtypes differ: input {} and weight {}", op, x.str(), weight.str());
+  const int64_t out_features = weight.shape()[1 - in_axis];
+  if (in.size() == 3) {
+    REMAT_CHECK(in[2].shape() == Shape{out_features} && in[2].dtype() == x.dtype(), "{}: bias {} does not fit "
+                "weight {} (expected ({}))", op, in[2].str(), str(weight.shape()), out_features);
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  return out_shape;
+}
+
+bool fused_bias(const Tensor& weight) { return fused_epilogue(weight); }
+
+void forward_into(const Tensor& out, const Tensor& rows, const Tensor& weight, const Tensor& bias, WeightLayout layout,
+                  bool fused) {
+  // (in, out) as GEMM's right operand: W^T for linear, W for affine.
+  const Tensor w_in_out = layout == WeightLayout::OutIn ? matrix_t(weight) : weight;
+  const bool has_bias = bias.defined();
+  dispatch_floating(out.dtype(), "linear", [&]<class T>() {
+    if (has_bias && fused) {
+      gemm_epilogue_into<T>(out, rows, w_in_out, EpilogueKind::Bias, bias);
+      return;
+    }
+    if (has_bias) {
+      run_kernel(out, "linear", [&](auto stream) {
+        repeat_rows<T>(out.data<T>(), bias.data<T>(), rows.shape()[0], w_in_out.shape()[1], stream);
+      });
+    }
+    gemm_into<T>(out, rows, w_in_out, T(1), has_bias ? T(1) : T(0));
+  });
+}
+
+// db in dW's GEMM: the sums over rows of dout, its left operand's rows for
+// linear (dout^T x), its right operand's columns for affine (x^T dout).
+void weight_grad_into(const Tensor& dweight, const Tensor& dbias, const Tensor& rows, const Tensor& dout,
+                      WeightLayout layout, bool fused) {
+  const bool out_in = layout == WeightLayout::OutIn;
+  dispatch_floating(dout.dtype(), "linear", [&]<class T>() {
+    if (dbias.defined()) {
+      REMAT_CHECK(fused, "linear: a bias gradient in dW's GEMM needs fused epilogues (weight gradient {})",
+                  dweight.str());
+      if (out_in) gemm_epilogue_into<T>(dweight, matrix_t(dout), rows, EpilogueKind::BiasGradOfA, dbias);
+      else gemm_epilogue_into<T>(dweight, matrix_t(rows), dout, EpilogueKind::BiasGradOfB, dbias);
+    } else if (out_in) {
+      gemm_into<T>(dweight, matrix_t(dout), rows, T(1), T(0));
+    } else {
+      gemm_into<T>(dweight, matrix_t(rows), dout, T(1), T(0));
+    }
+  });
+}
+
+void input_grad_into(const Tensor& dx, const Tensor& dout, const Tensor& weight, WeightLayout layout) {
+  dispatch_floating(dout.dtype(), "linear", [&]<class T>() {
+    gemm_into<T>(dx, dout, layout == WeightLayout::OutIn ? weight : matrix_t(weight), T(1), T(0));
+  });
+}
+
+void bias_grad_into(const Tensor& dbias, const Tensor& dout) {
+  dispatch_floating(dout.dtype(), "linear", [&]<class T>() {
+    run_kernel(dbias, "linear", [&](auto stream) {
+      sum_rows<T>(dbias.data<T>(), dout.data<T>(), dout.shape()[0], dout.shape()[1], stream);
+    });
+  });
+}
+
+}  // namespace linear_steps
 
 }  // namespace remat

@@ -3,6 +3,7 @@
 
 #include "engine/autograd.h"
 #include "engine/factory.h"
+#include "ops/activation_linear.h"
 #include "ops/attention.h"
 #include "ops/binary.h"
 #include "ops/dropout.h"

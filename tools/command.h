@@ -73,6 +73,7 @@ void apply_budget(const std::string& budget, std::string_view what, workloads::W
 struct ModelFlags {
   std::string head;  // --head: the model's default (untied for both) when empty
   std::string attention = "fused";  // --attention
+  std::string mlp_path = "fused";   // --mlp
   std::optional<int64_t> n_layer, n_embd, n_head, block_size, vocab_size;
   std::vector<CLI::Option*> shared, gpt, llama, mlp;  // shared: --model gpt or llama
   CLI::Option* model = nullptr;

@@ -107,6 +107,10 @@ void add_model_options(CLI::App* command, workloads::ModelSpec& spec, ModelFlags
                                              "gpt, --hf): fused (the fused op) or explicit (q k^T, causal softmax, "
                                              "product; also whenever --dropout > 0)")
                              ->check(CLI::IsMember({"fused", "explicit"}))->capture_default_str();
+  command->add_option("--mlp", flags.mlp_path, "the MLP of a GPT or Llama (W2-W5, --model, --hf): fused (the "
+                      "activation and the output projection as one op, keeping the activation's inputs only) or "
+                      "explicit (c_fc, gelu, c_proj; gate/up, swiglu, down_proj)")
+      ->check(CLI::IsMember({"fused", "explicit"}))->capture_default_str();
   flags.mlp = {command->add_option("--dims", spec.dims, "--model mlp: widths, input to classes (784,1024,1024,10)")
                    ->delimiter(',')};
 }
@@ -136,6 +140,7 @@ void finish_model_spec(const CLI::App* app, workloads::ModelSpec& spec, const Mo
   REMAT_CHECK(flags.attention_flag->count() == 0 || spec.kind != "llama", "{}: --attention is a GPT's; a Llama runs "
               "the fused attention only", command);
   spec.attention = nn::parse_attention_path(flags.attention);
+  spec.mlp = nn::parse_mlp_path(flags.mlp_path);
   if (spec.kind == "gpt") {
     nn::GPTConfig& c = spec.gpt;
     c.n_layer = flags.n_layer.value_or(c.n_layer);

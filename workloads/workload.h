@@ -46,12 +46,14 @@ struct ModelSpec {
   // the explicit path (nn/gpt.h, AttentionPath). gpt.attention is not read;
   // a Llama always runs the fused op.
   nn::AttentionPath attention = nn::AttentionPath::Fused;
+  // The MLP of every GPT, likewise (nn/gpt.h, MlpPath). gpt.mlp is not read.
+  nn::MlpPath mlp = nn::MlpPath::Fused;
 };
 // "gpt 6x256 h4 T128 V256 untied B16", "llama 6x384 h6 kv2 ff1024 T256 V65
 // untied B8" (" theta 500000" after the vocabulary where rope_theta is not
-// 1e4), "mlp 784-1024-1024-10 B16", "hf DIR B16" (" explicit-attention"
-// before the batch where a GPT runs that path); the preset's name when kind
-// is "".
+// 1e4), "mlp 784-1024-1024-10 B16", "hf DIR B16" (" explicit-attention",
+// " explicit-mlp" before the batch where a model runs those paths); the
+// preset's name when kind is "".
 std::string describe(const ModelSpec& spec, const std::string& preset);
 
 struct WorkloadOptions {

@@ -43,9 +43,10 @@ Workload build_w1(Generator& generator, Device device) {
 
 // W2: GPT-mini (vocabulary 256, context 128, 6 blocks, d_model 256, 4 heads,
 // untied head, dropout 0); batch 16 of random tokens.
-Workload build_w2(uint64_t seed, Device device, nn::AttentionPath attention) {
+Workload build_w2(uint64_t seed, Device device, nn::AttentionPath attention, nn::MlpPath mlp) {
   const nn::GPTConfig config{.vocab_size = 256, .block_size = 128, .n_layer = 6, .n_head = 4, .n_embd = 256,
-                             .dropout = 0.0, .tie_weights = false, .seed = seed, .attention = attention};
+                             .dropout = 0.0, .tie_weights = false, .seed = seed, .attention = attention,
+                             .mlp = mlp};
   auto model = std::make_shared<nn::GPT>(config);
   Generator generator(seed + 2);
   model->to(device);
@@ -57,9 +58,10 @@ Workload build_w2(uint64_t seed, Device device, nn::AttentionPath attention) {
 // W3: GPT-2 small (124M: vocabulary 50257, context 1024, 12 blocks, d_model
 // 768, 12 heads, tied head, dropout 0); batch 8 of random tokens; AdamW. A
 // GPU workload (a CPU step takes minutes).
-Workload build_w3(uint64_t seed, Device device, nn::AttentionPath attention) {
+Workload build_w3(uint64_t seed, Device device, nn::AttentionPath attention, nn::MlpPath mlp) {
   const nn::GPTConfig config{.vocab_size = 50257, .block_size = 1024, .n_layer = 12, .n_head = 12, .n_embd = 768,
-                             .dropout = 0.0, .tie_weights = true, .seed = seed, .attention = attention};
+                             .dropout = 0.0, .tie_weights = true, .seed = seed, .attention = attention,
+                             .mlp = mlp};
   auto model = std::make_shared<nn::GPT>(config);
   model->to(device);
   Generator generator(seed + 2);
@@ -75,9 +77,10 @@ constexpr double kLlamaLr = 3e-4;
 // batch of random tokens, AdamW. `meta`: built on the meta device, to be
 // rehearsed (no values, no weights read).
 Workload build_llama(nn::LlamaConfig config, const std::string& hf_dir, int64_t batch, uint64_t seed, Device device,
-                     bool meta) {
+                     bool meta, nn::MlpPath mlp) {
   if (!hf_dir.empty()) config = nn::load_llama_config(hf_dir, DType::Float32, seed);
   config.seed = seed;
+  config.fused_mlp = mlp == nn::MlpPath::Fused;
   std::optional<MetaScope> scope;
   if (meta) scope.emplace();
   auto model = std::make_shared<nn::Llama>(config);
@@ -107,11 +110,11 @@ namespace {
 // A model of the user's (ModelSpec), on a fixed random batch; `meta`: see
 // build_llama.
 Workload build_spec(const ModelSpec& spec, uint64_t seed, Device device, bool meta) {
-  if (spec.kind == "llama") return build_llama(spec.llama, "", spec.batch_size, seed, device, meta);
+  if (spec.kind == "llama") return build_llama(spec.llama, "", spec.batch_size, seed, device, meta, spec.mlp);
   if (spec.kind == "hf" && hf_model_type(spec.hf_dir) == "llama") {
     REMAT_CHECK(spec.attention == nn::AttentionPath::Fused, "bench: --hf '{}' is a Llama, which runs the fused "
                 "attention only (--attention explicit is a GPT's)", spec.hf_dir);
-    return build_llama({}, spec.hf_dir, spec.batch_size, seed, device, meta);
+    return build_llama({}, spec.hf_dir, spec.batch_size, seed, device, meta, spec.mlp);
   }
   Generator generator(seed + 2);
   if (spec.kind == "mlp") {
@@ -126,6 +129,7 @@ Workload build_spec(const ModelSpec& spec, uint64_t seed, Device device, bool me
   config.seed = seed;
   if (spec.kind == "hf") config = nn::load_gpt2_config(spec.hf_dir, seed);
   config.attention = spec.attention;
+  config.mlp = spec.mlp;
   auto model = std::make_shared<nn::GPT>(config);
   if (spec.kind == "hf") nn::load_gpt2_weights(*model, spec.hf_dir);
   model->to(device);
@@ -243,8 +247,8 @@ Workload build_workload(const WorkloadOptions& options, bool rehearsal) {
     return build_spec(llama_workload(options.workload), options.seed, device, rehearsal);
   }
   if (options.workload == "W1") return build_w1(generator, device);
-  return options.workload == "W2" ? build_w2(options.seed, device, options.model.attention)
-                                    : build_w3(options.seed, device, options.model.attention);
+  return options.workload == "W2" ? build_w2(options.seed, device, options.model.attention, options.model.mlp)
+                                    : build_w3(options.seed, device, options.model.attention, options.model.mlp);
 }
 
 }  // namespace remat::workloads

@@ -28,23 +28,24 @@ nlohmann::ordered_json gemm_json(const kernels::cpu::GemmInfo& gemm) {
 }  // namespace
 
 std::string describe(const ModelSpec& spec, const std::string& preset) {
-  const bool explicit_attention = spec.attention == nn::AttentionPath::Explicit;
-  if (spec.kind.empty()) return preset + (explicit_attention && preset != "W1" ? " explicit-attention" : "");
+  const std::string paths = std::string(spec.attention == nn::AttentionPath::Explicit ? " explicit-attention" : "") +
+                            (spec.mlp == nn::MlpPath::Explicit ? " explicit-mlp" : "");
+  if (spec.kind.empty()) return preset + (preset != "W1" ? paths : "");
   if (spec.kind == "mlp") return fmt::format("mlp {} B{}", fmt::join(spec.dims, "-"), spec.batch_size);
   if (spec.kind == "hf") {
-    return fmt::format("hf {}{} B{}", spec.hf_dir, explicit_attention ? " explicit-attention" : "", spec.batch_size);
+    return fmt::format("hf {}{} B{}", spec.hf_dir, paths, spec.batch_size);
   }
   if (spec.kind == "llama") {
     const nn::LlamaConfig& c = spec.llama;
-    return fmt::format("llama {}x{} h{} kv{} ff{} T{} V{}{} {} B{}", c.num_hidden_layers, c.hidden_size,
+    return fmt::format("llama {}x{} h{} kv{} ff{} T{} V{}{} {}{} B{}", c.num_hidden_layers, c.hidden_size,
                        c.num_attention_heads, c.kv_heads(), c.intermediate_size, c.max_position_embeddings,
                        c.vocab_size, c.rope_theta != 10000.0 ? fmt::format(" theta {}", c.rope_theta) : "",
-                       c.tie_word_embeddings ? "tied" : "untied", spec.batch_size);
+                       c.tie_word_embeddings ? "tied" : "untied", paths, spec.batch_size);
   }
   const nn::GPTConfig& c = spec.gpt;
   return fmt::format("gpt {}x{} h{} T{} V{} {}{}{} B{}", c.n_layer, c.n_embd, c.n_head, c.block_size, c.vocab_size,
                      c.tie_weights ? "tied" : "untied", c.dropout > 0 ? fmt::format(" dropout {}", c.dropout) : "",
-                     explicit_attention ? " explicit-attention" : "", spec.batch_size);
+                     paths, spec.batch_size);
 }
 
 nlohmann::ordered_json solver_json(const scheduler::SolverReport& r) {

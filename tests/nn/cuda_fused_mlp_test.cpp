@@ -1,7 +1,9 @@
 // GPT's MLP with fused epilogues (nn/gpt.cpp, affine_gelu; Note [Fused
 // epilogues] in kernels/cuda/gemm.h), label cuda: on the GPU with the flag
-// on, c_fc and GELU are one node, the loss and every gradient equal the
-// flag-off ones within float rounding, and every checkpointing policy
+// on, c_fc and GELU are one node (on the explicit MLP path: the default
+// fused path, nn::MlpPath, keeps c_fc an affine and makes GELU part of
+// c_proj's node instead), the loss and every gradient equal the flag-off
+// ones within float rounding, and every checkpointing policy
 // (which rehearses the step on the meta device, then may drop and replay
 // the fused node) gives keep-all's gradients bit for bit; on the CPU the
 // flag leaves the graph as it was.
@@ -34,7 +36,8 @@ struct FusedEpilogues {
 };
 
 nn::GPTConfig small_gpt() {  // 4C = 128: the aux matrix's ld is a multiple of 8, the fused path
-  return {.vocab_size = 31, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 4};
+  return {.vocab_size = 31, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 4,
+          .mlp = nn::MlpPath::Explicit};
 }
 
 // How many nodes of each op the graph behind `loss` has.

@@ -1,6 +1,7 @@
 // GPT: GPT-2's parameter names and shapes, the W2 parameter count, block
 // marks in the graph, every parameter's gradient against float64 finite
-// differences, and sampling.
+// differences (both MLP paths), the fused MLP's bits against the explicit
+// one's and what it keeps, and sampling.
 #include "nn/gpt.h"
 
 #include <gtest/gtest.h>
@@ -9,14 +10,16 @@
 #include <map>
 #include <set>
 
+#include "engine/allocator.h"
+#include "kernels/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace remat::nn {
 namespace {
 
-GPTConfig tiny(bool tied, DType dtype = DType::Float64) {
+GPTConfig tiny(bool tied, DType dtype = DType::Float64, MlpPath mlp = MlpPath::Fused) {
   return {.vocab_size = 7, .block_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 4, .dropout = 0.0,
-          .tie_weights = tied, .dtype = dtype, .seed = 11};
+          .tie_weights = tied, .dtype = dtype, .seed = 11, .mlp = mlp};
 }
 
 std::map<std::string, Shape> shapes_of(const Module& m) {
@@ -107,8 +110,8 @@ TEST(GPT, BlocksAreMarkedInTheGraph) {
 
 // Every element of every parameter: analytic gradient against central
 // differences of the float64 loss.
-void check_all_gradients(bool tied) {
-  GPT model(tiny(tied));
+void check_all_gradients(bool tied, MlpPath mlp = MlpPath::Fused) {
+  GPT model(tiny(tied, DType::Float64, mlp));
   Generator g(2);
   {
     NoGradGuard no_grad;
@@ -141,6 +144,82 @@ void check_all_gradients(bool tied) {
 
 TEST(GPT, EveryParameterGradientMatchesFiniteDifferences) { check_all_gradients(/*tied=*/true); }
 TEST(GPT, EveryParameterGradientMatchesFiniteDifferencesUntied) { check_all_gradients(/*tied=*/false); }
+TEST(GPT, EveryParameterGradientMatchesFiniteDifferencesExplicitMlp) {
+  check_all_gradients(/*tied=*/false, MlpPath::Explicit);
+}
+
+// How many nodes of each op, by name, the graph behind `loss` has.
+std::map<std::string, int> node_names(const Tensor& loss) {
+  std::map<std::string, int> names;
+  std::set<const Node*> seen;
+  std::vector<const Node*> todo{loss.grad_fn().get()};
+  while (!todo.empty()) {
+    const Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    ++names[(node->record().module ? *node->record().module : "") + "/" + std::string(node->name())];
+    for (const Edge& e : node->next_edges()) todo.push_back(e.node.get());
+  }
+  return names;
+}
+
+struct MlpStep {
+  std::vector<float> loss;
+  std::vector<std::vector<float>> grads;
+  std::map<std::string, int> nodes;
+  int64_t kept_bytes = 0;  // activation bytes held once forward has returned
+};
+
+MlpStep mlp_step(MlpPath mlp, double dropout) {
+  const GPTConfig config{.vocab_size = 19, .block_size = 12, .n_layer = 2, .n_head = 2, .n_embd = 16,
+                         .dropout = dropout, .seed = 5, .mlp = mlp};
+  GPT model(config);
+  Generator g(8);
+  CategoryGuard data(MemoryCategory::Data);
+  const Tensor ids = randint(19, {3, 12}, g), targets = randint(19, {3, 12}, g);
+  CategoryGuard activations(MemoryCategory::Activation);
+  const int64_t before = cpu_allocator().stats().live_of(MemoryCategory::Activation);
+  const Tensor loss = model.forward(ids, targets).loss;
+  MlpStep s{loss.to_vector<float>(), {}, node_names(loss),
+            cpu_allocator().stats().live_of(MemoryCategory::Activation) - before};
+  loss.backward();
+  for (const Tensor& p : model.parameters()) s.grads.push_back(p.grad().to_vector<float>());
+  return s;
+}
+
+// The fused MLP (gelu_affine) against GPT-2's three ops: the loss and
+// every gradient bit for bit, at 1 and 2 threads, with dropout too (its
+// draws come in the same order); GELU and c_proj one node under c_proj's
+// name; forward keeps GELU's output (B T 4C floats a block) less.
+TEST(GPT, TheFusedMlpHasTheExplicitMlpsBitsAndKeepsGelusOutputLess) {
+  for (const double dropout : {0.0, 0.1}) {
+    for (const int threads : {1, 2}) {
+      SCOPED_TRACE("dropout " + std::to_string(dropout) + ", " + std::to_string(threads) + " threads");
+      const kernels::cpu::NumThreadsGuard guard(threads);
+      const MlpStep fused = mlp_step(MlpPath::Fused, dropout), explicit_mlp = mlp_step(MlpPath::Explicit, dropout);
+      EXPECT_EQ(fused.loss, explicit_mlp.loss);
+      EXPECT_EQ(fused.grads, explicit_mlp.grads);
+      for (const char* block : {"transformer.h.0", "transformer.h.1"}) {
+        const std::string mlp = std::string(block) + ".mlp";
+        EXPECT_EQ(fused.nodes.count(mlp + ".c_proj/gelu_affine"), 1u) << mlp;
+        EXPECT_EQ(fused.nodes.count(mlp + "/gelu"), 0u) << mlp;
+        EXPECT_EQ(fused.nodes.count(mlp + ".c_proj/affine"), 0u) << mlp;
+        EXPECT_EQ(fused.nodes.count(mlp + ".c_fc/affine"), 1u) << mlp;
+        EXPECT_EQ(explicit_mlp.nodes.count(mlp + "/gelu"), 1u) << mlp;
+        EXPECT_EQ(explicit_mlp.nodes.count(mlp + ".c_proj/affine"), 1u) << mlp;
+      }
+      const int64_t gelu_output = 3 * 12 * 4 * 16 * static_cast<int64_t>(sizeof(float));
+      EXPECT_EQ(explicit_mlp.kept_bytes - fused.kept_bytes, 2 * gelu_output);
+    }
+  }
+}
+
+TEST(GPT, MlpPathsByName) {
+  EXPECT_EQ(parse_mlp_path("fused"), MlpPath::Fused);
+  EXPECT_EQ(parse_mlp_path("explicit"), MlpPath::Explicit);
+  EXPECT_EQ(mlp_path_name(MlpPath::Explicit), "explicit");
+  EXPECT_THROW(parse_mlp_path("fast"), Error);
+}
 
 TEST(GPT, TooLongASequenceIsAnError) {
   GPT model(tiny(true));

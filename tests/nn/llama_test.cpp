@@ -2,8 +2,9 @@
 // multi-head, grouped and multi-query configs, tied and untied; HF's
 // initialisation; the logits and loss against a float64 reference written
 // here with loops (RMSNorm, rotate-half RoPE, GQA causal attention, SwiGLU);
-// gradients against finite differences; node names and blocks in HF's
-// module paths; bits independent of the thread count; every checkpointing
+// gradients against finite differences (both MLP paths); node names and
+// blocks in HF's module paths; the fused MLP (swiglu_linear) with the bits
+// of the explicit one; bits independent of the thread count; every checkpointing
 // policy and preset bit-identical to keep-all, and what the presets replay.
 #include "nn/llama.h"
 
@@ -262,8 +263,10 @@ TEST(Llama, ShiftLabelsIsHuggingFacesShift) {
 
 // A few elements of every parameter (first, last, and between): analytic
 // gradient against central differences of the float64 loss.
-void check_gradients(int64_t kv_heads, bool tied) {
-  Llama model(tiny(kv_heads, tied));
+void check_gradients(int64_t kv_heads, bool tied, bool fused_mlp = true) {
+  LlamaConfig config = tiny(kv_heads, tied);
+  config.fused_mlp = fused_mlp;
+  Llama model(config);
   randomise(model, 2);
   Generator g(2);
   const Tensor ids = randint(13, {2, 5}, g), targets = randint(13, {2, 5}, g);
@@ -291,6 +294,7 @@ void check_gradients(int64_t kv_heads, bool tied) {
 TEST(Llama, GradientsMatchFiniteDifferencesGroupedQueryTied) { check_gradients(2, /*tied=*/true); }
 TEST(Llama, GradientsMatchFiniteDifferencesMultiQueryUntied) { check_gradients(1, /*tied=*/false); }
 TEST(Llama, GradientsMatchFiniteDifferencesMultiHeadUntied) { check_gradients(4, /*tied=*/false); }
+TEST(Llama, GradientsMatchFiniteDifferencesExplicitMlp) { check_gradients(2, /*tied=*/false, /*fused_mlp=*/false); }
 
 // The graph of a float32 step under a Checkpointer that keeps all.
 scheduler::GraphProfile graph_of(const LlamaConfig& config) {
@@ -317,11 +321,39 @@ TEST(Llama, NodesAreNamedByHuggingFacesModulePathsInBlocks) {
           "model.layers.0.self_attn.v_proj/linear", "model.layers.0.self_attn/rotary",
           "model.layers.0.self_attn/rotary#1", "model.layers.0.self_attn/attention",
           "model.layers.0.self_attn.o_proj/linear", "model.layers.1.post_attention_layernorm/rms_norm",
-          "model.layers.1.mlp.gate_proj/linear", "model.layers.1.mlp.up_proj/linear", "model.layers.1.mlp/swiglu",
-          "model.layers.1.mlp.down_proj/linear", "model.norm/rms_norm", "lm_head/linear", "/cross_entropy"}) {
+          "model.layers.1.mlp.gate_proj/linear", "model.layers.1.mlp.up_proj/linear",
+          "model.layers.1.mlp.down_proj/swiglu_linear", "model.norm/rms_norm", "lm_head/linear", "/cross_entropy"}) {
       EXPECT_TRUE(names.contains(name)) << name << (tied ? " (tied)" : "");
     }
     EXPECT_EQ(blocks, (std::set<std::string>{"", "model.layers.0", "model.layers.1"}));
+  }
+  // The explicit MLP: swiglu under the MLP's name, then down_proj's linear.
+  LlamaConfig config = tiny(2, false, DType::Float32);
+  config.fused_mlp = false;
+  std::set<std::string> names;
+  for (const scheduler::NodeProfile& node : graph_of(config).nodes) names.insert(node.name);
+  EXPECT_TRUE(names.contains("model.layers.1.mlp/swiglu"));
+  EXPECT_TRUE(names.contains("model.layers.1.mlp.down_proj/linear"));
+  EXPECT_FALSE(names.contains("model.layers.1.mlp.down_proj/swiglu_linear"));
+}
+
+// down_proj(swiglu(gate, up)) as one node against the two: the loss and
+// every gradient bit for bit, at 1 and 2 threads.
+TEST(Llama, TheFusedMlpHasTheExplicitMlpsBits) {
+  auto step = [](bool fused_mlp) {
+    Llama model({.vocab_size = 37, .hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 2,
+                 .num_attention_heads = 4, .num_key_value_heads = 2, .seed = 9, .fused_mlp = fused_mlp});
+    Generator g(3);
+    const Tensor ids = randint(37, {3, 24}, g);
+    const Tensor loss = model.forward(ids, shift_labels(ids)).loss;
+    loss.backward();
+    std::vector<std::vector<float>> out{loss.to_vector<float>()};
+    for (const Tensor& p : model.parameters()) out.push_back(p.grad().to_vector<float>());
+    return out;
+  };
+  for (const int threads : {1, 2}) {
+    kernels::cpu::NumThreadsGuard guard(threads);
+    EXPECT_EQ(step(true), step(false)) << threads << " threads";
   }
 }
 

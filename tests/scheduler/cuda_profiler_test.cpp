@@ -27,8 +27,9 @@ TEST(GpuSpan, OffAGpuItTimesNothing) {
 
 #if REMAT_HAVE_CUDA
 
-nn::GPTConfig small_gpt() {
-  return {.vocab_size = 31, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 4};
+nn::GPTConfig small_gpt() {  // the explicit MLP: its gelu nodes are the ones dropped below
+  return {.vocab_size = 31, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 4,
+          .mlp = nn::MlpPath::Explicit};
 }
 
 TEST(CudaProfiler, GpuNodesAreTimedByEventsAndTheirPassIncludesItsReplays) {

@@ -27,30 +27,35 @@ namespace {
 
 using namespace plan_testing;
 
+// On both MLP paths: the fused one (gelu_affine) is dropped and replayed
+// as a compute-bound node whose backward makes GELU again.
 TEST(Plan, EveryPolicyIsBitIdenticalOnGptWithDropoutAndPredictsItsPeak) {
-  const Grads expected = reference(gpt());
-  for (const std::string& policy : policy_names()) {
-    if (policy == "dtr") continue;  // plans nothing (tests/scheduler/dtr_test.cpp)
-    SCOPED_TRACE(policy);
-    const Step step = run(gpt(), testing::options_of(policy));
-    EXPECT_EQ(step.grads, expected);
-    EXPECT_FALSE(step.report.profiling);
-    expect_prediction_holds(step);
-    if (policy != "none" && policy != "chain" && policy != "milp") {  // they keep all without a budget
+  for (const nn::MlpPath mlp : {nn::MlpPath::Explicit, nn::MlpPath::Fused}) {
+    SCOPED_TRACE(std::string(nn::mlp_path_name(mlp)) + " MLP");
+    const Grads expected = reference(gpt(4, mlp));
+    for (const std::string& policy : policy_names()) {
+      if (policy == "dtr") continue;  // plans nothing (tests/scheduler/dtr_test.cpp)
+      SCOPED_TRACE(policy);
+      const Step step = run(gpt(4, mlp), testing::options_of(policy));
+      EXPECT_EQ(step.grads, expected);
+      EXPECT_FALSE(step.report.profiling);
+      expect_prediction_holds(step);
+      if (policy != "none" && policy != "chain" && policy != "milp") {  // they keep all without a budget
+        EXPECT_GT(step.report.replayed_nodes, 0);
+      }
+    }
+    // chain and milp within a budget halfway from the graph's minimum to
+    // keep-all's peak, where they replay.
+    const Step all = run(gpt(4, mlp), {.policy = "none"});
+    const int64_t low = minimum_budget(all.graph), high = all.report.measured_peak_bytes;
+    for (const std::string policy : {"chain", "milp"}) {
+      SCOPED_TRACE(policy + " within a budget");
+      const Step step = run(gpt(4, mlp), {.policy = policy, .budget = (low + high) / 2}, 3);
+      EXPECT_EQ(step.grads, expected);
+      expect_prediction_holds(step);
+      EXPECT_LE(step.report.measured_peak_bytes, (low + high) / 2);
       EXPECT_GT(step.report.replayed_nodes, 0);
     }
-  }
-  // chain and milp within a budget halfway from the graph's minimum to
-  // keep-all's peak, where they replay.
-  const Step all = run(gpt(), {.policy = "none"});
-  const int64_t low = minimum_budget(all.graph), high = all.report.measured_peak_bytes;
-  for (const std::string policy : {"chain", "milp"}) {
-    SCOPED_TRACE(policy + " within a budget");
-    const Step step = run(gpt(), {.policy = policy, .budget = (low + high) / 2}, 3);
-    EXPECT_EQ(step.grads, expected);
-    expect_prediction_holds(step);
-    EXPECT_LE(step.report.measured_peak_bytes, (low + high) / 2);
-    EXPECT_GT(step.report.replayed_nodes, 0);
   }
 }
 

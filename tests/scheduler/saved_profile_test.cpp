@@ -108,7 +108,7 @@ TEST(Plan, AProfileOfAnotherGraphIsRefusedAtTheFirstStep) {
   // gpt(batch)'s step on a model and batch made outside the rehearsal (a
   // model's initialisation reads its weights: not on the meta device).
   nn::GPT model({.vocab_size = 17, .block_size = 16, .n_layer = 3, .n_head = 2, .n_embd = 32, .dropout = 0.1,
-                 .seed = 6});
+                 .seed = 6, .mlp = nn::MlpPath::Explicit});  // gpt()'s model
   const auto step_of = [&model](Checkpointer& checkpointer, int64_t batch) {
     Generator g(2);
     const Tensor ids = as_data([&] { return randint(17, {batch, 16}, g); });

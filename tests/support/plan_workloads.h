@@ -40,10 +40,13 @@ inline Tensor as_data(Make make) {
   return make();
 }
 
-inline Workload gpt(int64_t batch = 4) {
-  return [batch] {
+// GPT-2's explicit MLP by default (a gelu node between c_fc and c_proj, which
+// the rule tests name); MlpPath::Fused, the models' default, where asked.
+inline Workload gpt(int64_t batch = 4, nn::MlpPath mlp = nn::MlpPath::Explicit) {
+  return [batch, mlp] {
     auto model = std::make_shared<nn::GPT>(nn::GPTConfig{.vocab_size = 17, .block_size = 16, .n_layer = 3,
-                                                         .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 6});
+                                                         .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 6,
+                                                         .mlp = mlp});
     Generator g(2);
     const Tensor ids = as_data([&] { return randint(17, {batch, 16}, g); });
     const Tensor targets = as_data([&] { return randint(17, {batch, 16}, g); });
