@@ -247,8 +247,14 @@ class TradeoffCommand : public Command {
                   "(--batch-sizes){}", flag, std::string_view(flag) == "--batch-size" ? ": give the sizes there"
                   : ": each run's budget is what --memory-limit leaves for activations");
     }
+    workloads::ModelSpec model = options_.model;
+    if (model.kind.empty()) {  // a preset's model, run with --attention and --mlp as given
+      model = workloads::workload_model(options_.workload);
+      model.attention = options_.model.attention;
+      model.mlp = options_.model.mlp;
+    }
     workloads::BatchSweepOptions batch{
-        .model = options_.model.kind.empty() ? workloads::workload_model(options_.workload) : options_.model,
+        .model = model,
         .batch_sizes = parse_batch_sizes(batch_sizes_),
         .memory_limit = train::parse_bytes(memory_limit_, "tradeoff --memory-limit"),
         .device = options_.device, .threads = options_.threads, .steps = options_.steps, .warmup = options_.warmup,

@@ -244,7 +244,9 @@ Workload build_workload(const WorkloadOptions& options, bool rehearsal) {
   const Device device = device_from_name(options.device);
   if (!options.model.kind.empty()) return build_spec(options.model, options.seed, device, rehearsal);
   if (options.workload == "W4" || options.workload == "W5") {
-    return build_spec(llama_workload(options.workload), options.seed, device, rehearsal);
+    ModelSpec spec = llama_workload(options.workload);
+    spec.mlp = options.model.mlp;  // --mlp
+    return build_spec(spec, options.seed, device, rehearsal);
   }
   if (options.workload == "W1") return build_w1(generator, device);
   return options.workload == "W2" ? build_w2(options.seed, device, options.model.attention, options.model.mlp)
