@@ -162,15 +162,19 @@ void bind_gpt(nb::module_& m) {
   nb::class_<nn::GPT, nn::Module>(m, "GPT", "GPT-2's layout and parameter names", nb::type_slots(module_slots<nn::GPT>))
       .def("__init__",
            [](nn::GPT* self, int64_t vocab_size, int64_t block_size, int64_t n_layer, int64_t n_head, int64_t n_embd,
-              double dropout, bool tie_weights, uint64_t seed, const std::string& dtype) {
+              double dropout, bool tie_weights, uint64_t seed, const std::string& dtype, const std::string& attention,
+              const std::string& mlp) {
              REMAT_CHECK(dtype == "float32" || dtype == "float64", "GPT: dtype '{}': float32 or float64", dtype);
              new (self) nn::GPT({.vocab_size = vocab_size, .block_size = block_size, .n_layer = n_layer,
                                  .n_head = n_head, .n_embd = n_embd, .dropout = dropout, .tie_weights = tie_weights,
-                                 .dtype = dtype == "float32" ? DType::Float32 : DType::Float64, .seed = seed});
+                                 .dtype = dtype == "float32" ? DType::Float32 : DType::Float64, .seed = seed,
+                                 .attention = nn::parse_attention_path(attention), .mlp = nn::parse_mlp_path(mlp)});
            },
            nb::arg("vocab_size") = 256, nb::arg("block_size") = 128, nb::arg("n_layer") = 6, nb::arg("n_head") = 4,
            nb::arg("n_embd") = 256, nb::arg("dropout") = 0.0, nb::arg("tie_weights") = true, nb::arg("seed") = 0,
-           nb::arg("dtype") = "float32")
+           nb::arg("dtype") = "float32", nb::arg("attention") = "fused", nb::arg("mlp") = "fused",
+           "attention: 'fused' (the fused op) or 'explicit' (q k^T, causal softmax, product; also whenever dropout > "
+           "0); mlp: 'fused' (c_proj of GELU as one op, GELU's output never kept) or 'explicit' (c_fc, gelu, c_proj)")
       .def("__call__", [](nn::GPT& self, const Tensor& ids, std::optional<Tensor> targets) {
         const nn::GPTOutput out = self.forward(ids, targets.value_or(Tensor()));
         return CausalLMOutput{out.logits, out.loss.defined() ? std::optional<Tensor>(out.loss) : std::nullopt};

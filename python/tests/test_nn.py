@@ -130,7 +130,8 @@ def test_a_policy_written_in_python_tags_the_nodes_it_chooses():
         return ["recompute" if node["op"] in ("gelu", "layer_norm") else "keep" for node in nodes]
 
     ids, targets = batch()
-    kept, replayed = remat.nn.GPT(**CONFIG), remat.nn.GPT(**CONFIG)
+    explicit = {**CONFIG, "mlp": "explicit"}  # GELU as its own node, for the rule to name
+    kept, replayed = remat.nn.GPT(**explicit), remat.nn.GPT(**explicit)
     replayed.gradient_checkpointing_enable(policy=rule)
     for _ in range(3):
         kept_loss = fresh_step(kept, ids, targets)

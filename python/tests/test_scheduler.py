@@ -273,7 +273,8 @@ def test_a_models_profile_and_plan():
 
 def test_node_names_are_the_command_lines_and_a_plan_that_changes_nothing_warns():
     ids, targets = remat.randint(32, [4, 16], seed=1), remat.randint(32, [4, 16], seed=2)
-    model = remat.nn.GPT(vocab_size=32, block_size=16, n_layer=2, n_head=2, n_embd=32, tie_weights=False, seed=4)
+    model = remat.nn.GPT(vocab_size=32, block_size=16, n_layer=2, n_head=2, n_embd=32, tie_weights=False, seed=4,
+                         attention="explicit", mlp="explicit")
     model.gradient_checkpointing_enable(policy="every-n-blocks:2", prefer_keep=["h.*.mlp/gelu"])
     for _ in range(2):
         model(ids, targets)[1].backward()
@@ -285,7 +286,8 @@ def test_node_names_are_the_command_lines_and_a_plan_that_changes_nothing_warns(
     if program:
         out = subprocess.run([program, "explain", "--model", "gpt", "--n-layer", "2", "--n-head", "2", "--n-embd",
                               "32", "--block-size", "16", "--vocab-size", "32", "--batch-size", "4", "--head",
-                              "untied", "--format", "json"], capture_output=True, text=True, check=True)
+                              "untied", "--attention", "explicit", "--mlp", "explicit", "--format", "json"],
+                             capture_output=True, text=True, check=True)
         assert [json.loads(line)["name"] for line in out.stdout.splitlines()[1:]] == names
     with pytest.warns(UserWarning, match="policy chain drops none"):
         scheduler.make_plan(graph, policy="chain")

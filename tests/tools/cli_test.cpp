@@ -373,7 +373,7 @@ TEST(Cli, ALlamaIsSizedByItsFlags) {
   EXPECT_TRUE(contains(run.out, "\"workload\":\"llama 1x16 h2 kv1 ff32 T8 V11 theta 500000 tied B2\"")) << run.out;
   run = run_remat("explain --model llama --device meta --format json");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_TRUE(contains(run.out, "model.layers.5.mlp/swiglu")) << "W4's 6 layers by default";
+  EXPECT_TRUE(contains(run.out, "model.layers.5.mlp.down_proj/swiglu_linear")) << "W4's 6 layers by default";
   const std::pair<std::string, std::string> errors[] = {
       {"bench --model llama --n-head 6 --n-kv-head 4", "bench: --n-kv-head 4 must divide --n-head 6"},
       {"bench --model llama --n-embd 384 --n-head 5", "bench: --n-embd 384 must be a multiple of --n-head 5"},
