@@ -52,9 +52,11 @@ TEST(WorkloadSlow, W2PerBlockDropsMostBytesAndKeepsTheLoss) {
   const WorkloadReport blocks = run_workload({.workload = "W2", .policy = "blocks", .steps = 1, .warmup = 1});
   EXPECT_EQ(blocks.loss_first, none.loss_first);
   EXPECT_EQ(blocks.loss_last, none.loss_last);  // same updates: bit-identical gradients
-  // Six 2 MiB block inputs and little else stay after forward; backward holds
-  // one block's rebuilt activations at a time.
-  EXPECT_LT(blocks.saved_bytes_after_forward * 10, none.saved_bytes_after_forward);
+  // Six 2 MiB block inputs and little else stay after forward (under an
+  // eighth of keep-all's 150 MiB, which the fused attention and MLP keep
+  // small themselves); backward holds one block's rebuilt activations at a
+  // time.
+  EXPECT_LT(blocks.saved_bytes_after_forward * 8, none.saved_bytes_after_forward);
   EXPECT_LT(blocks.peak_activation_bytes * 3, none.peak_activation_bytes);
   EXPECT_GT(blocks.recompute_flops, 0);
   EXPECT_EQ(none.recompute_flops, 0);
