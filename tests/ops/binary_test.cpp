@@ -243,7 +243,8 @@ TEST(Binary, BitsDoNotDependOnTheThreadCount) {
     const Tensor a_long = uniform({n + 3}, 0.5, 2, dtype, g), b_long = uniform({n}, 0.5, 2, dtype, g);
     const Tensor a_rows = uniform({512, 300}, 0.5, 2, dtype, g), b_row = uniform({300}, 0.5, 2, dtype, g);
     const Tensor dy_long = uniform({n}, -1, 1, dtype, g), dy_rows = uniform({512, 300}, -1, 1, dtype, g);
-    for (const auto& [name, fn] : fns) {
+    for (const auto& [name, op] : fns) {
+      const auto& fn = op;  // a lambda may not capture a structured binding (clang 14)
       const std::string what = std::string(name) + " " + std::string(dtype_name(dtype));
       testing::expect_bits_independent_of_threads(what + " one row", [&] {
         Tensor a = a_long.detach().requires_grad_(), b = b_long.detach().requires_grad_();

@@ -507,7 +507,8 @@ TEST(Softmax, BitsDoNotDependOnTheThreadCount) {
     Generator g(63);
     const Tensor x = uniform({256, 512}, -8, 8, dtype, g), dy = uniform({256, 512}, -1, 1, dtype, g);
     const Tensor x3 = uniform({16, 64, 96}, -8, 8, dtype, g), dy3 = uniform({16, 64, 96}, -1, 1, dtype, g);
-    for (const auto& [name, fn] : fns) {
+    for (const auto& [name, op] : fns) {
+      const auto& fn = op;  // a lambda may not capture a structured binding (clang 14)
       for (const int64_t axis : {-1, 1}) {
         const Tensor& in = axis == -1 ? x : x3;
         const Tensor& grad = axis == -1 ? dy : dy3;
