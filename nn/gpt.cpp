@@ -12,6 +12,7 @@
 #include "engine/autograd.h"
 #include "engine/factory.h"
 #include "engine/meta.h"
+#include "nn/generate.h"
 #include "ops/ops.h"
 
 namespace remat::nn {
@@ -196,35 +197,8 @@ GPTOutput GPT::forward(const Tensor& ids, const Tensor& targets) {
 
 std::vector<int64_t> GPT::generate(std::vector<int64_t> ids, int64_t max_new_tokens, double temperature,
                                    Generator& generator) {
-  REMAT_CHECK(!ids.empty(), "GPT.generate: the prompt is empty");
-  REMAT_CHECK(temperature > 0, "GPT.generate: temperature must be positive, got {}", temperature);
-  NoGradGuard no_grad;
-  struct RestoreMode {  // even when a forward throws
-    Module& module;
-    bool training;
-    ~RestoreMode() { module.train(training); }
-  } restore{*this, is_training()};
-  eval();
-  for (int64_t n = 0; n < max_new_tokens; ++n) {
-    const size_t context = std::min<size_t>(ids.size(), static_cast<size_t>(config_.block_size));
-    const std::vector<int64_t> window(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end());
-    const Tensor prompt = remat::to(from_vector(window, {1, static_cast<int64_t>(context)}), device());
-    const Tensor logits = forward(prompt);  // (1, T, V)
-    const Tensor last = slice(logits, 1, static_cast<int64_t>(context) - 1, static_cast<int64_t>(context));
-    const std::vector<double> probs = softmax(div(last, temperature), -1).to_vector<double>();
-    const double u = uniform({1}, 0.0, 1.0, DType::Float64, generator).item<double>();
-    double cumulative = 0;
-    int64_t choice = static_cast<int64_t>(probs.size()) - 1;
-    for (size_t v = 0; v < probs.size(); ++v) {
-      cumulative += probs[v];
-      if (u < cumulative) {
-        choice = static_cast<int64_t>(v);
-        break;
-      }
-    }
-    ids.push_back(choice);
-  }
-  return ids;
+  return generate_tokens(*this, std::move(ids), max_new_tokens, config_.block_size, temperature, generator,
+                         "GPT.generate");
 }
 
 }  // namespace remat::nn

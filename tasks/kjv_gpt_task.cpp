@@ -19,6 +19,7 @@
 #include "ops/ops.h"
 #include "nn/gpt.h"
 #include "nn/gpt2_pretrained.h"
+#include "nn/generate.h"
 #include "nn/llama.h"
 #include "nn/llama_pretrained.h"
 #include "nn/safetensors.h"
@@ -348,39 +349,6 @@ nn::LlamaConfig llama_config(const KjvGptOptions& options, const data::CharToken
           .tie_word_embeddings = options.tie_weights, .seed = options.seed};
 }
 
-// `count` characters sampled after `ids` from a Llama's last-position
-// distribution at `temperature`, each from one uniform draw of `generator`,
-// its context the last max_position_embeddings ids (GPT::generate's
-// sampling, for a model without one).
-std::vector<int64_t> generate(nn::Llama& model, std::vector<int64_t> ids, int64_t count, double temperature,
-                              Generator& generator) {
-  NoGradGuard no_grad;
-  const bool training = model.is_training();
-  model.eval();
-  const size_t window = static_cast<size_t>(model.config().max_position_embeddings);
-  for (int64_t n = 0; n < count; ++n) {
-    const size_t context = std::min(ids.size(), window);
-    const std::vector<int64_t> last(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end());
-    const Tensor window_ids = remat::to(from_vector(last, {1, static_cast<int64_t>(context)}), model.device());
-    const Tensor logits = model.forward(window_ids);  // (1, T, V)
-    const Tensor at_end = slice(logits, 1, static_cast<int64_t>(context) - 1, static_cast<int64_t>(context));
-    const std::vector<double> probs = softmax(div(at_end, temperature), -1).to_vector<double>();  // (V)
-    const double u = uniform({1}, 0.0, 1.0, DType::Float64, generator).item<double>();
-    double cumulative = 0;
-    int64_t choice = static_cast<int64_t>(probs.size()) - 1;
-    for (size_t v = 0; v < probs.size(); ++v) {
-      cumulative += probs[v];
-      if (u < cumulative) {
-        choice = static_cast<int64_t>(v);
-        break;
-      }
-    }
-    ids.push_back(choice);
-  }
-  model.train(training);
-  return ids;
-}
-
 // The task's model, a GPT or a Llama, by what the task does with it.
 struct KjvModel {
   std::shared_ptr<nn::Module> module;
@@ -407,7 +375,8 @@ KjvModel make_model(const KjvGptOptions& options, const data::CharTokenizer& tok
             .run_description = describe_run(llama->config(), tokenizer, text_fingerprint),
             .loss = [llama](const data::Batch& batch) { return llama->forward(batch.inputs, batch.targets).loss; },
             .sample = [llama](std::vector<int64_t> prompt, int64_t count, double temperature, Generator& generator) {
-              return generate(*llama, std::move(prompt), count, temperature, generator);
+              return nn::generate_tokens(*llama, std::move(prompt), count, llama->config().max_position_embeddings,
+                                       temperature, generator, "kjv-llama");
             },
             .save = [llama](const std::string& folder, int64_t) { nn::save_llama_pretrained(*llama, folder); },
             // The weights and a few KiB of JSON (safetensors' header, config.json).
