@@ -32,9 +32,22 @@ struct AttentionLayout {
   int64_t token = 0;
 };
 
+// Where backward writes dq, dk and dv: dense (B, H, T, D) tensors, or the
+// layouts q, k and v were read at, so that the gradient of a (B, T, 3C)
+// projection's heads is written into one (B, T, 3C) tensor.
+struct AttentionGradLayouts {
+  AttentionLayout dq, dk, dv;
+};
+
 // The dense layout of a (B, H, T, D) tensor.
 inline AttentionLayout dense_attention_layout(int64_t heads, int64_t len, int64_t head_dim) {
   return {heads * len * head_dim, len * head_dim, head_dim};
+}
+
+// dq (B, Hq, Tq, D), dk and dv (B, Hkv, Tk, D), each dense.
+inline AttentionGradLayouts dense_grad_layouts(const AttentionDims& d) {
+  return {dense_attention_layout(d.heads, d.q_len, d.head_dim), dense_attention_layout(d.kv_heads, d.kv_len, d.head_dim),
+          dense_attention_layout(d.kv_heads, d.kv_len, d.head_dim)};
 }
 
 }  // namespace remat::kernels

@@ -73,18 +73,19 @@ Tensor CausalSelfAttention::forward(Tensor&& x) {
   Tensor y;  // (B, T, C)
   {
     const Tensor qkv = c_attn_->forward(std::exchange(x, Tensor()));  // (B, T, 3C)
-    // Head i of q, k or v: a (B, H, T, D) view into qkv, no copy.
-    auto heads = [&](int64_t part) {
-      return transpose(view(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2);
-    };
-    // Named, so that they are recorded in this order whatever order a
-    // compiler evaluates function arguments in: plans apply by position.
-    const Tensor q = heads(0), k = heads(1), v = heads(2);
     if (fused_) {
-      // softmax(q k^T / sqrt(D), causal) v, (B, T, H, D): saves q, k, v, y and
-      // a log-sum-exp per row; y is c_proj's input too, as a view below.
-      y = view(attention(q, k, v, {.tokens_first = true}), {B, T, C});
+      // softmax(q k^T / sqrt(D), causal) v over qkv's heads as they lie,
+      // (B, T, C): saves qkv, y and a log-sum-exp per row; y is c_proj's
+      // input too, and qkv's gradient is written whole by one node.
+      y = attention_qkv(qkv, H, H);
     } else {
+      // Head i of q, k or v: a (B, H, T, D) view into qkv, no copy.
+      auto heads = [&](int64_t part) {
+        return transpose(view(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2);
+      };
+      // Named, so that they are recorded in this order whatever order a
+      // compiler evaluates function arguments in: plans apply by position.
+      const Tensor q = heads(0), k = heads(1), v = heads(2);
       // Scores scaled by 1/sqrt(D) in the GEMM itself (its alpha), then the
       // mask and softmax as one op: row i weighs positions 0..i only.
       Tensor att = matmul(q, transpose(k, -2, -1), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)

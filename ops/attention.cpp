@@ -97,23 +97,44 @@ AttentionOperand attention_operand(const Tensor& t) {
   return {copy, kernels::dense_attention_layout(t.size(1), t.size(2), d)};
 }
 
+// The (B, H, T, D) heads of a packed (B, T, (Hq + 2 Hkv) D) projection,
+// [q | k | v] along its last axis and each head-major, as aliases of it:
+// raw views, not recorded (the node's input is the whole projection).
+struct PackedHeads {
+  Tensor q, k, v;
+};
+PackedHeads packed_heads(const Tensor& qkv, int64_t heads, int64_t kv_heads) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), width = qkv.size(2), D = width / (heads + 2 * kv_heads);
+  const Strides& s = qkv.strides();
+  const auto head = [&](int64_t first, int64_t count) {
+    return qkv.alias({B, count, T, D}, {s[0], D * s[2], s[1], s[2]}, qkv.offset() + first * D * s[2]);
+  };
+  return {head(0, heads), head(heads, kv_heads), head(heads + kv_heads, kv_heads)};
+}
+
+// The fused attention, over q, k, v (three inputs) or over one packed
+// projection (Packing: one input, whose gradient the kernels write whole,
+// with no (B, T, 3C) zeros and sums of three slices' gradients).
 class AttentionNode final : public Node {
  public:
-  AttentionNode(bool causal, double scale, bool tokens_first)
-      : causal_(causal), scale_(scale), tokens_first_(tokens_first) {}
+  struct Packing {
+    int64_t heads, kv_heads;
+  };
+  AttentionNode(bool causal, double scale, bool tokens_first, std::optional<Packing> packing = {})
+      : causal_(causal), scale_(scale), tokens_first_(tokens_first || packing), packing_(packing) {}
   std::string_view name() const override { return "attention"; }
 
-  // Inputs q, k, v, checked by attention().
+  // Inputs q, k, v, or qkv, checked by attention() or attention_qkv().
   Tensor forward(const Tensors& in) override {
-    const AttentionOperand q = attention_operand(in[0]), k = attention_operand(in[1]), v = attention_operand(in[2]);
-    const kernels::AttentionDims dims = dims_of(q.tensor, k.tensor);
-    Tensor out(output_shape(dims), q.tensor.dtype(), q.tensor.device());
-    lse_ = Tensor({dims.batch, dims.heads, dims.q_len}, q.tensor.dtype(), q.tensor.device());  // (B, Hq, Tq)
-    const kernels::AttentionLayout out_layout = output_layout(dims);
+    const Operands x = operands(in);
+    Tensor out(output_shape(x.dims), x.q.tensor.dtype(), x.q.tensor.device());
+    lse_ = Tensor({x.dims.batch, x.dims.heads, x.dims.q_len}, out.dtype(), out.device());  // (B, Hq, Tq)
+    const kernels::AttentionLayout out_layout = output_layout(x.dims);
     dispatch_floating(out.dtype(), name(), [&]<class T>() {
       run_kernel(out, name(), [&](auto stream) {
-        flash_attention_forward<T>(out.data<T>(), lse_.data<T>(), q.tensor.data<T>(), k.tensor.data<T>(),
-                                   v.tensor.data<T>(), dims, q.layout, k.layout, v.layout, out_layout, stream);
+        flash_attention_forward<T>(out.data<T>(), lse_.data<T>(), x.q.tensor.data<T>(), x.k.tensor.data<T>(),
+                                   x.v.tensor.data<T>(), x.dims, x.q.layout, x.k.layout, x.v.layout, out_layout,
+                                   stream);
       });
     });
     return out;
@@ -128,24 +149,39 @@ class AttentionNode final : public Node {
 
   // P = exp(scale q k^T - lse), dP = dout v^T, dS = P (dP - rowsum(dout * out)):
   // dq = scale dS k,  dk = scale dS^T q,  dv = P^T dout
+  // Packed: the three written into one gradient of qkv's shape, at q's, k's
+  // and v's places in it.
   Tensors backward(const Tensor& dout_any) override {
     const Tensor dout = dense(dout_any);
-    const AttentionOperand q = attention_operand(saved(0)), k = attention_operand(saved(1)),
-                           v = attention_operand(saved(2));
-    const Tensor out = saved(3), lse = saved(4);  // dense: forward made them
-    const kernels::AttentionDims dims = dims_of(q.tensor, k.tensor);
-    const Tensor dq(q.tensor.shape(), q.tensor.dtype(), q.tensor.device());
-    const Tensor dk(k.tensor.shape(), k.tensor.dtype(), k.tensor.device());
-    const Tensor dv(v.tensor.shape(), v.tensor.dtype(), v.tensor.device());
-    const kernels::AttentionLayout out_layout = output_layout(dims);
+    const size_t inputs = packing_ ? 1 : 3;
+    Tensors saved_in;
+    for (size_t i = 0; i < inputs; ++i) saved_in.push_back(saved(i));
+    const Operands x = operands(saved_in);
+    const Tensor out = saved(inputs), lse = saved(inputs + 1);  // dense: forward made them
+    Tensors grads;
+    Tensor dq, dk, dv;
+    kernels::AttentionGradLayouts layouts = kernels::dense_grad_layouts(x.dims);
+    if (packing_) {
+      const Tensor dqkv(record().input_shapes[0], dout.dtype(), dout.device());  // (B, T, (Hq + 2 Hkv) D)
+      const PackedHeads d = packed_heads(dqkv, packing_->heads, packing_->kv_heads);
+      dq = d.q, dk = d.k, dv = d.v;
+      layouts = {attention_operand(dq).layout, attention_operand(dk).layout, attention_operand(dv).layout};
+      grads = {dqkv};
+    } else {
+      dq = Tensor(x.q.tensor.shape(), dout.dtype(), dout.device());
+      dk = Tensor(x.k.tensor.shape(), dout.dtype(), dout.device());
+      dv = Tensor(x.v.tensor.shape(), dout.dtype(), dout.device());
+      grads = {dq, dk, dv};
+    }
+    const kernels::AttentionLayout out_layout = output_layout(x.dims);
     dispatch_floating(dout.dtype(), name(), [&]<class T>() {
       run_kernel(dq, name(), [&](auto stream) {
-        flash_attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dout.data<T>(), q.tensor.data<T>(),
-                                    k.tensor.data<T>(), v.tensor.data<T>(), out.data<T>(), lse.data<T>(), dims,
-                                    q.layout, k.layout, v.layout, out_layout, stream);
+        flash_attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dout.data<T>(), x.q.tensor.data<T>(),
+                                    x.k.tensor.data<T>(), x.v.tensor.data<T>(), out.data<T>(), lse.data<T>(), x.dims,
+                                    x.q.layout, x.k.layout, x.v.layout, out_layout, layouts, stream);
       });
     });
-    return {dq, dk, dv};
+    return grads;
   }
 
   // Two products of 2 D FLOPs a score (q k^T, P v) and softmax's 5, over
@@ -153,19 +189,41 @@ class AttentionNode final : public Node {
   // otherwise. Compute-bound, as matmul. A replay is forward again.
   OpTraits traits() const override {
     const std::vector<Shape>& in = record().input_shapes;
-    if (in.size() != 3 || in[0].size() != 4) return {.compute_bound = true};  // before the record has its shapes
-    const int64_t tq = in[0][2], tk = in[1][2], d = in[0][3];  // q (B, Hq, Tq, D), k (B, Hkv, Tk, D)
-    const int64_t scores = in[0][0] * in[0][1] * (causal_ ? tq * (tq + 1) / 2 : tq * tk);
+    int64_t batch = 0, heads = 0, tq = 0, tk = 0, d = 0;
+    if (packing_ && in.size() == 1 && in[0].size() == 3) {  // qkv (B, T, (Hq + 2 Hkv) D)
+      batch = in[0][0], heads = packing_->heads, tq = tk = in[0][1];
+      d = in[0][2] / (packing_->heads + 2 * packing_->kv_heads);
+    } else if (!packing_ && in.size() == 3 && in[0].size() == 4) {  // q (B, Hq, Tq, D), k (B, Hkv, Tk, D)
+      batch = in[0][0], heads = in[0][1], tq = in[0][2], tk = in[1][2], d = in[0][3];
+    } else {
+      return {.compute_bound = true};  // before the record has its shapes
+    }
+    const int64_t scores = batch * heads * (causal_ ? tq * (tq + 1) / 2 : tq * tk);
     return {.compute_bound = true, .flops = scores * (4 * d + 5)};
   }
 
  private:
-  kernels::AttentionDims dims_of(const Tensor& q, const Tensor& k) const {
-    return {.batch = q.size(0), .heads = q.size(1), .kv_heads = k.size(1), .q_len = q.size(2), .kv_len = k.size(2),
-            .head_dim = q.size(3), .causal = causal_, .scale = scale_};
+  struct Operands {
+    AttentionOperand q, k, v;
+    kernels::AttentionDims dims;
+  };
+  Operands operands(const Tensors& in) const {
+    Operands x;
+    if (packing_) {
+      const PackedHeads h = packed_heads(dense(in[0]), packing_->heads, packing_->kv_heads);
+      x.q = attention_operand(h.q), x.k = attention_operand(h.k), x.v = attention_operand(h.v);
+    } else {
+      x.q = attention_operand(in[0]), x.k = attention_operand(in[1]), x.v = attention_operand(in[2]);
+    }
+    const Tensor &q = x.q.tensor, &k = x.k.tensor;
+    x.dims = {.batch = q.size(0), .heads = q.size(1), .kv_heads = k.size(1), .q_len = q.size(2), .kv_len = k.size(2),
+              .head_dim = q.size(3), .causal = causal_, .scale = scale_};
+    return x;
   }
-  // (B, Hq, Tq, D), or (B, Tq, Hq, D) with tokens_first; dense either way.
+  // (B, Hq, Tq, D), or (B, Tq, Hq, D) with tokens_first, or (B, Tq, Hq D)
+  // packed; dense each.
   Shape output_shape(const kernels::AttentionDims& d) const {
+    if (packing_) return {d.batch, d.q_len, d.heads * d.head_dim};
     return tokens_first_ ? Shape{d.batch, d.q_len, d.heads, d.head_dim} : Shape{d.batch, d.heads, d.q_len, d.head_dim};
   }
   kernels::AttentionLayout output_layout(const kernels::AttentionDims& d) const {
@@ -176,7 +234,8 @@ class AttentionNode final : public Node {
 
   bool causal_;
   double scale_;
-  bool tokens_first_;
+  bool tokens_first_;  // packed: always
+  std::optional<Packing> packing_;
   Tensor lse_;  // (B, Hq, Tq): from forward to save(); not kept otherwise
 };
 
@@ -190,6 +249,16 @@ Tensor causal_softmax(const Tensor& x) {
               dtype_name(x.dtype()), str(x.shape()));
   return apply_op(std::make_shared<CausalSoftmaxNode>(), {x});
 }
+
+namespace {
+
+double attention_scale(const AttentionOptions& options, int64_t head_dim) {
+  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  REMAT_CHECK(std::isfinite(scale), "attention: the scale must be finite, got {}", scale);
+  return scale;
+}
+
+}  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionOptions options) {
   const auto shapes = [&] { return fmt::format("q {}, k {}, v {}", str(q.shape()), str(k.shape()), str(v.shape())); };
@@ -212,9 +281,28 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionOpt
   REMAT_CHECK(!options.causal || q.size(2) == k.size(2),
               "attention: causal attention needs as many queries as keys, got Tq {} and Tk {} ({})", q.size(2),
               k.size(2), shapes());
-  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(3))));
-  REMAT_CHECK(std::isfinite(scale), "attention: the scale must be finite, got {}", scale);
-  return apply_op(std::make_shared<AttentionNode>(options.causal, scale, options.tokens_first), {q, k, v});
+  return apply_op(std::make_shared<AttentionNode>(options.causal, attention_scale(options, q.size(3)),
+                                                 options.tokens_first),
+                  {q, k, v});
+}
+
+Tensor attention_qkv(const Tensor& qkv, int64_t heads, int64_t kv_heads, AttentionOptions options) {
+  REMAT_CHECK(qkv.dim() == 3, "attention_qkv: qkv must be (B, T, (Hq + 2 Hkv) D), got {}", str(qkv.shape()));
+  REMAT_CHECK(qkv.dtype() == DType::Float32 || qkv.dtype() == DType::Float64,
+              "attention_qkv: qkv must be float32 or float64, got {} of shape {}", dtype_name(qkv.dtype()),
+              str(qkv.shape()));
+  REMAT_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0,
+              "attention_qkv: the kv heads ({}) must divide the query heads ({}), both > 0 (qkv {})", kv_heads, heads,
+              str(qkv.shape()));
+  const int64_t parts = heads + 2 * kv_heads;
+  REMAT_CHECK(qkv.size(2) > 0 && qkv.size(2) % parts == 0,
+              "attention_qkv: qkv's last axis {} is not {} heads (Hq {} + 2 Hkv {}) of one size D > 0 (qkv {})",
+              qkv.size(2), parts, heads, kv_heads, str(qkv.shape()));
+  REMAT_CHECK(qkv.size(1) > 0, "attention_qkv: qkv has no tokens ({})", str(qkv.shape()));
+  const double scale = attention_scale(options, qkv.size(2) / parts);
+  return apply_op(std::make_shared<AttentionNode>(options.causal, scale, true,
+                                                  AttentionNode::Packing{heads, kv_heads}),
+                  {qkv});
 }
 
 }  // namespace remat

@@ -3,7 +3,7 @@
 // softmax(masked_fill(x, causal_mask(T), -inf), -1), bit for bit on the CPU,
 // without the (T, T) mask tensor. attention: the whole of softmax(scale q
 // k^T) v as one fused node (kernels/flash_attention.h), which never holds
-// the (T, T) scores.
+// the (T, T) scores; attention_qkv the same over one packed projection.
 #pragma once
 
 #include <optional>
@@ -39,5 +39,15 @@ struct AttentionOptions {
 //   dq = scale dS k,  dk = scale dS^T q,  dv = P^T dout
 // (dk, dv summed over the query heads of each kv head).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionOptions options = {});
+
+// attention() over one packed projection: qkv (B, T, (Hq + 2 Hkv) D) holds
+// q's Hq heads, then k's and v's Hkv heads each, along its last axis (GPT-2's
+// c_attn output, Hq = Hkv = H) -> (B, T, Hq D), the heads side by side
+// (options.tokens_first is implied). The same kernels and bits as
+// attention() on the three heads' views; one node, whose backward writes
+// dq, dk and dv straight into qkv's gradient, where the views' way makes
+// three zero-filled (B, T, 3C) gradients and sums them. Saves qkv, the
+// output and the log-sum-exp.
+Tensor attention_qkv(const Tensor& qkv, int64_t heads, int64_t kv_heads, AttentionOptions options = {});
 
 }  // namespace remat

@@ -10,7 +10,7 @@
 //
 // Backward: P = exp(S - lse) again per block pair, dS = P (dP - delta) with
 // delta = rowsum(dout * out), and dq += scale dS k, dk += scale dS^T q,
-// dv += P^T dout, accumulated straight into the dense dq, dk, dv. Each of
+// dv += P^T dout, accumulated straight into dq, dk, dv at their layouts. Each of
 // those blocks is summed by one task in a fixed order, so no atomics and no
 // bits that depend on the threads: dq of (head, query block) over its key
 // blocks in order; dk, dv of (kv head, key block) over (query head of the
@@ -288,9 +288,10 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
 
 // What backward reads besides the operands, and writes.
 template <class T> struct Gradients {
-  T *dq, *dk, *dv;            // dense
+  T *dq, *dk, *dv;            // at layouts
   const T *dout, *out, *lse;  // dout, out at out_layout; lse dense (B, Hq, Tq)
   AttentionLayout out_layout;
+  AttentionGradLayouts layouts;
 };
 
 // What every block pair of query block qb of head (b, h) reads, made once:
@@ -357,11 +358,11 @@ void backward_pair(const Gradients<T>& g, const Operands<T>& x, QueryBlock<T>& b
 #pragma omp simd
     for (int64_t i = 0; i < kBlock; ++i) p[i] = seen(diagonal, j, i) ? fast_exp(p[i] - blk.lse[i]) : T(0);
   }
-  T* dk = g.dk + ((b * d.kv_heads + kvh) * d.kv_len + kb * kBlock) * d.head_dim;  // (keys, D)
-  T* dv = g.dv + ((b * d.kv_heads + kvh) * d.kv_len + kb * kBlock) * d.head_dim;  // (keys, D)
+  T* dk = row_at(g.dk, g.layouts.dk, b, kvh, kb * kBlock);  // (keys, D)
+  T* dv = row_at(g.dv, g.layouts.dv, b, kvh, kb * kBlock);  // (keys, D)
   // dv += P^T dout
   if (with_dkv) {
-    block_product<T>({.c = dv, .ldc = d.head_dim, .a = pt, .a_row = kBlock, .a_col = 1, .b = blk.dout,
+    block_product<T>({.c = dv, .ldc = g.layouts.dv.token, .a = pt, .a_row = kBlock, .a_col = 1, .b = blk.dout,
                       .ldb = g.out_layout.token, .m = keys, .n = d.head_dim, .depth = rows, .accumulate = true,
                       .part = lower});
   }
@@ -378,23 +379,24 @@ void backward_pair(const Gradients<T>& g, const Operands<T>& x, QueryBlock<T>& b
   }
   // dk += scale dS^T q
   if (with_dkv) {
-    block_product<T>({.c = dk, .ldc = d.head_dim, .a = dst, .a_row = kBlock, .a_col = 1, .b = blk.q,
+    block_product<T>({.c = dk, .ldc = g.layouts.dk.token, .a = dst, .a_row = kBlock, .a_col = 1, .b = blk.q,
                       .ldb = x.q_layout.token, .m = keys, .n = d.head_dim, .depth = rows, .alpha = scale,
                       .accumulate = true, .part = lower});
   }
   // dq += scale dS k; dS(i, j) = dst[j kBlock + i]
   if (with_dq) {
-    T* dq = g.dq + ((b * d.heads + blk.h) * d.q_len + blk.qb * kBlock) * d.head_dim;  // (rows, D)
-    block_product<T>({.c = dq, .ldc = d.head_dim, .a = dst, .a_row = 1, .a_col = kBlock, .b = kr,
+    T* dq = row_at(g.dq, g.layouts.dq, b, blk.h, blk.qb * kBlock);  // (rows, D)
+    block_product<T>({.c = dq, .ldc = g.layouts.dq.token, .a = dst, .a_row = 1, .a_col = kBlock, .b = kr,
                       .ldb = x.k_layout.token, .m = rows, .n = d.head_dim, .depth = keys, .alpha = scale,
                       .accumulate = true, .part = diagonal ? Part::DepthToRow : Part::All});
   }
 }
 
-// The dense rows [first, first + count) of head (b, h) of a (B, H, T, D) gradient, zeroed.
+// Rows [first, first + count) of head (b, h) of a gradient at `layout`, D elements each, zeroed.
 template <class T>
-void zero_rows(T* grad, int64_t heads, int64_t len, int64_t dim, int64_t b, int64_t h, int64_t first, int64_t count) {
-  std::fill_n(grad + ((b * heads + h) * len + first) * dim, count * dim, T(0));
+void zero_rows(T* grad, const AttentionLayout& layout, int64_t dim, int64_t b, int64_t h, int64_t first,
+               int64_t count) {
+  for (int64_t t = first; t < first + count; ++t) std::fill_n(row_at(grad, layout, b, h, t), dim, T(0));
 }
 
 // Tasks per thread below which the one-pass schedule leaves threads idle.
@@ -417,19 +419,21 @@ void flash_attention_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 template <class T>
 void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
                               const T* lse, const AttentionDims& dims, AttentionLayout q_layout,
-                              AttentionLayout k_layout, AttentionLayout v_layout, AttentionLayout out_layout, Host) {
+                              AttentionLayout k_layout, AttentionLayout v_layout, AttentionLayout out_layout,
+                              AttentionGradLayouts grad_layouts, Host) {
   const Operands<T> x{q, k, v, dims, q_layout, k_layout, v_layout};
-  const Gradients<T> g{dq, dk, dv, dout, out, lse, out_layout};
+  const Gradients<T> g{dq, dk, dv, dout, out, lse, out_layout, grad_layouts};
+  const AttentionGradLayouts& gl = grad_layouts;
   const int64_t query_blocks = blocks(dims.q_len), key_blocks = blocks(dims.kv_len), group = x.group();
   const int64_t batch_kv = dims.batch * dims.kv_heads, dim = dims.head_dim;
   if (batch_kv >= kTasksPerThread * num_threads() || num_threads() == 1) {
     for_each_task(batch_kv, [&](int64_t task) {
       const int64_t b = task / dims.kv_heads, kvh = task % dims.kv_heads;
-      zero_rows(dk, dims.kv_heads, dims.kv_len, dim, b, kvh, 0, dims.kv_len);
-      zero_rows(dv, dims.kv_heads, dims.kv_len, dim, b, kvh, 0, dims.kv_len);
+      zero_rows(dk, gl.dk, dim, b, kvh, 0, dims.kv_len);
+      zero_rows(dv, gl.dv, dim, b, kvh, 0, dims.kv_len);
       QueryBlock<T> blk{};
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        zero_rows(dq, dims.heads, dims.q_len, dim, b, h, 0, dims.q_len);
+        zero_rows(dq, gl.dq, dim, b, h, 0, dims.q_len);
         for (int64_t qb = 0; qb < query_blocks; ++qb) {
           prepare_query_block(blk, g, x, b, h, qb);
           for (int64_t kb = 0; kb < key_blocks_end(dims, qb); ++kb) backward_pair(g, x, blk, kb, true, true);
@@ -441,8 +445,8 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   for_each_task(batch_kv * key_blocks, [&](int64_t task) {
     const int64_t kb = task % key_blocks, b = task / key_blocks / dims.kv_heads, kvh = task / key_blocks % dims.kv_heads;
     const int64_t keys = block_rows(dims.kv_len, kb);
-    zero_rows(dk, dims.kv_heads, dims.kv_len, dim, b, kvh, kb * kBlock, keys);
-    zero_rows(dv, dims.kv_heads, dims.kv_len, dim, b, kvh, kb * kBlock, keys);
+    zero_rows(dk, gl.dk, dim, b, kvh, kb * kBlock, keys);
+    zero_rows(dv, gl.dv, dim, b, kvh, kb * kBlock, keys);
     QueryBlock<T> blk{};
     for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
       for (int64_t qb = query_blocks_begin(dims, kb); qb < query_blocks; ++qb) {
@@ -453,7 +457,7 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   });
   for_each_task(dims.batch * dims.heads * query_blocks, [&](int64_t task) {
     const int64_t qb = task % query_blocks, bh = task / query_blocks, b = bh / dims.heads, h = bh % dims.heads;
-    zero_rows(dq, dims.heads, dims.q_len, dim, b, h, qb * kBlock, block_rows(dims.q_len, qb));
+    zero_rows(dq, gl.dq, dim, b, h, qb * kBlock, block_rows(dims.q_len, qb));
     QueryBlock<T> blk{};
     prepare_query_block(blk, g, x, b, h, qb);
     for (int64_t kb = 0; kb < key_blocks_end(dims, qb); ++kb) backward_pair(g, x, blk, kb, false, true);
@@ -465,7 +469,7 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
                                            AttentionLayout, AttentionLayout, AttentionLayout, AttentionLayout, Host); \
   template void flash_attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,  \
                                             const AttentionDims&, AttentionLayout, AttentionLayout, AttentionLayout,  \
-                                            AttentionLayout, Host);
+                                            AttentionLayout, AttentionGradLayouts, Host);
 REMAT_INSTANTIATE_FLASH_ATTENTION(float)
 REMAT_INSTANTIATE_FLASH_ATTENTION(double)
 #undef REMAT_INSTANTIATE_FLASH_ATTENTION

@@ -26,12 +26,13 @@ void flash_attention_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 //   dq = scale dS k, dk = scale dS^T q,
 // summed over the Hq / Hkv query heads of each key/value head in head
 // order. dout and out are at out_layout. dq (B, Hq, Tq, D), dk and dv
-// (B, Hkv, Tk, D) are dense and written, never read. The bits do not
-// depend on the thread count.
+// (B, Hkv, Tk, D) are at grad_layouts (dense_grad_layouts(dims), or q's,
+// k's and v's own in one (B, T, 3C) tensor) and written, never read. The
+// bits do not depend on the thread count.
 template <class T>
 void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
                               const T* lse, const AttentionDims& dims, AttentionLayout q_layout,
                               AttentionLayout k_layout, AttentionLayout v_layout, AttentionLayout out_layout,
-                              Host = {});
+                              AttentionGradLayouts grad_layouts, Host = {});
 
 }  // namespace remat::kernels::cpu

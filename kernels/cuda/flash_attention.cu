@@ -251,12 +251,12 @@ struct RowDot {
   }
 };
 
-// dk, dv (B, Hkv, Tk, D) dense: block = (b, kv head, key tile).
+// dk, dv (B, Hkv, Tk, D) at dkl, dvl: block = (b, kv head, key tile).
 // dv_j = sum_i P_ij dout_i, dk_j = scale sum_i dS_ij q_i over the group's heads.
 template <class T, int kChunks>
 __global__ void dk_dv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* lse,
                              const T* dot, Problem<T> p, AttentionLayout ql, AttentionLayout kl, AttentionLayout vl,
-                             AttentionLayout ol) {
+                             AttentionLayout ol, AttentionLayout dkl, AttentionLayout dvl) {
   const int D = p.head_dim;
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t tiles = tiles_of(p.kv_len, kRowTile);
@@ -325,21 +325,21 @@ __global__ void dk_dv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t j = k0 + warp * kRowsPerWarp + r;
     if (j >= p.kv_len) break;
-    const int64_t row = (bg * p.kv_len + j) * D;
+    const int64_t dk_row = at(dkl, b, g, j), dv_row = at(dvl, b, g, j);
     for (int c = 0; c < kChunks; ++c) {
       const int d = lane + kWarp * c;
       if (d >= D) break;
-      dk[row + d] = p.scale * dk_acc[r][c];
-      dv[row + d] = dv_acc[r][c];
+      dk[dk_row + d] = p.scale * dk_acc[r][c];
+      dv[dv_row + d] = dv_acc[r][c];
     }
   }
 }
 
-// dq (B, Hq, Tq, D) dense = scale sum_j dS_ij k_j: block = (b, h, query tile).
+// dq (B, Hq, Tq, D) at dql = scale sum_j dS_ij k_j: block = (b, h, query tile).
 template <class T, int kChunks>
 __global__ void dq_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v, const T* lse, const T* dot,
                           Problem<T> p, AttentionLayout ql, AttentionLayout kl, AttentionLayout vl,
-                          AttentionLayout ol) {
+                          AttentionLayout ol, AttentionLayout dql) {
   const int D = p.head_dim;
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t tiles = tiles_of(p.q_len, kRowTile);
@@ -399,7 +399,7 @@ __global__ void dq_kernel(T* dq, const T* dout, const T* q, const T* k, const T*
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t i = q0 + warp * kRowsPerWarp + r;
     if (i >= p.q_len) break;
-    const int64_t row = (bh * p.q_len + i) * D;
+    const int64_t row = at(dql, b, h, i);
     for (int c = 0; c < kChunks; ++c) {
       const int d = lane + kWarp * c;
       if (d >= D) break;
@@ -483,7 +483,7 @@ template <class T>
 void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
                               const T* lse, const AttentionDims& dims, AttentionLayout q_layout,
                               AttentionLayout k_layout, AttentionLayout v_layout, AttentionLayout out_layout,
-                              Stream stream) {
+                              AttentionGradLayouts grad_layouts, Stream stream) {
   check_dims("flash_attention_backward", dims);
   const int64_t rows = dims.batch * dims.heads * dims.q_len;
   const int64_t dkdv_blocks = dims.batch * dims.kv_heads * tiles_of(dims.kv_len, kRowTile);
@@ -501,12 +501,13 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
     if (dkdv_blocks > 0) {
       launch_tiles<T>("flash_attention_backward_dk_dv", dk_dv_kernel<T, kChunks>, dkdv_blocks,
                       DkDvShared(dims.head_dim).total, stream, dk, dv, dout, q, k, v, lse,
-                      static_cast<const T*>(dot), p, q_layout, k_layout, v_layout, out_layout);
+                      static_cast<const T*>(dot), p, q_layout, k_layout, v_layout, out_layout, grad_layouts.dk,
+                      grad_layouts.dv);
     }
     if (dq_blocks > 0) {
       launch_tiles<T>("flash_attention_backward_dq", dq_kernel<T, kChunks>, dq_blocks, DqShared(dims.head_dim).total,
                       stream, dq, dout, q, k, v, lse, static_cast<const T*>(dot), p, q_layout, k_layout, v_layout,
-                      out_layout);
+                      out_layout, grad_layouts.dq);
     }
   });
 }
@@ -517,7 +518,7 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
                                            Stream);                                                                 \
   template void flash_attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
                                             const AttentionDims&, AttentionLayout, AttentionLayout, AttentionLayout, \
-                                            AttentionLayout, Stream);
+                                            AttentionLayout, AttentionGradLayouts, Stream);
 REMAT_INSTANTIATE_FLASH_ATTENTION(float)
 REMAT_INSTANTIATE_FLASH_ATTENTION(double)
 #undef REMAT_INSTANTIATE_FLASH_ATTENTION

@@ -30,12 +30,12 @@ void flash_attention_forward(T* out, T* lse, const T* q, const T* k, const T* v,
 //   dq = scale dS k, dk = scale dS^T q,
 // summed over the Hq / Hkv query heads of each key/value head in head
 // order. dout and out are at out_layout. dq (B, Hq, Tq, D), dk and dv
-// (B, Hkv, Tk, D) are dense and written, never read. No atomics: the bits
-// are the same on every run.
+// (B, Hkv, Tk, D) are at grad_layouts and written, never read. No
+// atomics: the bits are the same on every run.
 template <class T>
 void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
                               const T* lse, const AttentionDims& dims, AttentionLayout q_layout,
                               AttentionLayout k_layout, AttentionLayout v_layout, AttentionLayout out_layout,
-                              Stream stream);
+                              AttentionGradLayouts grad_layouts, Stream stream);
 
 }  // namespace remat::kernels::cuda

@@ -64,27 +64,29 @@ void check(const Case& c) {
   const std::vector<T> kv = random_values<T>(n(2 * B * Hkv * Tk * D), -1, 1, 22);
   const std::vector<T> dout = random_values<T>(n(B * Hq * Tq * D), -1, 1, 23);
 
-  std::vector<T> out(n(B * Hq * Tq * D)), lse(n(B * Hq * Tq)), dq(out.size()), dk(n(B * Hkv * Tk * D)), dv(dk.size());
+  // The gradients where the operands are: strided cases write dk and dv
+  // into one (B, Tk, 2 Hkv D) tensor, as a packed projection's gradient.
+  const AttentionGradLayouts gl = c.strided ? AttentionGradLayouts{ql, kvl, kvl} : dense_grad_layouts(dims);
+  std::vector<T> out(n(B * Hq * Tq * D)), lse(n(B * Hq * Tq)), dq(out.size()), dkv(kv.size());
   cpu::flash_attention_forward<T>(out.data(), lse.data(), q.data(), kv.data(), kv.data() + v_offset, dims, ql, kvl,
                                   kvl, ol);
-  cpu::flash_attention_backward<T>(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), kv.data(),
-                                   kv.data() + v_offset, out.data(), lse.data(), dims, ql, kvl, kvl, ol);
+  cpu::flash_attention_backward<T>(dq.data(), dkv.data(), dkv.data() + v_offset, dout.data(), q.data(), kv.data(),
+                                   kv.data() + v_offset, out.data(), lse.data(), dims, ql, kvl, kvl, ol, gl);
 
   DeviceBuffer<T> d_q(q), d_kv(kv), d_dout(dout), d_out(out.size()), d_lse(lse.size()), d_dq(dq.size()),
-      d_dk(dk.size()), d_dv(dv.size());
+      d_dkv(dkv.size());
   const cuda::Stream s = DeviceBuffer<T>::stream();
   cuda::flash_attention_forward<T>(d_out.ptr, d_lse.ptr, d_q.ptr, d_kv.ptr, d_kv.ptr + v_offset, dims, ql, kvl, kvl,
                                    ol, s);
   // Backward from the same out on both devices: the CPU's.
   const DeviceBuffer<T> cpu_out(out);
   const DeviceBuffer<T> cpu_lse(lse);
-  cuda::flash_attention_backward<T>(d_dq.ptr, d_dk.ptr, d_dv.ptr, d_dout.ptr, d_q.ptr, d_kv.ptr, d_kv.ptr + v_offset,
-                                    cpu_out.ptr, cpu_lse.ptr, dims, ql, kvl, kvl, ol, s);
+  cuda::flash_attention_backward<T>(d_dq.ptr, d_dkv.ptr, d_dkv.ptr + v_offset, d_dout.ptr, d_q.ptr, d_kv.ptr,
+                                    d_kv.ptr + v_offset, cpu_out.ptr, cpu_lse.ptr, dims, ql, kvl, kvl, ol, gl, s);
   expect_close(d_out.read(), out, "out");
   expect_close(d_lse.read(), lse, "lse");
   expect_close(d_dq.read(), dq, "dq");
-  expect_close(d_dk.read(), dk, "dk");
-  expect_close(d_dv.read(), dv, "dv");
+  expect_close(d_dkv.read(), dkv, "dk and dv");
 }
 
 TEST(CudaFlashAttentionParity, MatchesTheCpu) {

@@ -210,7 +210,8 @@ GpuResult<T> run_gpu(const Case& c, const Inputs<T>& in) {
                                      s);
   cuda_k::flash_attention_backward<T>(dq.ptr, dk.ptr, dv.ptr, dout.ptr + in.out.offset, q.ptr + in.q.offset,
                                       kv.ptr + in.k.offset, kv.ptr + in.v.offset, out.ptr + in.out.offset, lse.ptr,
-                                      dims, in.q.layout, in.k.layout, in.v.layout, in.out.layout, s);
+                                      dims, in.q.layout, in.k.layout, in.v.layout, in.out.layout,
+                                      dense_grad_layouts(dims), s);
   return {out.read(), lse.read(), dq.read(), dk.read(), dv.read()};
 }
 
@@ -354,7 +355,7 @@ TEST(CudaFlashAttention, RefusesWhatItCannotRun) {
     return error_of([&] {
       const AttentionLayout l{};
       cuda_k::flash_attention_backward<float>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                              nullptr, dims_of(c), l, l, l, l, s);
+                                              nullptr, dims_of(c), l, l, l, l, {l, l, l}, s);
     });
   };
   const Case too_wide{1, 2, 2, 4, 4, cuda_k::kFlashMaxHeadDim + 1, true, false};

@@ -102,8 +102,9 @@ TEST(GPT, BlocksAreMarkedInTheGraph) {
     seen[node->record().block ? *node->record().block : "(none)"]++;
     for (const Edge& e : node->next_edges()) stack.push_back(e.node.get());
   }
-  EXPECT_GT(seen["transformer.h.0"], 10);
-  EXPECT_GT(seen["transformer.h.1"], 10);
+  // At least ln_1, c_attn, attention, c_proj, add, ln_2, c_fc, gelu_affine, add.
+  EXPECT_GE(seen["transformer.h.0"], 9);
+  EXPECT_GE(seen["transformer.h.1"], 9);
   EXPECT_GT(seen["(none)"], 0);  // embeddings, ln_f, head, loss
   EXPECT_EQ(seen.size(), 3u);
 }

@@ -2,7 +2,8 @@
 // (kernels/cpu/flash_attention.cpp): a hand case; output and every gradient
 // against the explicit matmul + softmax + matmul in float64 and float32
 // (causal and full, MHA/GQA/MQA, T across block edges, several D, scales);
-// strided views of a projection; float64 finite differences; bits across
+// strided views of a projection, and the projection itself (attention_qkv);
+// float64 finite differences; bits across
 // thread counts, runs and replays; FLOPs; and the errors.
 #include <gtest/gtest.h>
 
@@ -183,6 +184,78 @@ TEST(Attention, ReadsTransposedViewsOfAProjection) {
     EXPECT_LT(error(fused[0], expected[0]), tol) << "out";
     EXPECT_LT(error(fused[1], expected[1]), tol) << "dproj";
   }
+}
+
+// attention_qkv on the projection itself: the output and the projection's
+// gradient bit for bit those of attention() on its views (the same kernels
+// in the same order), as (B, T, Hq D); the gradient written whole by one
+// node, at 1 and 2 threads; and a replay of it gives the kept bits.
+TEST(Attention, PackedProjectionGivesTheViewsBits) {
+  for (const int threads : {1, 2}) {
+    for (const bool causal : {true, false}) {
+      const NumThreadsGuard guard(threads);
+      SCOPED_TRACE(std::to_string(threads) + " threads" + (causal ? " causal" : " full"));
+      const int64_t b = 2, t = 70, heads = 4, kv_heads = 2, d = 16, width = (heads + 2 * kv_heads) * d;
+      Generator g(12);
+      const Tensor proj0 = normal({b, t, width}, 0, 1, DType::Float32, g);
+      const Tensor w = normal({b, t, heads * d}, 0, 1, DType::Float32, g);
+      const auto split = [&](const Tensor& proj, int64_t first, int64_t count) {
+        return transpose(view(slice(proj, 2, first * d, (first + count) * d), {b, t, count, d}), 1, 2);
+      };
+      // The output (kept runs only: a replayed one is let go) and the projection's gradient.
+      const auto run_once = [&](bool packed, bool recompute) {
+        const Tensor proj = proj0.detach().requires_grad_();
+        const auto counter = std::make_shared<ReplayCounter>();
+        Tensor kept, loss;
+        {
+          RecomputeScope scope([&](const Node& node) {
+            return recompute && node.name() == "attention" ? Tag::Recompute : Tag::Keep;
+          });
+          GraphObserverScope observing(counter);
+          Tensor out;
+          if (packed) {
+            out = attention_qkv(proj, heads, kv_heads, {.causal = causal});
+            EXPECT_EQ(out.grad_fn()->next_edges().size(), 1u);  // one input: the projection
+          } else {
+            const Tensor q = split(proj, 0, heads), k = split(proj, heads, kv_heads),
+                         v = split(proj, heads + kv_heads, kv_heads);
+            out = reshape(attention(q, k, v, {.causal = causal, .tokens_first = true}), {b, t, heads * d});
+          }
+          if (!recompute) kept = out.detach();
+          loss = sum(out * out * w);
+        }
+        loss.backward();
+        EXPECT_EQ(counter->nodes > 0, recompute) << counter->nodes << " replays";
+        return Tensors{kept, proj.grad()};
+      };
+      const Tensors views = run_once(false, false), packed = run_once(true, false), replayed = run_once(true, true);
+      EXPECT_EQ(packed[0].shape(), (Shape{b, t, heads * d}));
+      EXPECT_EQ(packed[0].to_vector<float>(), views[0].to_vector<float>()) << "output";
+      EXPECT_EQ(packed[1].to_vector<float>(), views[1].to_vector<float>()) << "the projection's gradient";
+      EXPECT_EQ(replayed[1].to_vector<float>(), packed[1].to_vector<float>()) << "replayed against kept";
+    }
+  }
+}
+
+TEST(Attention, PackedProjectionGradients) {
+  // GQA (4 query heads, 2 kv heads) across a block edge, and MHA with a scale.
+  EXPECT_GRADIENTS_MATCH([&](const Tensors& x) { return attention_qkv(x[0], 4, 2); },
+                         (Tensors{random_leaf({1, 67, 8 * 2}, -1, 1, 7)}));
+  EXPECT_GRADIENTS_MATCH([&](const Tensors& x) { return attention_qkv(x[0], 2, 2, {.causal = false, .scale = 0.6}); },
+                         (Tensors{random_leaf({2, 5, 6 * 3}, -1, 1, 8)}));
+}
+
+TEST(Attention, PackedProjectionErrorsNameTheShapes) {
+  std::string e = error_of([&] { attention_qkv(zeros({2, 8, 4, 16}), 4, 4); });
+  EXPECT_TRUE(contains(e, "(B, T, (Hq + 2 Hkv) D)") && contains(e, "(2, 8, 4, 16)")) << e;
+  e = error_of([&] { attention_qkv(zeros({2, 8, 100}), 4, 4); });
+  EXPECT_TRUE(contains(e, "last axis 100 is not 12 heads") && contains(e, "(2, 8, 100)")) << e;
+  e = error_of([&] { attention_qkv(zeros({2, 8, 96}), 4, 3); });
+  EXPECT_TRUE(contains(e, "kv heads (3) must divide the query heads (4)") && contains(e, "(2, 8, 96)")) << e;
+  e = error_of([&] { attention_qkv(zeros({2, 8, 96}, DType::Int64), 4, 4); });
+  EXPECT_TRUE(contains(e, "float32 or float64") && contains(e, "int64")) << e;
+  e = error_of([&] { attention_qkv(zeros({2, 0, 96}), 4, 4); });
+  EXPECT_TRUE(contains(e, "no tokens") && contains(e, "(2, 0, 96)")) << e;
 }
 
 TEST(Attention, ReadsOtherStridesThroughACopy) {
