@@ -134,10 +134,19 @@ class OneOpenMpThread {
 };
 
 // oneDNN's blocks are at most this many rows by this many columns of C,
-// one call each: on one thread, 512 x 384 and 512 x 512 blocks ran as fast
-// as one call on all of C (docs/gemm.md), and W2's and a Llama's products
-// cut into an even number of them (1024 x 2304: 2 x 5; 2304 x 768: 5 x 2).
-constexpr int64_t kOnednnBlock = 512;
+// one call each. Not 512: dnnl_sgemm takes its no-copy kernel for any M x
+// N with 1/M + 1/N >= 0.00196 (every block under 1024 x 1024), and that
+// kernel slows where B's rows lie 4 KiB apart (ldb = 1024 floats: W2's c_fc
+// forward, 2048 x 1024 x 256 NN, ran at 86-89 GFLOP/s in 512 x 512 blocks
+// and 105-107 in 1024 x 1024 ones, its copy-based kernel); the other
+// products ran as fast in 1024-blocks or faster (docs/gemm.md).
+constexpr int64_t kOnednnBlock = 1024;
+
+// From this many multiply-adds a product is cut into an even number of
+// blocks, so that two threads share them evenly (a product that fits one
+// block is halved). Below it (attention's per-head products, 2^20), one
+// call: halving a 128 x 128 block slows it more than a thread gains.
+constexpr int64_t kOnednnEvenMacs = int64_t{1} << 22;
 
 // Piece i of `count` along a side of `size`, cut at multiples of kBlockUnit.
 std::pair<int64_t, int64_t> piece(int64_t size, int64_t count, int64_t i) {
@@ -145,12 +154,31 @@ std::pair<int64_t, int64_t> piece(int64_t size, int64_t count, int64_t i) {
   return {std::min(units * i / count * kBlockUnit, size), std::min(units * (i + 1) / count * kBlockUnit, size)};
 }
 
+// oneDNN's blocks of an M x N x K product: `rows` pieces of M by `cols`
+// pieces of N, from the shape alone, never from the thread count.
+struct BlockGrid {
+  int64_t rows = 1, cols = 1;
+};
+
+BlockGrid onednn_blocks(int64_t m, int64_t n, int64_t k) {
+  if (m * n * k < kParallelMacs) return {};
+  BlockGrid grid{.rows = (m + kOnednnBlock - 1) / kOnednnBlock, .cols = (n + kOnednnBlock - 1) / kOnednnBlock};
+  if (m * n * k >= kOnednnEvenMacs && grid.rows * grid.cols % 2 == 1) {
+    // Halve the blocks along their longer side (rows where square):
+    // 1024 x 2304 becomes 2 x 3 blocks of 512 x 768, 256 x 1024 two of 256 x 512.
+    if (m * grid.cols >= n * grid.rows) {
+      grid.rows *= 2;
+    } else {
+      grid.cols *= 2;
+    }
+  }
+  return grid;
+}
+
 void onednn_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  // The blocks: from the shape alone, never from the thread count.
-  const bool whole = m * n * k < kParallelMacs;
-  const int64_t rows = whole ? 1 : (m + kOnednnBlock - 1) / kOnednnBlock;
-  const int64_t cols = whole ? 1 : (n + kOnednnBlock - 1) / kOnednnBlock;
+  const BlockGrid grid = onednn_blocks(m, n, k);  // named: clang 14 cannot capture a structured binding
+  const int64_t rows = grid.rows, cols = grid.cols;
   const int64_t blocks = rows * cols;
   std::atomic<int> failed{dnnl_success};
   auto block = [&](int64_t i) {

@@ -210,6 +210,12 @@ TEST(GemmLibrary, GemmIsTheSameOnOneAndTwoThreads) {
   expect_same_on_one_and_two_threads<double>(false, true, 512, 640, 600);
   expect_same_on_one_and_two_threads<float>(true, false, 2304, 768, 1024);
   expect_same_on_one_and_two_threads<float>(false, false, 1043, 531, 77);
+  // oneDNN's 1024-blocks: W2's c_fc forward (two blocks of rows), an odd
+  // count of blocks halved (1 x 3 -> 2 x 3), and one block halved along
+  // its columns (W2's dW of c_fc).
+  expect_same_on_one_and_two_threads<float>(false, false, 2048, 1024, 256);
+  expect_same_on_one_and_two_threads<float>(false, true, 1024, 2304, 96);
+  expect_same_on_one_and_two_threads<float>(true, false, 256, 1024, 2048);
 }
 
 double cpu_seconds(clockid_t clock) {
