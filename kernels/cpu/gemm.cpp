@@ -36,6 +36,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/gemm_blis.h"
 #include "kernels/cpu/gemm_library.h"
@@ -175,8 +176,47 @@ BlockGrid onednn_blocks(int64_t m, int64_t n, int64_t k) {
   return grid;
 }
 
+// A transposed B of at most this many elements is copied into (K, N)
+// row-major, for N up to kTransposeColumns and M from kTransposeRows:
+// oneDNN's no-copy kernel (which blocks this narrow take) ran W2's dx
+// (2048 x 256 x 256..1024 NT) and a Llama's 384-wide forward 2-6% faster as
+// NN, the copy included (1-2% of the product, at M >= 1024); at N = 768 it
+// gained nothing, at N = 1024 (copy-based kernel) it lost 2% (docs/gemm.md).
+constexpr int64_t kTransposeColumns = 512;
+constexpr int64_t kTransposeRows = 1024;
+constexpr int64_t kTransposeElements = int64_t{1} << 22;  // 16 MiB
+
+bool transpose_b_first(bool trans_b, int64_t m, int64_t n, int64_t k) {
+  return trans_b && n <= kTransposeColumns && m >= kTransposeRows && n * k <= kTransposeElements;
+}
+
+// bt (K, N) = b^T for b (N, K) with row stride ldb, in 16 x 16 tiles (one
+// cache line of each); on `threads` threads, each writing its own columns.
+void transpose_into(const float* b, int64_t n, int64_t k, int64_t ldb, float* bt, int threads) {
+  constexpr int64_t kTile = 16;
+  const int64_t column_tiles = (n + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t t = 0; t < column_tiles; ++t) {
+    const int64_t j0 = t * kTile, j1 = std::min(j0 + kTile, n);
+    for (int64_t p0 = 0; p0 < k; p0 += kTile) {
+      const int64_t p1 = std::min(p0 + kTile, k);
+      for (int64_t p = p0; p < p1; ++p) {
+        for (int64_t j = j0; j < j1; ++j) bt[p * n + j] = b[j * ldb + p];
+      }
+    }
+  }
+}
+
 void onednn_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (transpose_b_first(trans_b, m, n, k)) {
+    // One buffer per thread, kept between calls (at most 16 MiB each).
+    thread_local std::vector<float> transposed;
+    transposed.resize(static_cast<size_t>(std::max(transposed.size(), static_cast<size_t>(n * k))));
+    const int threads = omp_in_parallel() ? 1 : num_threads();
+    transpose_into(b, n, k, ldb, transposed.data(), threads);
+    return onednn_threaded(trans_a, false, m, n, k, alpha, a, lda, transposed.data(), n, beta, c, ldc);
+  }
   const BlockGrid grid = onednn_blocks(m, n, k);  // named: clang 14 cannot capture a structured binding
   const int64_t rows = grid.rows, cols = grid.cols;
   const int64_t blocks = rows * cols;
