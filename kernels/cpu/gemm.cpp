@@ -2,7 +2,8 @@
 // CPU, float64 through BLIS (Note [GEMM library] in gemm_library.h); BLIS
 // through its own interface, which takes row and column strides (a row-
 // major matrix is rs = ld, cs = 1; a transposed operand is its transpose
-// flag), oneDNN through dnnl_sgemm, row-major; the batched form over
+// flag), oneDNN through dnnl_sgemm, row-major (a narrow transposed B copied
+// to (K, N) first: its NN kernel is the faster); the batched form over
 // broadcast strides, and linear's bias rows.
 //
 // Threads are remat's, not the libraries': C is cut into blocks, and each
