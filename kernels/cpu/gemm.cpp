@@ -139,7 +139,7 @@ class OneOpenMpThread {
 // one call each. Not 512: dnnl_sgemm takes its no-copy kernel for any M x
 // N with 1/M + 1/N >= 0.00196 (every block under 1024 x 1024), and that
 // kernel slows where B's rows lie 4 KiB apart (ldb = 1024 floats: W2's c_fc
-// forward, 2048 x 1024 x 256 NN, ran at 86-89 GFLOP/s in 512 x 512 blocks
+// forward, 2048 x 1024 x 256 NN, ran at 84-89 GFLOP/s in 512 x 512 blocks
 // and 105-107 in 1024 x 1024 ones, its copy-based kernel); the other
 // products ran as fast in 1024-blocks or faster (docs/gemm.md).
 constexpr int64_t kOnednnBlock = 1024;
