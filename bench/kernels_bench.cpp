@@ -3,7 +3,8 @@
 //   BM_Gemm  1024^3 float32 through kernels::cpu::gemm, in GFLOP/s;
 //   BM_GemmShape/M/N/K/TA/TB  the same at the products of W1, W2 and a
 //            Llama's linears (forward y = x W^T, backward dx = dy W and
-//            dW = dy^T x; TA, TB: 1 for a transposed operand), the library
+//            dW = dy^T x; W2's as GPT-2's affine stores W: y = x W, dx =
+//            dy W^T, dW = x^T dy; TA, TB: 1 for a transposed operand), the library
 //            as REMAT_GEMM chose (docs/gemm.md; bench/gemm_candidates.py);
 //   BM_GemmHeads/M/N/K/TA/TB  96 per-head products through gemm_batched;
 //   BM_Add   ops add of two 4M-element float32 tensors, in GB/s moved;
@@ -120,9 +121,23 @@ void linear_shapes(benchmark::internal::Benchmark* b, int64_t rows, int64_t in, 
   b->Args({out, in, rows, 1, 0});   // dW = dy^T x
 }
 
+// The same for affine's W (in, out), GPT-2's layout: y = x W, dx = dy W^T,
+// dW = x^T dy.
+void affine_shapes(benchmark::internal::Benchmark* b, int64_t rows, int64_t in, int64_t out) {
+  b->Args({rows, out, in, 0, 0});   // y = x W
+  b->Args({rows, in, out, 0, 1});   // dx = dy W^T
+  b->Args({in, out, rows, 1, 0});   // dW = x^T dy
+}
+
 void gemm_shapes(benchmark::internal::Benchmark* b) {
-  for (const int64_t out : {2304, 768, 3072}) linear_shapes(b, 1024, 768, out);  // W2: qkv, proj, fc
-  linear_shapes(b, 1024, 3072, 768);                                              // W2: fc's proj
+  // W2 (d_model 256, 16 x 128 tokens): c_attn, attention's c_proj, c_fc, the MLP's c_proj.
+  affine_shapes(b, 2048, 256, 768);
+  affine_shapes(b, 2048, 256, 256);
+  affine_shapes(b, 2048, 256, 1024);
+  affine_shapes(b, 2048, 1024, 256);
+  // A 768-wide GPT block at 1024 tokens (qkv, proj, fc, fc's proj): the tables of docs/gemm.md.
+  for (const int64_t out : {2304, 768, 3072}) linear_shapes(b, 1024, 768, out);
+  linear_shapes(b, 1024, 3072, 768);
   linear_shapes(b, 256, 1024, 1024);                                              // W1
   linear_shapes(b, 2048, 384, 1024);                                              // Llama d=384: SwiGLU up
   linear_shapes(b, 2048, 1024, 384);                                              // and down

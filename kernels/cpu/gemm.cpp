@@ -2,7 +2,8 @@
 // CPU, float64 through BLIS (Note [GEMM library] in gemm_library.h); BLIS
 // through its own interface, which takes row and column strides (a row-
 // major matrix is rs = ld, cs = 1; a transposed operand is its transpose
-// flag), oneDNN through dnnl_sgemm, row-major; the batched form over
+// flag), oneDNN through dnnl_sgemm, row-major (a narrow transposed B copied
+// to (K, N) first: its NN kernel is the faster); the batched form over
 // broadcast strides, and linear's bias rows.
 //
 // Threads are remat's, not the libraries': C is cut into blocks, and each
@@ -36,6 +37,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/gemm_blis.h"
 #include "kernels/cpu/gemm_library.h"
@@ -134,10 +136,19 @@ class OneOpenMpThread {
 };
 
 // oneDNN's blocks are at most this many rows by this many columns of C,
-// one call each: on one thread, 512 x 384 and 512 x 512 blocks ran as fast
-// as one call on all of C (docs/gemm.md), and W2's and a Llama's products
-// cut into an even number of them (1024 x 2304: 2 x 5; 2304 x 768: 5 x 2).
-constexpr int64_t kOnednnBlock = 512;
+// one call each. Not 512: dnnl_sgemm takes its no-copy kernel for any M x
+// N with 1/M + 1/N >= 0.00196 (every block under 1024 x 1024), and that
+// kernel slows where B's rows lie 4 KiB apart (ldb = 1024 floats: W2's c_fc
+// forward, 2048 x 1024 x 256 NN, ran at 84-89 GFLOP/s in 512 x 512 blocks
+// and 105-107 in 1024 x 1024 ones, its copy-based kernel); the other
+// products ran as fast in 1024-blocks or faster (docs/gemm.md).
+constexpr int64_t kOnednnBlock = 1024;
+
+// From this many multiply-adds a product is cut into an even number of
+// blocks, so that two threads share them evenly (a product that fits one
+// block is halved). Below it (attention's per-head products, 2^20), one
+// call: halving a 128 x 128 block slows it more than a thread gains.
+constexpr int64_t kOnednnEvenMacs = int64_t{1} << 22;
 
 // Piece i of `count` along a side of `size`, cut at multiples of kBlockUnit.
 std::pair<int64_t, int64_t> piece(int64_t size, int64_t count, int64_t i) {
@@ -145,12 +156,70 @@ std::pair<int64_t, int64_t> piece(int64_t size, int64_t count, int64_t i) {
   return {std::min(units * i / count * kBlockUnit, size), std::min(units * (i + 1) / count * kBlockUnit, size)};
 }
 
+// oneDNN's blocks of an M x N x K product: `rows` pieces of M by `cols`
+// pieces of N, from the shape alone, never from the thread count.
+struct BlockGrid {
+  int64_t rows = 1, cols = 1;
+};
+
+BlockGrid onednn_blocks(int64_t m, int64_t n, int64_t k) {
+  if (m * n * k < kParallelMacs) return {};
+  BlockGrid grid{.rows = (m + kOnednnBlock - 1) / kOnednnBlock, .cols = (n + kOnednnBlock - 1) / kOnednnBlock};
+  if (m * n * k >= kOnednnEvenMacs && grid.rows * grid.cols % 2 == 1) {
+    // Halve the blocks along their longer side (rows where square):
+    // 1024 x 2304 becomes 2 x 3 blocks of 512 x 768, 256 x 1024 two of 256 x 512.
+    if (m * grid.cols >= n * grid.rows) {
+      grid.rows *= 2;
+    } else {
+      grid.cols *= 2;
+    }
+  }
+  return grid;
+}
+
+// A transposed B of at most this many elements is copied into (K, N)
+// row-major, for N up to kTransposeColumns and M from kTransposeRows:
+// oneDNN's no-copy kernel (which blocks this narrow take) ran W2's dx
+// (2048 x 256 x 256..1024 NT) and a Llama's 384-wide forward 2-6% faster as
+// NN, the copy included (1-2% of the product, at M >= 1024); at N = 768 it
+// gained nothing, at N = 1024 (copy-based kernel) it lost 2% (docs/gemm.md).
+constexpr int64_t kTransposeColumns = 512;
+constexpr int64_t kTransposeRows = 1024;
+constexpr int64_t kTransposeElements = int64_t{1} << 22;  // 16 MiB
+
+bool transpose_b_first(bool trans_b, int64_t m, int64_t n, int64_t k) {
+  return trans_b && n <= kTransposeColumns && m >= kTransposeRows && n * k <= kTransposeElements;
+}
+
+// bt (K, N) = b^T for b (N, K) with row stride ldb, in 16 x 16 tiles (one
+// cache line of each); on `threads` threads, each writing its own columns.
+void transpose_into(const float* b, int64_t n, int64_t k, int64_t ldb, float* bt, int threads) {
+  constexpr int64_t kTile = 16;
+  const int64_t column_tiles = (n + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t t = 0; t < column_tiles; ++t) {
+    const int64_t j0 = t * kTile, j1 = std::min(j0 + kTile, n);
+    for (int64_t p0 = 0; p0 < k; p0 += kTile) {
+      const int64_t p1 = std::min(p0 + kTile, k);
+      for (int64_t p = p0; p < p1; ++p) {
+        for (int64_t j = j0; j < j1; ++j) bt[p * n + j] = b[j * ldb + p];
+      }
+    }
+  }
+}
+
 void onednn_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  // The blocks: from the shape alone, never from the thread count.
-  const bool whole = m * n * k < kParallelMacs;
-  const int64_t rows = whole ? 1 : (m + kOnednnBlock - 1) / kOnednnBlock;
-  const int64_t cols = whole ? 1 : (n + kOnednnBlock - 1) / kOnednnBlock;
+  if (transpose_b_first(trans_b, m, n, k)) {
+    // One buffer per thread, kept between calls (at most 16 MiB each).
+    thread_local std::vector<float> transposed;
+    transposed.resize(static_cast<size_t>(std::max(transposed.size(), static_cast<size_t>(n * k))));
+    const int threads = omp_in_parallel() ? 1 : num_threads();
+    transpose_into(b, n, k, ldb, transposed.data(), threads);
+    return onednn_threaded(trans_a, false, m, n, k, alpha, a, lda, transposed.data(), n, beta, c, ldc);
+  }
+  const BlockGrid grid = onednn_blocks(m, n, k);  // named: clang 14 cannot capture a structured binding
+  const int64_t rows = grid.rows, cols = grid.cols;
   const int64_t blocks = rows * cols;
   std::atomic<int> failed{dnnl_success};
   auto block = [&](int64_t i) {

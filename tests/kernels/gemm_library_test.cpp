@@ -109,8 +109,9 @@ TEST(GemmLibrary, FloatGemmRunsThroughTheLibrary) {
 
 // Every transpose, strides wider than the rows, alpha and three betas, for
 // both types, against a float64 sum, at sizes that take each library's
-// small-matrix path and its packed one, and (above 512 rows or columns)
-// oneDNN's blocks with ragged last edges.
+// small-matrix path and its packed one, oneDNN's blocks with ragged last
+// edges (above 1024 rows or columns), and its narrow transposed B that
+// gemm.cpp copies to (K, N) first (from 1024 rows, up to 512 columns).
 template <class T>
 void expect_gemm_matches_float64(int64_t m, int64_t n, int64_t k, double tolerance) {
   for (const bool ta : {false, true}) {
@@ -156,6 +157,7 @@ TEST(GemmLibrary, FloatAndDoubleGemmMatchFloat64ForEveryLayout) {
   expect_gemm_matches_float64<double>(70, 300, 80, 1e-11);
   expect_gemm_matches_float64<float>(300, 260, 270, 2e-3);
   expect_gemm_matches_float64<float>(531, 1043, 37, 1e-3);  // blocks of C with ragged edges
+  expect_gemm_matches_float64<float>(1030, 70, 33, 1e-3);   // a narrow transposed B, copied to (K, N) first
 }
 
 TEST(GemmLibrary, BetaZeroWritesWithoutReading) {
@@ -210,6 +212,13 @@ TEST(GemmLibrary, GemmIsTheSameOnOneAndTwoThreads) {
   expect_same_on_one_and_two_threads<double>(false, true, 512, 640, 600);
   expect_same_on_one_and_two_threads<float>(true, false, 2304, 768, 1024);
   expect_same_on_one_and_two_threads<float>(false, false, 1043, 531, 77);
+  // oneDNN's 1024-blocks: W2's c_fc forward (two blocks of rows), an odd
+  // count of blocks halved (1 x 3 -> 2 x 3), and one block halved along
+  // its columns (W2's dW of c_fc).
+  expect_same_on_one_and_two_threads<float>(false, false, 2048, 1024, 256);
+  expect_same_on_one_and_two_threads<float>(false, true, 1024, 2304, 96);
+  expect_same_on_one_and_two_threads<float>(true, false, 256, 1024, 2048);
+  expect_same_on_one_and_two_threads<float>(false, true, 1040, 200, 300);  // B transposed on two threads first
 }
 
 double cpu_seconds(clockid_t clock) {
