@@ -117,18 +117,32 @@ template <int NV, class T> void product_tile(const Product<T>& p, int64_t i0, in
   constexpr int64_t L = kLanes<T>;
   const T* ar[kTileRows];
   for (int64_t r = 0; r < kTileRows; ++r) ar[r] = p.a + std::min(i0 + r, p.m - 1) * p.a_row;
-  V acc[kTileRows][NV] = {};
+  // Every index below is a constant once the loops are unrolled, so the
+  // accumulators stay in registers (a loop to a run-time row count put
+  // them in memory, zeroed there at every call).
+  V acc[kTileRows][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < kTileRows; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  }
   const V ones = V{} + T(1);  // x * ones is x in every lane: a broadcast (0 + x would be an add, for x = -0)
   for (int64_t k = k0; k < k1; ++k) {
     V bv[NV];
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = load(p.b + k * p.ldb + j0 + v * L);
-    for (int64_t r = 0; r < kTileRows; ++r) {
+#pragma GCC unroll 16
+    for (int r = 0; r < kTileRows; ++r) {
       const V av = ones * ar[r][k * p.a_col];
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
     }
   }
   const int64_t rows = std::min(kTileRows, p.m - i0);
-  for (int64_t r = 0; r < rows; ++r) {
+#pragma GCC unroll 16
+  for (int r = 0; r < kTileRows; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       T* out = p.c + (i0 + r) * p.ldc + j0 + v * L;
       store(out, p.accumulate ? load(out) + acc[r][v] * p.alpha : acc[r][v] * p.alpha);
@@ -174,6 +188,28 @@ template <class T> T* row_at(T* base, const AttentionLayout& layout, int64_t b, 
   return base + b * layout.batch + h * layout.head + t * layout.token;
 }
 
+// Asks the cache for rows [first, first + count) of head (b, h) of an
+// operand at `layout`, D elements each, ahead of their use (`write`: rows
+// about to be written). A projection's rows lie a stride of kilobytes
+// apart, which the hardware's prefetchers (following strides inside a
+// 4 KiB page) do not follow: each row's first touch waited on memory, in
+// the transposes and in the block products that read rows in place.
+template <class T>
+void prefetch_rows(const T* base, const AttentionLayout& layout, int64_t b, int64_t h, int64_t first, int64_t count,
+                   int64_t dim, bool write = false) {
+  constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(T));  // elements per cache line
+  for (int64_t t = first; t < first + count; ++t) {
+    const T* row = row_at(base, layout, b, h, t);
+    for (int64_t c = 0; c < dim; c += kLine) {
+      if (write) {
+        __builtin_prefetch(row + c, 1, 3);
+      } else {
+        __builtin_prefetch(row + c, 0, 3);
+      }
+    }
+  }
+}
+
 // Scratch of n elements for the calling thread (`slot` 0 or 1), grown once.
 template <class T> T* thread_scratch(int slot, int64_t n) {
   thread_local std::vector<T> buffers[2];
@@ -183,12 +219,53 @@ template <class T> T* thread_scratch(int slot, int64_t n) {
 }
 
 // xt (D, kBlock) = the (rows, D) block x (row stride ld) transposed, 0 in
-// the columns past rows.
-template <class T> void transpose_block(T* xt, const T* x, int64_t ld, int64_t rows, int64_t dim) {
-  for (int64_t c = 0; c < dim; ++c) {
-    for (int64_t i = 0; i < rows; ++i) xt[c * kBlock + i] = x[i * ld + c];
-    std::fill(xt + c * kBlock + rows, xt + (c + 1) * kBlock, T(0));
+// the columns past rows. float goes by 8 x 8 tiles in registers (eight
+// vector loads, three rounds of shuffles, eight vector stores): element by
+// element, its scattered stores and loads took a third of forward's time
+// outside the products at W2's shape (measured with perf).
+template <class T> void transpose_rows(T* xt, const T* x, int64_t ld, int64_t i0, int64_t rows, int64_t c0,
+                                       int64_t dim) {
+  for (int64_t i = i0; i < rows; ++i) {
+    for (int64_t c = c0; c < dim; ++c) xt[c * kBlock + i] = x[i * ld + c];
   }
+}
+
+template <class T> void transpose_block(T* xt, const T* x, int64_t ld, int64_t rows, int64_t dim) {
+  transpose_rows(xt, x, ld, 0, rows, 0, dim);
+  for (int64_t c = 0; c < dim; ++c) std::fill(xt + c * kBlock + rows, xt + (c + 1) * kBlock, T(0));
+}
+
+template <> void transpose_block<float>(float* xt, const float* x, int64_t ld, int64_t rows, int64_t dim) {
+  using F8 = float __attribute__((vector_size(32)));
+  using I8 = int32_t __attribute__((vector_size(32)));
+  const I8 lo{0, 8, 1, 9, 4, 12, 5, 13}, hi{2, 10, 3, 11, 6, 14, 7, 15};   // unpack within 128-bit halves
+  const I8 even{0, 1, 8, 9, 4, 5, 12, 13}, odd{2, 3, 10, 11, 6, 7, 14, 15};  // pairs of pairs
+  const I8 first{0, 1, 2, 3, 8, 9, 10, 11}, second{4, 5, 6, 7, 12, 13, 14, 15};  // halves
+  const int64_t full_rows = rows / 8 * 8, full_cols = dim / 8 * 8;
+  for (int64_t i0 = 0; i0 < full_rows; i0 += 8) {
+    for (int64_t c0 = 0; c0 < full_cols; c0 += 8) {
+      F8 r[8], t[8], u[8];
+      for (int i = 0; i < 8; ++i) std::memcpy(&r[i], x + (i0 + i) * ld + c0, sizeof(F8));
+      for (int i = 0; i < 8; i += 2) {  // t: rows i, i + 1 interleaved
+        t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
+        t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
+      }
+      for (int i = 0; i < 8; i += 4) {  // u: four rows' elements c, c + 4 side by side
+        u[i] = __builtin_shuffle(t[i], t[i + 2], even);
+        u[i + 1] = __builtin_shuffle(t[i], t[i + 2], odd);
+        u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], even);
+        u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], odd);
+      }
+      for (int c = 0; c < 4; ++c) {  // column c and c + 4 of the eight rows
+        const F8 low = __builtin_shuffle(u[c], u[c + 4], first), high = __builtin_shuffle(u[c], u[c + 4], second);
+        std::memcpy(xt + (c0 + c) * kBlock + i0, &low, sizeof(F8));
+        std::memcpy(xt + (c0 + c + 4) * kBlock + i0, &high, sizeof(F8));
+      }
+    }
+    transpose_rows(xt, x, ld, i0, i0 + 8, full_cols, dim);
+  }
+  transpose_rows(xt, x, ld, full_rows, rows, 0, dim);
+  for (int64_t c = 0; c < dim; ++c) std::fill(xt + c * kBlock + rows, xt + (c + 1) * kBlock, 0.0f);
 }
 
 // Everything a kernel reads, in one place for the block helpers.
@@ -212,7 +289,9 @@ void scores_transposed(T* st, const T* qt, const Operands<T>& x, int64_t b, int6
 
 // Whether query lane i of a block pair sees key row j: all of them but on
 // a causal diagonal block, where j <= i.
-inline bool seen(bool diagonal, int64_t j, int64_t i) { return !diagonal || j <= i; }
+// int, not int64_t: the compare then fills a whole float vector's lanes.
+inline bool seen(bool diagonal, int j, int i) { return !diagonal || j <= i; }
+constexpr int kQueryLanes = static_cast<int>(kBlock);  // a block's queries, as the lanes of its loops
 
 // Runs task(i) for i in [0, count) over the threads; dynamic, since causal
 // tasks differ in size (which thread runs a task changes no bits).
@@ -227,6 +306,11 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
                    int64_t qb) {
   const AttentionDims& d = x.dims;
   const int64_t rows = block_rows(d.q_len, qb), kvh = h / x.group(), ldo = out_layout.token;
+  const int64_t end = key_blocks_end(d, qb), keys_read = std::min(d.kv_len, end * kBlock);
+  prefetch_rows(x.q, x.q_layout, b, h, qb * kBlock, rows, d.head_dim);
+  prefetch_rows(x.k, x.k_layout, b, kvh, 0, keys_read, d.head_dim);
+  prefetch_rows(x.v, x.v_layout, b, kvh, 0, keys_read, d.head_dim);
+  prefetch_rows(out, out_layout, b, h, qb * kBlock, rows, d.head_dim, true);
   T* qt = thread_scratch<T>(0, d.head_dim * kBlock);  // (D, kBlock)
   transpose_block(qt, row_at(x.q, x.q_layout, b, h, qb * kBlock), x.q_layout.token, rows, d.head_dim);
   T* o = row_at(out, out_layout, b, h, qb * kBlock);  // (rows, D): the accumulator, then the output
@@ -237,7 +321,6 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
   // maximum and sum.
   alignas(64) T m[kBlock], l[kBlock], mx[kBlock], total[kBlock];
   std::fill(m, m + kBlock, -std::numeric_limits<T>::infinity());
-  const int64_t end = key_blocks_end(d, qb);
   for (int64_t kb = 0; kb < end; ++kb) {
     const int64_t keys = block_rows(d.kv_len, kb);
     const bool diagonal = d.causal && kb == qb;
@@ -245,15 +328,17 @@ void forward_block(T* out, T* lse, const Operands<T>& x, AttentionLayout out_lay
     std::copy(m, m + kBlock, mx);
     for (int64_t j = 0; j < keys; ++j) {
       const T* s = st + j * kBlock;
+      const int key = static_cast<int>(j);
 #pragma omp simd
-      for (int64_t i = 0; i < kBlock; ++i) mx[i] = seen(diagonal, j, i) && s[i] > mx[i] ? s[i] : mx[i];
+      for (int i = 0; i < kQueryLanes; ++i) mx[i] = seen(diagonal, key, i) && s[i] > mx[i] ? s[i] : mx[i];
     }
     std::fill(total, total + kBlock, T(0));
     for (int64_t j = 0; j < keys; ++j) {
       T* s = st + j * kBlock;
+      const int key = static_cast<int>(j);
 #pragma omp simd
-      for (int64_t i = 0; i < kBlock; ++i) {
-        s[i] = seen(diagonal, j, i) ? fast_exp(s[i] - mx[i]) : T(0);
+      for (int i = 0; i < kQueryLanes; ++i) {
+        s[i] = seen(diagonal, key, i) ? fast_exp(s[i] - mx[i]) : T(0);
         total[i] += s[i];
       }
     }
@@ -355,8 +440,9 @@ void backward_pair(const Gradients<T>& g, const Operands<T>& x, QueryBlock<T>& b
   scores_transposed(pt, blk.qt, x, b, kvh, kb, diagonal);
   for (int64_t j = 0; j < keys; ++j) {
     T* p = pt + j * kBlock;
+    const int key = static_cast<int>(j);
 #pragma omp simd
-    for (int64_t i = 0; i < kBlock; ++i) p[i] = seen(diagonal, j, i) ? fast_exp(p[i] - blk.lse[i]) : T(0);
+    for (int i = 0; i < kQueryLanes; ++i) p[i] = seen(diagonal, key, i) ? fast_exp(p[i] - blk.lse[i]) : T(0);
   }
   T* dk = row_at(g.dk, g.layouts.dk, b, kvh, kb * kBlock);  // (keys, D)
   T* dv = row_at(g.dv, g.layouts.dv, b, kvh, kb * kBlock);  // (keys, D)
@@ -374,8 +460,9 @@ void backward_pair(const Gradients<T>& g, const Operands<T>& x, QueryBlock<T>& b
   for (int64_t j = 0; j < keys; ++j) {
     const T* p = pt + j * kBlock;
     T* ds = dst + j * kBlock;
+    const int key = static_cast<int>(j);
 #pragma omp simd
-    for (int64_t i = 0; i < kBlock; ++i) ds[i] = seen(diagonal, j, i) ? p[i] * (ds[i] - blk.delta[i]) : T(0);
+    for (int i = 0; i < kQueryLanes; ++i) ds[i] = seen(diagonal, key, i) ? p[i] * (ds[i] - blk.delta[i]) : T(0);
   }
   // dk += scale dS^T q
   if (with_dkv) {
@@ -429,10 +516,15 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   if (batch_kv >= kTasksPerThread * num_threads() || num_threads() == 1) {
     for_each_task(batch_kv, [&](int64_t task) {
       const int64_t b = task / dims.kv_heads, kvh = task % dims.kv_heads;
+      prefetch_rows(k, k_layout, b, kvh, 0, dims.kv_len, dim);
+      prefetch_rows(v, v_layout, b, kvh, 0, dims.kv_len, dim);
       zero_rows(dk, gl.dk, dim, b, kvh, 0, dims.kv_len);
       zero_rows(dv, gl.dv, dim, b, kvh, 0, dims.kv_len);
       QueryBlock<T> blk{};
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        prefetch_rows(q, q_layout, b, h, 0, dims.q_len, dim);
+        prefetch_rows(dout, out_layout, b, h, 0, dims.q_len, dim);
+        prefetch_rows(out, out_layout, b, h, 0, dims.q_len, dim);
         zero_rows(dq, gl.dq, dim, b, h, 0, dims.q_len);
         for (int64_t qb = 0; qb < query_blocks; ++qb) {
           prepare_query_block(blk, g, x, b, h, qb);
@@ -444,11 +536,16 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   }
   for_each_task(batch_kv * key_blocks, [&](int64_t task) {
     const int64_t kb = task % key_blocks, b = task / key_blocks / dims.kv_heads, kvh = task / key_blocks % dims.kv_heads;
-    const int64_t keys = block_rows(dims.kv_len, kb);
+    const int64_t keys = block_rows(dims.kv_len, kb), first_query = query_blocks_begin(dims, kb) * kBlock;
+    prefetch_rows(k, k_layout, b, kvh, kb * kBlock, keys, dim);
+    prefetch_rows(v, v_layout, b, kvh, kb * kBlock, keys, dim);
     zero_rows(dk, gl.dk, dim, b, kvh, kb * kBlock, keys);
     zero_rows(dv, gl.dv, dim, b, kvh, kb * kBlock, keys);
     QueryBlock<T> blk{};
     for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+      prefetch_rows(q, q_layout, b, h, first_query, dims.q_len - first_query, dim);
+      prefetch_rows(dout, out_layout, b, h, first_query, dims.q_len - first_query, dim);
+      prefetch_rows(out, out_layout, b, h, first_query, dims.q_len - first_query, dim);
       for (int64_t qb = query_blocks_begin(dims, kb); qb < query_blocks; ++qb) {
         prepare_query_block(blk, g, x, b, h, qb);
         backward_pair(g, x, blk, kb, true, false);
@@ -457,7 +554,14 @@ void flash_attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   });
   for_each_task(dims.batch * dims.heads * query_blocks, [&](int64_t task) {
     const int64_t qb = task % query_blocks, bh = task / query_blocks, b = bh / dims.heads, h = bh % dims.heads;
-    zero_rows(dq, gl.dq, dim, b, h, qb * kBlock, block_rows(dims.q_len, qb));
+    const int64_t rows = block_rows(dims.q_len, qb);
+    const int64_t keys_read = std::min(dims.kv_len, key_blocks_end(dims, qb) * kBlock);
+    prefetch_rows(q, q_layout, b, h, qb * kBlock, rows, dim);
+    prefetch_rows(dout, out_layout, b, h, qb * kBlock, rows, dim);
+    prefetch_rows(out, out_layout, b, h, qb * kBlock, rows, dim);
+    prefetch_rows(k, k_layout, b, h / group, 0, keys_read, dim);
+    prefetch_rows(v, v_layout, b, h / group, 0, keys_read, dim);
+    zero_rows(dq, gl.dq, dim, b, h, qb * kBlock, rows);
     QueryBlock<T> blk{};
     prepare_query_block(blk, g, x, b, h, qb);
     for (int64_t kb = 0; kb < key_blocks_end(dims, qb); ++kb) backward_pair(g, x, blk, kb, false, true);
