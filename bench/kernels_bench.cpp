@@ -17,9 +17,10 @@
 //            which a replay of the probabilities runs in that order, and
 //            causal_softmax, the two in one op, which GPT runs.
 //   BM_AttentionW2<fused> W2's attention whole (batch 8, 12 heads, 128
-//            tokens, head size 64, causal) on views into a (8, 128, 2304)
-//            qkv: the fused op (attention) or the explicit path (matmul,
-//            causal_softmax, matmul, as nn/gpt.cpp), forward alone (/0) or
+//            tokens, head size 64, causal) on a (8, 128, 2304) qkv, as
+//            nn/gpt.cpp runs it: the fused op on qkv itself (attention_qkv)
+//            or the explicit path on views into it (matmul,
+//            causal_softmax, matmul), forward alone (/0) or
 //            forward and backward (/1); GFLOP/s of the causal scores'
 //            products (backward counted as 2.5 forwards), and the bytes
 //            held after forward (saved for backward, with the output) and
@@ -305,7 +306,7 @@ void BM_AttentionW2(benchmark::State& state) {
   const int64_t c = kW2H * kD;
   Tensor qkv = uniform({kW2B, kT, 3 * c}, -1.0, 1.0);
   qkv.requires_grad_();
-  const Tensor dout = uniform({kW2B, kW2H, kT, kD}, -1.0, 1.0);  // (B, H, T, D)
+  const Tensor dout = uniform({kW2B, kT, kW2H * kD}, -1.0, 1.0);  // (B, T, H D)
   const auto part = [&](int64_t i) {
     return transpose(view(slice(qkv, 2, i * c, (i + 1) * c), {kW2B, kT, kW2H, kD}), 1, 2);
   };
@@ -313,8 +314,14 @@ void BM_AttentionW2(benchmark::State& state) {
   for (auto _ : state) {
     const int64_t before = cpu_allocator().stats().live_transient;
     const ScopedPeak scope;
-    const Tensor q = part(0), k = part(1), v = part(2);
-    Tensor out = Fused ? attention(q, k, v) : matmul(causal_softmax(matmul(q, transpose(k, -2, -1), 0.125)), v);
+    Tensor out;
+    if constexpr (Fused) {
+      out = attention_qkv(qkv, kW2H, kW2H);  // (B, T, H D)
+    } else {
+      const Tensor q = part(0), k = part(1), v = part(2);
+      const Tensor y = matmul(causal_softmax(matmul(q, transpose(k, -2, -1), 0.125)), v);  // (B, H, T, D)
+      out = reshape(transpose(y, 1, 2), {kW2B, kT, kW2H * kD});                           // (B, T, H D)
+    }
     held = static_cast<double>(cpu_allocator().stats().live_transient - before);
     if (with_backward) {
       out.backward(dout);

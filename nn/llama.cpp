@@ -104,7 +104,7 @@ Tensor LlamaAttention::forward(Tensor&& x) {
   const int64_t B = x.size(0), T = x.size(1), H = heads_, Hkv = kv_heads_, D = head_dim_;
   // A (B, T, heads D) projection's (B, heads, T, D) view, no copy.
   auto heads = [&](const Tensor& projection, int64_t n) { return transpose(view(projection, {B, T, n, D}), 1, 2); };
-  Tensor y;  // (B, H, T, D)
+  Tensor y;  // (B, T, H D)
   {
     // Named, so that they are recorded in this order whatever order a
     // compiler evaluates function arguments in: plans apply by position.
@@ -113,9 +113,10 @@ Tensor LlamaAttention::forward(Tensor&& x) {
     const Tensor v = v_proj_->forward(std::exchange(x, Tensor()));  // (B, T, Hkv D)
     q = rotary(heads(q, H), rope_theta_);                          // (B, H, T, D), dense
     k = rotary(heads(k, Hkv), rope_theta_);                        // (B, Hkv, T, D), dense
-    y = attention(q, k, heads(v, Hkv), {.causal = true});          // query head h reads kv head h / (H / Hkv)
+    // Query head h reads kv head h / (H / Hkv); the output (B, T, H, D),
+    // the heads side by side, so that o_proj reads it as a view.
+    y = view(attention(q, k, heads(v, Hkv), {.causal = true, .tokens_first = true}), {B, T, H * D});
   }
-  y = reshape(transpose(y, 1, 2), {B, T, H * D});  // (B, H, T, D) -> (B, T, H D)
   return o_proj_->forward(y);
 }
 
