@@ -152,13 +152,14 @@ void Checkpointer::set_device(Device device) {
 std::unique_ptr<Checkpointer::Recording> Checkpointer::record() {
   REMAT_CHECK(!t_recording, "checkpointing: a Checkpointer is already recording on this thread (nested "
               "record(), or a checkpointed module called inside another's forward)");
+  planning_ms_ = 0;
   settle_last_step();
   records_.clear();
   mismatch_ = false;
   tell_plans();  // once the Checkpointer is whole again: a Python warning may be an error
   const int64_t step = report_.step + 1;
   report_ = StepReport{.step = step, .profiling = active_ == nullptr && !pool_, .policy = options_.policy,
-                       .budget = options_.budget};
+                       .budget = options_.budget, .planning_ms = planning_ms_};
   if (active_) report_applying(*active_);
   replays_at_start_ = profiler_->replays();
   watch_.reset();
@@ -325,6 +326,7 @@ void Checkpointer::settle_last_step() {
     // by a re-plan from other times, and it stays unless a faster one fits.
     const std::vector<std::string> told = active_->plan.warnings;
     active_->plan = make_plan(active_->graph, options_, &active_->plan.tags);
+    planning_ms_ += active_->plan.planning_ms;
     if (active_->plan.warnings != told) untold_.push_back(active_);  // said once, unless what it says changed
   }
   if (applied) {
@@ -339,6 +341,7 @@ void Checkpointer::settle_last_step() {
   auto cached = std::make_shared<CachedPlan>();
   cached->position_at = positions(graph);
   cached->plan = make_plan(graph, options_);
+  planning_ms_ += cached->plan.planning_ms;
   cached->steps = 1;
   untold_.push_back(cached);
   cached->graph = std::move(graph);

@@ -82,6 +82,11 @@ struct StepReport {
   int64_t evictions = 0, evicted_bytes = 0, rebuilds = 0;
   int64_t over_budget_allocations = 0, max_over_budget_bytes = 0;
   double evicting_ms = 0;  // choosing and freeing victims
+  // make_plan's wall time inside this step's record(): the plan or re-plan
+  // made from the step before (a new graph, CachedPlan::kWarmPlans), 0 in
+  // most steps. Planning, not the step: a step's timer leaves it out
+  // (workloads/workload.cpp), and Plan::planning_ms reports it.
+  double planning_ms = 0;
   // The plan's warnings (Plan::warnings): it drops nothing, or its budget
   // binds nothing. str() ends with them.
   std::vector<std::string> warnings;
@@ -218,6 +223,7 @@ class Checkpointer final : public Tagger {
   uint64_t step_start_ = InputSource::kNone;  // mark_sequence() at the latest record()
   std::unique_ptr<TransientPeakWatch> watch_;
   int64_t plans_made_ = 0;
+  double planning_ms_ = 0;  // make_plan's time since the latest record() began (StepReport::planning_ms)
   std::shared_ptr<ResidentPool> pool_;  // policy dtr: the pool its steps record into
   std::vector<std::shared_ptr<const CachedPlan>> untold_;  // plans on_plan has not heard of yet
   // plan_from's plan, until the first graph recorded after it is checked

@@ -59,6 +59,8 @@ struct Overrides {
   std::vector<std::string> must_recompute;
   std::vector<std::string> prefer_keep;
   std::vector<std::string> prefer_recompute;
+
+  bool operator==(const Overrides&) const = default;
 };
 
 // Policy "custom": the caller's own rule, one tag per node of the profiled

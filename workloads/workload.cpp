@@ -204,11 +204,14 @@ class Run {
     const auto ms = [](Clock::time_point from, Clock::time_point to) {
       return std::chrono::duration<double, std::milli>(to - from).count();
     };
+    // A plan the Checkpointer made in record() (the warm re-plans of the
+    // first steps: seconds for milp) is planning, not the step: left out
+    // here, reported as the plan's planning_ms.
     const scheduler::StepReport step_report = checkpointer_.report();
-    const StepTimes times{.step = ms(start, end),
+    const StepTimes times{.step = ms(start, end) - step_report.planning_ms,
                           .forward = ms(forward_start, forward_end),
                           .backward = ms(forward_end, backward_end),
-                          .rest = ms(start, forward_start) + ms(backward_end, end),
+                          .rest = ms(start, forward_start) + ms(backward_end, end) - step_report.planning_ms,
                           .replays = step_report.recompute_ms};
     if (index < options_.warmup) return times;
     record_timed_step(times, peak, transient_before, saved, step_report);

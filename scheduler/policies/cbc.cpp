@@ -32,6 +32,16 @@ double grace_seconds(double seconds) { return std::max(1.5, 0.1 * seconds); }
 // CLP's known assertions.
 enum class Settings { kDefault, kCareful };
 
+// A solve's `seconds`: CBC's own limit, and how long past it the child may
+// run. solve(): all of them and its grace; solve_within(): nine tenths, and
+// the tenth left.
+struct Limit {
+  double cbc_seconds, grace;
+};
+Limit limit_of(double seconds, bool within) {
+  return within ? Limit{0.9 * seconds, 0.1 * seconds} : Limit{seconds, grace_seconds(seconds)};
+}
+
 // What the child sends: flags, the bound, the solutions, then the status words.
 struct Header {
   int32_t optimal, infeasible, time_limit, solutions, columns, status_bytes;
@@ -168,7 +178,8 @@ Outcome failure(std::string why) {
   return o;
 }
 
-Outcome attempt(const Program& p, double seconds, Settings settings, void (*in_child)()) {
+Outcome attempt(const Program& p, Limit limit, Settings settings, void (*in_child)()) {
+  const double seconds = limit.cbc_seconds;
   int out[2], err[2];  // close-on-exec: another fork's exec must not keep them open
   if (pipe2(out, O_CLOEXEC) != 0) {
     return failure(fmt::format("could not start the solver (pipe: {})", std::strerror(errno)));
@@ -192,7 +203,7 @@ Outcome attempt(const Program& p, double seconds, Settings settings, void (*in_c
   close(out[1]);
   close(err[1]);
   std::string got, printed;
-  const double grace = grace_seconds(seconds);
+  const double grace = limit.grace;
   const bool in_time = drain(out[0], err[0], got, printed, seconds + grace);
   if (!in_time) kill(pid, SIGKILL);
   close(out[0]);
@@ -238,21 +249,31 @@ Outcome attempt(const Program& p, double seconds, Settings settings, void (*in_c
   return o;
 }
 
-}  // namespace
-
-Outcome solve(const Program& program, double seconds, void (*in_child)()) {
+// solve() and solve_within(): a first try, and a careful one in the time
+// left where the first failed.
+Outcome solve_twice(const Program& program, double seconds, bool within, void (*in_child)()) {
   const auto start = std::chrono::steady_clock::now();
-  Outcome first = attempt(program, seconds, Settings::kDefault, in_child);
+  Outcome first = attempt(program, limit_of(seconds, within), Settings::kDefault, in_child);
   if (!first.failed || first.time_limit) return first;
   const double left = seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (left <= 0.01) return first;
-  Outcome second = attempt(program, left, Settings::kCareful, in_child);
+  Outcome second = attempt(program, limit_of(left, within), Settings::kCareful, in_child);
   if (!second.failed) {
     second.retried = fmt::format("solved on a second try, without presolve and with Dantzig pricing; the first: {}",
                                  first.status);
     return second;
   }
   return failure(fmt::format("{}; again without presolve and with Dantzig pricing: {}", first.status, second.status));
+}
+
+}  // namespace
+
+Outcome solve(const Program& program, double seconds, void (*in_child)()) {
+  return solve_twice(program, seconds, false, in_child);
+}
+
+Outcome solve_within(const Program& program, double seconds, void (*in_child)()) {
+  return solve_twice(program, seconds, true, in_child);
 }
 
 }  // namespace remat::scheduler::cbc

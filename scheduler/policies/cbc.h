@@ -55,5 +55,10 @@ struct Outcome {
 // Note). Never throws for the solver's sake; a failure is Outcome::failed.
 // `in_child`, for tests, runs in each child before CBC does (to make one die).
 Outcome solve(const Program& program, double seconds, void (*in_child)() = nullptr);
+// The same, over within `seconds` whatever CBC does: CBC is given nine
+// tenths of them, and a child still running at `seconds` is killed (a time
+// limit; what it found is lost). milp's search calls it, so that it ends by
+// its time limit; a large program's first node alone can outlast any limit.
+Outcome solve_within(const Program& program, double seconds, void (*in_child)() = nullptr);
 
 }  // namespace remat::scheduler::cbc

@@ -187,7 +187,9 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     const double remaining = time_limit_s - elapsed();
     if (remaining <= std::min(1.0, 0.05 * time_limit_s)) break;  // too little time to prove anything
     const std::vector<Row> rows = incumbent.rows(program);
-    const cbc::Outcome outcome = cbc::solve(milp::column_major(program, rows), remaining);
+    const cbc::Program columns = milp::column_major(program, rows);
+    const cbc::Outcome outcome =
+        options.ends_by_limit ? cbc::solve_within(columns, remaining) : cbc::solve(columns, remaining);
     ++report.solves;
     report.variables = static_cast<int64_t>(program.lower.size());
     report.constraints = static_cast<int64_t>(rows.size());

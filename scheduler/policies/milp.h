@@ -30,6 +30,11 @@ struct MilpOptions {
   // where blocks repeat, from the plans of blocks planned apart
   // (milp_blocks.h); without, from keep-all alone.
   bool pooled = true;
+  // The search, CBC's solves included, ends by time_limit_s
+  // (cbc::solve_within); without, a solve may run its grace past it
+  // (cbc.h), which the solves of blocks planned apart, given a few
+  // milliseconds each, need to finish at all.
+  bool ends_by_limit = true;
 };
 
 // The tags of least predicted recompute time whose simulated peak is at most

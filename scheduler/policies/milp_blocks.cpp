@@ -138,7 +138,7 @@ std::vector<std::vector<Tag>> plans_of(const search::Context& c, const Segment& 
     if (share < kLeastShare) break;
     // Without a pool: nothing is planned apart in turn.
     const auto solution = solve_milp(alone, target, {.time_limit_s = share, .blocks_once = false,
-                                                     .pooled = false});
+                                                     .pooled = false, .ends_by_limit = false});
     if (!solution) continue;
     solves += solution->report.solves;
     std::vector<Tag> plan(solution->tags.begin() + segment.first, solution->tags.begin() + segment.last + 1);

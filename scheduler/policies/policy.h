@@ -132,8 +132,15 @@ std::vector<search::Candidate> pooled_plans(const search::Context& c);
 // on bytes alone). A budget below it is refused whatever the policy; a
 // policy none of whose own plans fits a budget above it takes the fastest
 // of these (Request::fallback) and says so.
-// `overrides`: c's. The plans come simulated on c.graph (real times).
+// `overrides`: c's. The plans come simulated on c.graph (real times). The
+// search is remembered for the graph last searched (Note [Least-memory
+// plans remembered] in least_memory.cpp): a graph of the same bytes and
+// rules, whatever its times, gets the same plans without a search.
 std::vector<search::Candidate> least_memory_plans(const search::Context& c, const Overrides& overrides);
+// How many times this process ran that search (a remembered answer is no
+// search), and forgetting the remembered one: for tests.
+int64_t least_memory_searches();
+void forget_least_memory_plans();
 
 // Each policy's entry point, in its own file.
 Answer plan_none(const Request& request);

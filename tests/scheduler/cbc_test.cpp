@@ -1,10 +1,12 @@
 // CBC in a child process (Note [CBC in a child process]): its answers come
-// back whole, and a solver that dies fails the solve, not the caller.
+// back whole, a solver that dies fails the solve, not the caller, and one
+// that hangs is killed past its grace, or by its seconds (solve_within).
 #include "scheduler/policies/cbc.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -93,6 +95,35 @@ TEST(Cbc, AFailedSolveIsTriedAgainWithCarefulSettingsAndTheirAnswerIsRight) {
   ASSERT_FALSE(o.solutions.empty());
   EXPECT_NEAR(o.solutions.back()[0], 2, 1e-6);
   EXPECT_NEAR(o.solutions.back()[2], 1, 1e-6);
+}
+
+// A solver that hangs (its first node on a large program, CBC's clock
+// unread): solve() kills it past its grace (1.5 s over a short limit),
+// solve_within() when its seconds are up, so that milp's search ends by
+// its time limit. The bounds are a wide margin around each kill.
+void hang() { sleep(30); }
+
+TEST(Cbc, SolveWithinEndsByItsSecondsWhateverTheSolverDoes) {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_of = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  auto start = Clock::now();
+  const cbc::Outcome within = cbc::solve_within(small_program(), 0.5, hang);
+  const double within_s = seconds_of(start);
+  EXPECT_TRUE(within.failed);
+  EXPECT_TRUE(within.time_limit);
+  EXPECT_NE(within.status.find("time limit"), std::string::npos) << within.status;
+  EXPECT_LT(within_s, 1.5);
+  start = Clock::now();
+  const cbc::Outcome graced = cbc::solve(small_program(), 0.5, hang);
+  EXPECT_TRUE(graced.time_limit);
+  EXPECT_GE(seconds_of(start), 1.9);  // 0.5 s and its grace of 1.5 s
+  // A program that finishes in time is solved as solve() solves it.
+  const cbc::Outcome solved = cbc::solve_within(small_program(), 30);
+  ASSERT_FALSE(solved.failed) << solved.status;
+  EXPECT_TRUE(solved.optimal);
+  EXPECT_NEAR(solved.best_possible, -13, 1e-6);
 }
 
 }  // namespace

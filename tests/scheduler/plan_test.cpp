@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <functional>
+#include <thread>
 
 #include "engine/allocator.h"
 #include "nn/gpt.h"
@@ -330,6 +331,23 @@ TEST(Plan, ANestedRecordingIsAnErrorThatLeavesTheStepIntact) {
     EXPECT_EQ(grads_of(params), expected);
   }
   EXPECT_NE(checkpointer.plan(), nullptr);
+}
+
+// A plan made in record() (the step before's: a new graph, a warm
+// re-plan) is reported as the step's planning_ms, which step timers leave
+// out; a step that plans nothing reports 0.
+TEST(Plan, AStepReportsThePlanningItsRecordDid) {
+  using namespace std::chrono_literals;
+  const CustomPolicy slow = [](const GraphProfile& graph) {
+    std::this_thread::sleep_for(30ms);
+    return testing::replay_memory_bound(graph);
+  };
+  Checkpointer checkpointer({.policy = "custom", .custom = slow});
+  const auto [reports, grads] = steps_under(checkpointer, gpt(), 2 + CachedPlan::kWarmPlans + 1);
+  EXPECT_EQ(reports.front().planning_ms, 0);  // the profiling step
+  for (size_t i = 1; i + 1 < reports.size(); ++i) EXPECT_GE(reports[i].planning_ms, 30) << reports[i].str();
+  EXPECT_EQ(reports.back().planning_ms, 0);  // planned from the warm steps already
+  EXPECT_EQ(grads, reference(gpt()));
 }
 
 TEST(Plan, UnknownPolicyAndMisplacedBudgetAreErrors) {

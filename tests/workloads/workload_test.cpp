@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "nn/gpt2_pretrained.h"
+#include "scheduler/policies/policy.h"
 #include "scheduler/profile_json.h"
 
 namespace remat::workloads {
@@ -264,6 +265,13 @@ TEST(Workload, OnTheMetaDeviceAWorkloadIsPlannedWithoutRunning) {
   EXPECT_EQ(*halved.plan.budget, std::llround(0.5 * static_cast<double>(real.plan.predicted.peak_bytes)));
   EXPECT_LE(halved.plan.predicted.peak_bytes, *halved.plan.budget);
   EXPECT_GT(halved.plan.planning_ms, 0);
+  // The share is resolved by planning keep-all first: the graph's
+  // least-memory search runs for it, and the policy's plan reuses it
+  // (Note [Least-memory plans remembered]).
+  scheduler::policies::forget_least_memory_plans();
+  const int64_t searches = scheduler::policies::least_memory_searches();
+  EXPECT_EQ(plan_workload(options).plan.tags, halved.plan.tags);
+  EXPECT_EQ(scheduler::policies::least_memory_searches(), searches + 1);
   // bench runs nothing on the meta device: no loss to report.
   EXPECT_THROW(run_workload(options), Error);
 }
