@@ -3,7 +3,7 @@
 # CTest test (all labels: unit, slow, mpi, cuda, torch, package, python),
 # say per label what ran and name each label that could not run here, then
 # the unit tests again under ASan + UBSan (scripts/sanitize.sh) and each
-# fuzzer for 30 s on its committed corpus (scripts/fuzz.sh). Runs the same
+# fuzzer for 10-30 s on its committed corpus (scripts/fuzz.sh). Runs the same
 # in any order with the README's main job: build/ decides again at every
 # configure whether the Python module is built (REMAT_BUILD_PYTHON=AUTO).
 #   scripts/test.sh

@@ -6,7 +6,10 @@ whose bytes equal keep-all's (weights_digest), and keep-all's loss on the
 emulated GPU must be the CPU's within float32 rounding of the summation
 order. Prints one row per policy.
 
-  emulated_policies.py REMAT W1|W2 [--steps N] [--warmup N]
+  emulated_policies.py REMAT W1|W2 [--steps N] [--warmup N] [--batch-size B]
+
+--batch-size (W2 only): W2's GPT at B rows instead of its 16 (`--model gpt`,
+whose sizes are W2's), for a run a quarter as long at B = 4.
 
 Each policy trains from the same initial weights, so after the first step
 already the weights differ unless every gradient was the same.
@@ -21,13 +24,17 @@ import time
 # (policy, budget): budgets as a share of keep-all's predicted peak; milp's
 # solver stops after a few seconds with the best plan found by then. dtr's
 # looser budget still evicts (W2: 61 replays at 60%), at a quarter of the
-# time under the sanitizers.
+# time under the sanitizers. dtr's share becomes bytes of keep-all's
+# measured peak here: given a share and no profile, `remat bench` first
+# plans a keep-all run of its own to find that peak (W2 under the
+# sanitizers, one step: dtr took 99 s where keep-all took 17 s; at batch 4,
+# 29 s with the share, 6 s with its bytes).
 POLICIES = [("none", None), ("blocks", None), ("sqrt", None), ("cost", "60%"), ("chain", "60%"),
             ("milp", "60%"), ("auto", "60%"), ("dtr", "75%")]
 
 
 def bench(remat, workload, device, policy, budget, steps, warmup, profile=None, save_profile=None):
-    command = [remat, "bench", "--workload", workload, "--device", device, "--policy", policy,
+    command = [remat, "bench", *workload, "--device", device, "--policy", policy,
                "--steps", str(steps), "--warmup", str(warmup), "--json", "--solver-time-limit", "5"]
     if budget:
         command += ["--budget", budget]
@@ -50,15 +57,21 @@ def main():
     parser.add_argument("workload", choices=["W1", "W2"])
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=0)
+    parser.add_argument("--batch-size", type=int)
     args = parser.parse_args()
+    workload = ["--workload", args.workload]
+    if args.batch_size is not None:
+        if args.workload != "W2":
+            parser.error("--batch-size is for W2 (W1's batch is fixed)")
+        workload = ["--model", "gpt", "--batch-size", str(args.batch_size)]  # W2's sizes, B rows
     failures = []
-    cpu = bench(args.remat, args.workload, "cpu", "none", None, args.steps, args.warmup)
+    cpu = bench(args.remat, workload, "cpu", "none", None, args.steps, args.warmup)
     with tempfile.TemporaryDirectory() as scratch:
         profile = f"{scratch}/profile.json"
         # The plans come from a profile of the graph measured on the CPU (two
         # steps; the same graph, and the emulated GPU's times mean nothing).
-        bench(args.remat, args.workload, "cpu", "none", None, 1, 1, save_profile=profile)
-        keep_all = bench(args.remat, args.workload, "cuda", "none", None, args.steps, args.warmup)
+        bench(args.remat, workload, "cpu", "none", None, 1, 1, save_profile=profile)
+        keep_all = bench(args.remat, workload, "cuda", "none", None, args.steps, args.warmup)
         relative = abs(keep_all["loss_last"] - cpu["loss_last"]) / abs(cpu["loss_last"])
         print(f"{args.workload} cpu  none   loss {cpu['loss_last']:.7f}  digest {cpu['weights_digest']}")
         print(f"{args.workload} cuda none   loss {keep_all['loss_last']:.7f}  digest {keep_all['weights_digest']}  "
@@ -68,8 +81,11 @@ def main():
         replaying = 0
         for policy, budget in POLICIES[1:]:
             # Planned from the saved profile: no profiling step of its own.
-            report = bench(args.remat, args.workload, "cuda", policy, budget, args.steps, args.warmup,
-                           profile=None if policy == "dtr" else profile)  # dtr plans nothing: it evicts as it runs
+            # dtr plans nothing (it evicts as it runs): its budget in bytes.
+            if policy == "dtr":
+                budget = str(round(float(budget.rstrip("%")) / 100 * keep_all["peak_activation_bytes"]))
+            report = bench(args.remat, workload, "cuda", policy, budget, args.steps, args.warmup,
+                           profile=None if policy == "dtr" else profile)
             same = report["weights_digest"] == keep_all["weights_digest"]
             print(f"{args.workload} cuda {policy:6} loss {report['loss_last']:.7f}  digest {report['weights_digest']}  "
                   f"{'bit-identical' if same else 'DIFFERS'}  replayed {report['replayed_nodes']}  "
