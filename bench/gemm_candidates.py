@@ -16,6 +16,7 @@ C, operands 64-byte aligned as remat's allocator gives them), told which
 library and kernels to take by environment:
   blis-skx      REMAT_GEMM=blis   BLIS_ARCH_TYPE=skx       (AVX-512)
   blis-haswell  REMAT_GEMM=blis   BLIS_ARCH_TYPE=haswell   (AVX2+FMA)
+  blis-zen3     REMAT_GEMM=blis   BLIS_ARCH_TYPE=zen3      (AVX2+FMA: BLIS's own pick on a Zen 3)
   onednn        REMAT_GEMM=onednn                          (oneDNN's own pick)
   onednn-avx2   REMAT_GEMM=onednn ONEDNN_MAX_CPU_ISA=AVX2  (AVX2+FMA)
 On an AVX-512 CPU the two AVX2 candidates stand for an AVX2 CPU: they are
@@ -61,6 +62,7 @@ from gemm_compare import TORCH_GEMM  # noqa: E402
 CANDIDATES = {
     "blis-skx": {"REMAT_GEMM": "blis", "BLIS_ARCH_TYPE": "skx"},
     "blis-haswell": {"REMAT_GEMM": "blis", "BLIS_ARCH_TYPE": "haswell"},
+    "blis-zen3": {"REMAT_GEMM": "blis", "BLIS_ARCH_TYPE": "zen3"},
     "onednn": {"REMAT_GEMM": "onednn"},
     "onednn-avx2": {"REMAT_GEMM": "onednn", "ONEDNN_MAX_CPU_ISA": "AVX2"},
 }

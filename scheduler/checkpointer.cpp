@@ -495,6 +495,14 @@ StepReport Checkpointer::report() const {
   return report;
 }
 
+int Checkpointer::steps_until_final_plan() const {
+  if (pool_ || options_.policy == "none") return 0;
+  const int settling = records_.empty() ? 0 : 1;  // the step that ran, planned from in the next record()
+  if (!active_) return 1 + CachedPlan::kWarmPlans - settling;
+  if (active_->frozen) return 0;
+  return std::max(0, CachedPlan::kWarmPlans - static_cast<int>(active_->warm_steps.size()) - settling);
+}
+
 const Plan* Checkpointer::plan() const { return active_ && !report_.profiling ? &active_->plan : nullptr; }
 const GraphProfile* Checkpointer::profile() const {
   const CachedPlan* most = active_.get();

@@ -195,6 +195,13 @@ class Checkpointer final : public Tagger {
   const GraphProfile* profile() const;
   size_t cached_plans() const { return cache_.size(); }
   int64_t plans_made() const { return plans_made_; }
+  // The steps, from the next one, that run under a plan a later record()
+  // still replaces, where every step runs the same graph: 0 under none and
+  // dtr (nothing to re-plan) and for a plan from a saved profile; else the
+  // warm re-plans still to come (CachedPlan::kWarmPlans after rehearse),
+  // after the profiling step where no plan is made yet. A benchmark times
+  // none of them, so that its times and its peak are one plan's.
+  int steps_until_final_plan() const;
 
  private:
   // Plans (or finds) the graph recorded by the last step, once its backward ran.

@@ -41,7 +41,7 @@ class BenchCommand : public Command {
     add_model_options(bench_, options_.model, model_);
     bench_->add_option("--threads", options_.threads, "CPU threads")->capture_default_str();
     bench_->add_option("--steps", options_.steps, "timed steps")->capture_default_str();
-    bench_->add_option("--warmup", options_.warmup, "untimed steps first")->capture_default_str();
+    bench_->add_option("--warmup", options_.warmup, "untimed steps first (more while a plan is remade from measured times)")->capture_default_str();
     bench_->add_option("--seed", seed_, "seed of weights and batch (0)");
     bench_->add_flag("--json", json_, "print one JSON line");
     bench_->add_flag("--tf32", tf32_, kTf32Help);

@@ -205,7 +205,8 @@ class TradeoffCommand : public Command {
         ->capture_default_str();
     tradeoff_->add_flag("--paired", options_.paired, "time each run against a keep-all copy stepped alternately "
                         "(the median of per-step ratios)");
-    tradeoff_->add_option("--warmup", options_.warmup, "untimed steps first per run (at least 1)")
+    tradeoff_->add_option("--warmup", options_.warmup,
+                          "untimed steps first per run (at least 1; more while a plan is remade from measured times)")
         ->capture_default_str();
     tradeoff_->add_option("--seed", seed_, "seed of weights and batch (0)");
     tradeoff_->add_option("--policies", policies_, "policies swept after keep-all, e.g. "

@@ -29,7 +29,7 @@ struct TradeoffOptions {
   std::string device = "cpu";  // cpu, or cuda[:N] (workloads/workload.h)
   int threads = 1;
   int steps = 3;   // timed steps per run
-  int warmup = 1;  // untimed steps first; at least 1 (the first step, planned again from its measured times)
+  int warmup = 1;  // untimed steps first, at least 1; a run adds the steps until its plan is final
   uint64_t seed = 0;
   // Rounds over the whole sweep, interleaved (every run once, then again):
   // a run's step time is the median of its rounds' medians, so that a slow

@@ -164,7 +164,16 @@ class Run {
     } else if (scheduler::rehearses_first_step(checkpointer_.options())) {
       rehearse(checkpointer_, workload_);  // the first step under the policy and within the budget too
     }
+    // Timed steps all run under the final plan: with fewer warm-ups, the
+    // first timed steps ran under a warm re-plan, and the peak measured
+    // (theirs) was not the peak predicted (the final plan's).
+    warmup_ = std::max(options.warmup, checkpointer_.steps_until_final_plan());
   }
+
+  // Untimed steps first: the asked-for warm-ups, or the steps until the
+  // plan is final where those are more.
+  int warmup() const { return warmup_; }
+  void warm_up_at_least(int steps) { warmup_ = std::max(warmup_, steps); }
 
   // Step `index` (warm-ups first); returns its times.
   StepTimes step(int index, bool traced) {
@@ -213,7 +222,7 @@ class Run {
                           .backward = ms(forward_end, backward_end),
                           .rest = ms(start, forward_start) + ms(backward_end, end) - step_report.planning_ms,
                           .replays = step_report.recompute_ms};
-    if (index < options_.warmup) return times;
+    if (index < warmup_) return times;
     record_timed_step(times, peak, transient_before, saved, step_report);
     return times;
   }
@@ -303,6 +312,7 @@ class Run {
   WorkloadReport report_;
   std::vector<double> step_ms_, forward_ms_, backward_ms_, rest_ms_;
   std::optional<uint64_t> saved_signature_;  // of the --profile planned from
+  int warmup_ = 0;
 };
 
 }  // namespace
@@ -344,7 +354,7 @@ std::pair<WorkloadOptions, std::optional<int64_t>> resolve_budget(const Workload
 WorkloadReport run_workload(const WorkloadOptions& requested) {
   const auto [options, keep_all_peak] = resolve_budget(requested);
   Run run(options, options.policy, options.budget, options.overrides);
-  const int total = options.warmup + options.steps;
+  const int total = run.warmup() + options.steps;
   for (int step = 0; step < total; ++step) run.step(step, !options.trace_path.empty() && step + 1 == total);
   if (!options.save_profile_path.empty()) run.save_profile(options.save_profile_path);
   WorkloadReport report = run.finish();
@@ -359,7 +369,11 @@ PairedReport run_paired_workload(const WorkloadOptions& requested, const std::st
   Run baseline(options, against, std::nullopt, {});
   PairedReport paired;
   std::vector<double> forward_excess, backward_excess, replays;
-  const int total = options.warmup + options.steps;
+  // Both run their warm-ups before the first timed pair.
+  const int warmup = std::max(run.warmup(), baseline.warmup());
+  run.warm_up_at_least(warmup);
+  baseline.warm_up_at_least(warmup);
+  const int total = warmup + options.steps;
   for (int step = 0; step < total; ++step) {
     // Each pair in turn order, then the other, so neither side always runs
     // on the cache state the other leaves.
@@ -372,7 +386,7 @@ PairedReport run_paired_workload(const WorkloadOptions& requested, const std::st
       times = run.step(step, traced);
       baseline_times = baseline.step(step, false);
     }
-    if (step < options.warmup) continue;
+    if (step < warmup) continue;
     paired.time_ratios.push_back(times.step / baseline_times.step);
     forward_excess.push_back(times.forward - baseline_times.forward);
     backward_excess.push_back((times.backward - times.replays) - (baseline_times.backward - baseline_times.replays));

@@ -350,6 +350,31 @@ TEST(Plan, AStepReportsThePlanningItsRecordDid) {
   EXPECT_EQ(grads, reference(gpt()));
 }
 
+// steps_until_final_plan counts down the steps that run under a plan a
+// later step's record() replaces (the first plan, then the warm re-plans),
+// and from 0 on the policy is asked nothing more: bench and tradeoff time
+// no step before it, so that the peak they measure is the final plan's.
+TEST(Plan, StepsUntilTheFinalPlanCountDownToTheLastRePlan) {
+  int asked = 0;
+  const CustomPolicy counted = [&asked](const GraphProfile& graph) {
+    ++asked;
+    return testing::replay_memory_bound(graph);
+  };
+  Checkpointer checkpointer({.policy = "custom", .custom = counted});
+  std::vector<int> left, asked_during;
+  for (int step = 0; step < 2 + CachedPlan::kWarmPlans + 1; ++step) {
+    left.push_back(checkpointer.steps_until_final_plan());
+    const int before = asked;
+    steps_under(checkpointer, gpt(), 1);
+    asked_during.push_back(asked - before);
+  }
+  // The profiling step, the first plan and the warm re-plans, then none.
+  static_assert(CachedPlan::kWarmPlans == 2, "the counts below are written for two warm re-plans");
+  EXPECT_EQ(left, (std::vector<int>{1 + CachedPlan::kWarmPlans, CachedPlan::kWarmPlans, 1, 0, 0}));
+  EXPECT_EQ(asked_during, (std::vector<int>{0, 1, 1, 1, 0}));
+  EXPECT_EQ(Checkpointer({.policy = "none"}).steps_until_final_plan(), 0);
+}
+
 TEST(Plan, UnknownPolicyAndMisplacedBudgetAreErrors) {
   EXPECT_TRUE(testing::contains(testing::error_of([] { Checkpointer({.policy = "sqrtt"}); }),
                                 "available: none, blocks, sqrt, cost, chain"));
