@@ -221,6 +221,30 @@ TEST(GemmLibrary, GemmIsTheSameOnOneAndTwoThreads) {
   expect_same_on_one_and_two_threads<float>(false, true, 1040, 200, 300);  // B transposed on two threads first
 }
 
+// A bias's rows and its gradient's sums, split over rows and columns on two
+// threads: the same bits as on one, and each column's sum taken over its
+// rows in order (against a plain loop).
+TEST(GemmLibrary, BiasRowsAndSumsAreTheSameOnOneAndTwoThreads) {
+  const int64_t rows = 2048, n = 771;  // 1.5 M elements: split; n not a multiple of the threads' units
+  std::vector<float> x(static_cast<size_t>(rows * n)), row(static_cast<size_t>(n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+  for (size_t j = 0; j < row.size(); ++j) row[j] = 0.5f - 0.01f * static_cast<float>(j);
+  std::vector<float> expected(static_cast<size_t>(n), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) expected[j] += x[r * n + j];
+  }
+  for (int threads : {1, 2}) {
+    NumThreadsGuard guard(threads);
+    std::vector<float> sums(static_cast<size_t>(n), -1.0f), repeated(x.size(), -1.0f);
+    sum_rows<float>(sums.data(), x.data(), rows, n);
+    repeat_rows<float>(repeated.data(), row.data(), rows, n);
+    EXPECT_EQ(sums, expected) << threads << " threads";
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_TRUE(std::equal(row.begin(), row.end(), repeated.begin() + r * n)) << "row " << r << ", " << threads;
+    }
+  }
+}
+
 double cpu_seconds(clockid_t clock) {
   timespec t{};
   clock_gettime(clock, &t);
