@@ -166,8 +166,15 @@ class Run {
     }
     // Timed steps all run under the final plan: with fewer warm-ups, the
     // first timed steps ran under a warm re-plan, and the peak measured
-    // (theirs) was not the peak predicted (the final plan's).
-    warmup_ = std::max(options.warmup, checkpointer_.steps_until_final_plan());
+    // (theirs) was not the peak predicted (the final plan's). The count is
+    // a planning policy's, whatever the policy, so that every policy's run
+    // trains as many steps (the same weights under every policy).
+    const int planning = options.profile_path.empty()
+                             ? scheduler::CachedPlan::kWarmPlans + (options.first_step == "profile" ? 1 : 0)
+                             : 0;
+    warmup_ = std::max(options.warmup, planning);
+    REMAT_CHECK(checkpointer_.steps_until_final_plan() <= warmup_, "bench: policy {} still re-plans after {} warm-up "
+                "steps", policy, warmup_);
   }
 
   // Untimed steps first: the asked-for warm-ups, or the steps until the

@@ -26,8 +26,9 @@ namespace {
 // docs/gemm.md (AMD EPYC, family 25, model 17: Zen 4, 2 cores, 2026-12-07;
 // remat's gemm at W1's, W2's and a Llama's 24 linear products and 96
 // per-head attention products; GFLOP/s per CPU-second on one thread, peak
-// 116.8). The AVX2 row is from paths forced on that AVX-512 CPU
-// (ONEDNN_MAX_CPU_ISA=AVX2, BLIS_ARCH_TYPE=haswell), not from an AVX2 CPU.
+// 116.8). The AVX2 row is from an AVX2 CPU (AMD EPYC, family 25, model 1:
+// Zen 3, 2 cores, 2026-12-07; 36 linear products, peak 89.8 on one
+// thread), beside the same paths forced on the Zen 4.
 constexpr std::array<GemmChoice, 4> kGemmChoices{{
     {.cpu = IsaLevel::Avx512,
      .library = GemmLibrary::OneDnn,
@@ -35,8 +36,8 @@ constexpr std::array<GemmChoice, 4> kGemmChoices{{
                  "haswell 86-103: the fastest at 21, within 2% at 3; per-head 74-80 against 45-59"},
     {.cpu = IsaLevel::Avx2,
      .library = GemmLibrary::Blis,
-     .measured = "Zen 4, forced to AVX2: BLIS haswell 86-103 GFLOP/s at all 24 products; oneDNN avx2 34-48 at 10 "
-                 "of them (its no-copy kernel on aligned operands, as on the Zen 2 of 2026-12-05)"},
+     .measured = "Zen 3: BLIS haswell 57-74 GFLOP/s (0.64-0.83 of peak) at the 36 products, as its zen3 kernels "
+                 "(59-73); oneDNN avx2 30-37 at 8 of them (its no-copy kernel; the same on the Zen 4 forced to AVX2)"},
     {.cpu = IsaLevel::Avx,
      .library = GemmLibrary::Blis,
      .measured = "not measured (no AVX-only CPU at hand): BLIS's sandybridge kernels, as before oneDNN came"},
