@@ -75,9 +75,11 @@ void write_graphs(const workloads::TradeoffOptions& options, const std::filesyst
 // The table of what the sweep measured, and how to plot it.
 void print_rows(const workloads::TradeoffOptions& options, const std::vector<workloads::TradeoffRow>& rows,
                 const std::filesystem::path& out, const std::vector<std::string>& written) {
+  int warmup = options.warmup;  // or more: the steps until a run's plan was final
+  for (const workloads::TradeoffRow& row : rows) warmup = std::max(warmup, row.report.warmup);
   fmt::print("{} trade-off on {}, {} thread(s), median of {} step(s) after {} warm-up(s)\n",
-             workloads::describe(options.model, options.workload),
-             options.device, options.threads, options.steps, options.warmup);
+             workloads::describe(options.model, options.workload), options.device, options.threads, options.steps,
+             warmup);
   fmt::print("{:<8} {:>10} {:>10} {:>10} {:>9} {:>6} {:>8} {:>7}\n", "policy", "budget", "peak", "predicted", "step_ms",
              "x_all", "replays", "pareto");
   auto in_mib = [](std::optional<int64_t> bytes) {

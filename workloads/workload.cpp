@@ -173,6 +173,7 @@ class Run {
                              ? scheduler::CachedPlan::kWarmPlans + (options.first_step == "profile" ? 1 : 0)
                              : 0;
     warmup_ = std::max(options.warmup, planning);
+    report_.warmup = warmup_;
     REMAT_CHECK(checkpointer_.steps_until_final_plan() <= warmup_, "bench: policy {} still re-plans after {} warm-up "
                 "steps", policy, warmup_);
   }
@@ -180,7 +181,7 @@ class Run {
   // Untimed steps first: the asked-for warm-ups, or the steps until the
   // plan is final where those are more.
   int warmup() const { return warmup_; }
-  void warm_up_at_least(int steps) { warmup_ = std::max(warmup_, steps); }
+  void warm_up_at_least(int steps) { report_.warmup = warmup_ = std::max(warmup_, steps); }
 
   // Step `index` (warm-ups first); returns its times.
   StepTimes step(int index, bool traced) {

@@ -107,6 +107,7 @@ struct WorkloadReport {
   bool tf32 = false, fused_epilogues = false;
   kernels::cpu::GemmInfo gemm;
   int steps = 0;
+  int warmup = 0;  // untimed steps before them: the asked-for ones, or the steps until the plan was final
   double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
   // Medians over the timed steps of the step's phases: the recorded forward
   // (the loss included; what the Checkpointer times), backward (replays

@@ -69,6 +69,7 @@ nlohmann::ordered_json WorkloadReport::to_json() const {
   j["fused_epilogues"] = fused_epilogues;
   j["gemm"] = gemm_json(gemm);
   j["steps"] = steps;
+  j["warmup"] = warmup;
   j["step_ms_median"] = step_ms_median;
   j["step_ms_min"] = step_ms_min;
   j["step_ms_max"] = step_ms_max;
