@@ -235,29 +235,34 @@ template <class T> void transpose_block(T* xt, const T* x, int64_t ld, int64_t r
   for (int64_t c = 0; c < dim; ++c) std::fill(xt + c * kBlock + rows, xt + (c + 1) * kBlock, T(0));
 }
 
+// The lane shuffles of an 8 x 8 transpose, as __builtin_shufflevector
+// (GCC 12 and clang alike; clang has no __builtin_shuffle).
+using F8 = float __attribute__((vector_size(32)));
+inline F8 unpack_lo(F8 a, F8 b) { return __builtin_shufflevector(a, b, 0, 8, 1, 9, 4, 12, 5, 13); }  // within halves
+inline F8 unpack_hi(F8 a, F8 b) { return __builtin_shufflevector(a, b, 2, 10, 3, 11, 6, 14, 7, 15); }
+inline F8 pairs_even(F8 a, F8 b) { return __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13); }  // pairs of pairs
+inline F8 pairs_odd(F8 a, F8 b) { return __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15); }
+inline F8 first_halves(F8 a, F8 b) { return __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11); }
+inline F8 second_halves(F8 a, F8 b) { return __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15); }
+
 template <> void transpose_block<float>(float* xt, const float* x, int64_t ld, int64_t rows, int64_t dim) {
-  using F8 = float __attribute__((vector_size(32)));
-  using I8 = int32_t __attribute__((vector_size(32)));
-  const I8 lo{0, 8, 1, 9, 4, 12, 5, 13}, hi{2, 10, 3, 11, 6, 14, 7, 15};   // unpack within 128-bit halves
-  const I8 even{0, 1, 8, 9, 4, 5, 12, 13}, odd{2, 3, 10, 11, 6, 7, 14, 15};  // pairs of pairs
-  const I8 first{0, 1, 2, 3, 8, 9, 10, 11}, second{4, 5, 6, 7, 12, 13, 14, 15};  // halves
   const int64_t full_rows = rows / 8 * 8, full_cols = dim / 8 * 8;
   for (int64_t i0 = 0; i0 < full_rows; i0 += 8) {
     for (int64_t c0 = 0; c0 < full_cols; c0 += 8) {
       F8 r[8], t[8], u[8];
       for (int i = 0; i < 8; ++i) std::memcpy(&r[i], x + (i0 + i) * ld + c0, sizeof(F8));
       for (int i = 0; i < 8; i += 2) {  // t: rows i, i + 1 interleaved
-        t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
-        t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
+        t[i] = unpack_lo(r[i], r[i + 1]);
+        t[i + 1] = unpack_hi(r[i], r[i + 1]);
       }
       for (int i = 0; i < 8; i += 4) {  // u: four rows' elements c, c + 4 side by side
-        u[i] = __builtin_shuffle(t[i], t[i + 2], even);
-        u[i + 1] = __builtin_shuffle(t[i], t[i + 2], odd);
-        u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], even);
-        u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], odd);
+        u[i] = pairs_even(t[i], t[i + 2]);
+        u[i + 1] = pairs_odd(t[i], t[i + 2]);
+        u[i + 2] = pairs_even(t[i + 1], t[i + 3]);
+        u[i + 3] = pairs_odd(t[i + 1], t[i + 3]);
       }
       for (int c = 0; c < 4; ++c) {  // column c and c + 4 of the eight rows
-        const F8 low = __builtin_shuffle(u[c], u[c + 4], first), high = __builtin_shuffle(u[c], u[c + 4], second);
+        const F8 low = first_halves(u[c], u[c + 4]), high = second_halves(u[c], u[c + 4]);
         std::memcpy(xt + (c0 + c) * kBlock + i0, &low, sizeof(F8));
         std::memcpy(xt + (c0 + c + 4) * kBlock + i0, &high, sizeof(F8));
       }
