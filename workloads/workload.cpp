@@ -181,7 +181,6 @@ class Run {
   // Untimed steps first: the asked-for warm-ups, or the steps until the
   // plan is final where those are more.
   int warmup() const { return warmup_; }
-  void warm_up_at_least(int steps) { report_.warmup = warmup_ = std::max(warmup_, steps); }
 
   // Step `index` (warm-ups first); returns its times.
   StepTimes step(int index, bool traced) {
@@ -377,10 +376,8 @@ PairedReport run_paired_workload(const WorkloadOptions& requested, const std::st
   Run baseline(options, against, std::nullopt, {});
   PairedReport paired;
   std::vector<double> forward_excess, backward_excess, replays;
-  // Both run their warm-ups before the first timed pair.
-  const int warmup = std::max(run.warmup(), baseline.warmup());
-  run.warm_up_at_least(warmup);
-  baseline.warm_up_at_least(warmup);
+  // Both sides warm up alike (a planning policy's count, whatever the policy).
+  const int warmup = run.warmup();
   const int total = warmup + options.steps;
   for (int step = 0; step < total; ++step) {
     // Each pair in turn order, then the other, so neither side always runs

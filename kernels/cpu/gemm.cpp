@@ -303,12 +303,10 @@ void repeat_rows(T* out, const T* row, int64_t rows, int64_t n, Host) {
 template <class T>
 void sum_rows(T* out, const T* x, int64_t rows, int64_t n, Host) {
   const bool split = num_threads() > 1 && !omp_in_parallel() && rows * n >= 2 * kParallelGrain && n >= 2 * kBlockUnit;
-  const int64_t units = (n + kBlockUnit - 1) / kBlockUnit;
 #pragma omp parallel if (split)
   {
-    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-    const int64_t begin = std::min(units * t / count * kBlockUnit, n);
-    const int64_t end = std::min(units * (t + 1) / count * kBlockUnit, n);
+    const std::pair<int64_t, int64_t> columns = piece(n, omp_get_num_threads(), omp_get_thread_num());
+    const int64_t begin = columns.first, end = columns.second;  // not a binding: clang 14's omp simd cannot use one
     std::fill(out + begin, out + end, T(0));
     for (int64_t r = 0; r < rows; ++r) {
 #pragma omp simd
