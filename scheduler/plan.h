@@ -106,7 +106,7 @@ struct SolverReport {
   // Programs solved: the graph's (each re-solve follows a cut, see milp.cpp)
   // and those of blocks planned apart (policies/milp_blocks.h).
   int64_t solves = 0;
-  std::string note;          // "" unless CBC failed once and was tried again (policies/cbc.h): how and why
+  std::string note;          // "" unless CBC failed once and was tried again, or overran its limit: how and why
   // The plans the bound is over: "every tag", or the plans whose repeated
   // blocks share their first twin's tags (policies/milp.cpp, Note [Repeated
   // blocks solved once]), with the plans it started from: the other

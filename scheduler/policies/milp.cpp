@@ -198,7 +198,12 @@ std::optional<MilpSolution> solve_milp(const search::Context& c, int64_t target,
     for (const std::vector<double>& x : outcome.solutions) incumbent.check(f.tags_of(x.data()));
     const double best_ms = incumbent.best_ms();
     if (outcome.failed) {  // the incumbent stands, unproven (Note [CBC in a child process])
-      status = outcome.status;
+      if (outcome.time_limit) {  // CBC overran its limit and was stopped: still a time limit, said how
+        status = "time limit";
+        report.note = report.note.empty() ? outcome.status : report.note + "; " + outcome.status;
+      } else {
+        status = outcome.status;
+      }
       break;
     }
     if (outcome.infeasible) {  // nothing cheaper than the best: it is optimal (or nothing fits)
