@@ -28,12 +28,15 @@ namespace {
 // per-head attention products; GFLOP/s per CPU-second on one thread, peak
 // 116.8). The AVX2 row is from an AVX2 CPU (AMD EPYC, family 25, model 1:
 // Zen 3, 2 cores, 2026-12-07; 36 linear products, peak 89.8 on one
-// thread), beside the same paths forced on the Zen 4.
+// thread), beside the same paths forced on the Zen 4. The AVX-512 row was
+// measured again on an Intel Xeon (family 6, model 167, AMX; 36 products,
+// one thread, by the wall clock).
 constexpr std::array<GemmChoice, 4> kGemmChoices{{
     {.cpu = IsaLevel::Avx512,
      .library = GemmLibrary::OneDnn,
      .measured = "Zen 4: oneDNN avx512_core 93-110 GFLOP/s (0.80-0.94 of peak) at the 24 products, BLIS skx 68-99, "
-                 "haswell 86-103: the fastest at 21, within 2% at 3; per-head 74-80 against 45-59"},
+                 "haswell 86-103: the fastest at 21, within 2% at 3; per-head 74-80 against 45-59. Intel Xeon (AMX): "
+                 "oneDNN 137-188 (median 172) at 36 products, BLIS skx 146-175 (162)"},
     {.cpu = IsaLevel::Avx2,
      .library = GemmLibrary::Blis,
      .measured = "Zen 3: BLIS haswell 57-74 GFLOP/s (0.64-0.83 of peak) at the 36 products, as its zen3 kernels "

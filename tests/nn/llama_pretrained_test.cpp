@@ -156,7 +156,7 @@ TEST(LlamaPretrained, AShardedRoundTripKeepsTheLogitsBitwise) {
   std::string previous_shard;
   for (const auto& [name, p] : model.named_parameters()) {
     const std::string shard = index["weight_map"][name];
-    if (!previous_shard.empty() && shard != previous_shard) EXPECT_GT(filled + p.nbytes(), limit) << name;
+    if (!previous_shard.empty() && shard != previous_shard) { EXPECT_GT(filled + p.nbytes(), limit) << name; }
     if (shard != previous_shard) filled = 0;
     filled += p.nbytes();
     previous_shard = shard;

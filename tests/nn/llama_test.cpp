@@ -428,7 +428,7 @@ TEST(LlamaCheckpointing, EveryPolicyIsBitIdenticalToKeepAll) {
     const Step step = run(llama(), testing::options_of(policy));
     EXPECT_EQ(step.grads, expected);
     expect_prediction_holds(step);
-    if (policy != "none" && policy != "chain" && policy != "milp") EXPECT_GT(step.report.replayed_nodes, 0);
+    if (policy != "none" && policy != "chain" && policy != "milp") { EXPECT_GT(step.report.replayed_nodes, 0); }
   }
   for (const std::string policy : {"cost", "chain", "milp", "auto"}) {
     SCOPED_TRACE(policy + " within a budget");
@@ -510,7 +510,7 @@ TEST(LlamaCheckpointing, RecomputeModulesNamesLlamasPartsAsMegatronDoes) {
   // core_attn: the attention node, never a projection nor the rotary.
   const Plan core = make_plan(graph, {.policy = "recompute-modules:core_attn"});
   for (const NodeProfile& node : graph.nodes) {
-    if (node.op == "rotary" || node.op == "linear") EXPECT_EQ(core.tags[node.position], Tag::Keep) << node.name;
+    if (node.op == "rotary" || node.op == "linear") { EXPECT_EQ(core.tags[node.position], Tag::Keep) << node.name; }
   }
   const std::string moe = testing::error_of([&] { make_plan(graph, {.policy = "recompute-modules:moe"}); });
   EXPECT_TRUE(testing::contains(moe, "no mixture-of-experts")) << moe;

@@ -69,7 +69,7 @@ int64_t share(double fraction, int64_t bytes) {
 // allocation over budget it stays within the budget.
 void expect_within_budget(const StepReport& report, int64_t budget) {
   EXPECT_LE(report.measured_peak_bytes, budget + report.max_over_budget_bytes) << report.str();
-  if (report.over_budget_allocations == 0) EXPECT_LE(report.measured_peak_bytes, budget) << report.str();
+  if (report.over_budget_allocations == 0) { EXPECT_LE(report.measured_peak_bytes, budget) << report.str(); }
   EXPECT_EQ(report.over_budget_allocations == 0, report.max_over_budget_bytes == 0) << report.str();
 }
 
@@ -139,7 +139,7 @@ TEST(Dtr, ShapesThatChangeBetweenStepsNeedNothingSpecial) {
     EXPECT_FALSE(report.profiling);  // never a profiling step: nothing to plan
     EXPECT_EQ(report.over_budget_allocations, 0) << report.str();
     EXPECT_LE(report.measured_peak_bytes, budget) << report.str();
-    if (batches[step] == 256) EXPECT_GT(report.evictions, 0) << report.str();
+    if (batches[step] == 256) { EXPECT_GT(report.evictions, 0) << report.str(); }
   }
 }
 

@@ -90,7 +90,7 @@ TEST(Rules, ANameGlobBindsEveryPolicyAndARuleNamingNothingIsAnErrorWithTheNeares
   for (const char* policy : {"none", "blocks", "cost", "auto"}) {
     const Plan plan = make_plan(graph, {.policy = policy, .overrides = rules});
     for (const NodeProfile& node : graph.nodes) {
-      if (node.op == "causal_softmax") EXPECT_EQ(plan.tags[node.position], Tag::Recompute) << policy;
+      if (node.op == "causal_softmax") { EXPECT_EQ(plan.tags[node.position], Tag::Recompute) << policy; }
     }
   }
   const std::string typo =
@@ -109,7 +109,7 @@ TEST(Rules, PreferRulesApplyUnlessTheBudgetFailsThenTheyAreSetAsideAndSaid) {
   const GraphProfile& graph = gpt_graph();
   const Plan plain = make_plan(graph, {.policy = "none", .overrides = {.prefer_recompute = {"gelu"}}});
   for (const NodeProfile& node : graph.nodes) {
-    if (node.op == "gelu") EXPECT_EQ(plain.tags[node.position], Tag::Recompute);
+    if (node.op == "gelu") { EXPECT_EQ(plain.tags[node.position], Tag::Recompute); }
   }
   EXPECT_TRUE(testing::contains(plain.detail, "prefer rules applied")) << plain.detail;
   // Keeping every matmul's output cannot meet the smallest budget: cost's

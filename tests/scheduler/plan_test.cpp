@@ -139,7 +139,7 @@ TEST(Plan, AutoNeverReplaysLongerThanCostOrChainWithinABudget) {
     // It names the policy whose plan won, and that policy's plan is as fast.
     const std::vector<std::string> owners{"cost", "chain", "blocks", "sqrt", "least-memory search"};
     EXPECT_NE(std::find(owners.begin(), owners.end(), best.chosen_by), owners.end()) << best.chosen_by;
-    if (best.chosen_by == "cost") EXPECT_EQ(best.predicted.recompute_ms, cost.predicted.recompute_ms);
+    if (best.chosen_by == "cost") { EXPECT_EQ(best.predicted.recompute_ms, cost.predicted.recompute_ms); }
   }
 }
 

@@ -138,7 +138,7 @@ TEST(RandomGraph, DtrStepsMatchKeepAllGradientsWithinTheirBudget) {
         const StepReport report = checkpointer.report();
         EXPECT_EQ(first_difference(ref.grads, gradients_of(graph)), "") << report.str();
         EXPECT_LE(report.measured_peak_bytes, budget + report.max_over_budget_bytes) << report.str();
-        if (report.over_budget_allocations == 0) EXPECT_LE(report.measured_peak_bytes, budget) << report.str();
+        if (report.over_budget_allocations == 0) { EXPECT_LE(report.measured_peak_bytes, budget) << report.str(); }
         if (step == 2) {
           evicting += report.evictions > 0 ? 1 : 0;
           within += report.over_budget_allocations == 0 ? 1 : 0;
