@@ -23,11 +23,13 @@ On an AVX-512 CPU the two AVX2 candidates stand for an AVX2 CPU: they are
 forced paths on this CPU, not a measurement of another one. On an AVX2 CPU
 the AVX-512 ones fall back (the label says what ran).
 
-The peak: each thread's clock (dependent integer adds, one a cycle, in the
-thread's CPU time, all threads busy at once) times the FLOPs per cycle of a
-loop of independent FMAs (bench/gemm_candidates.cpp peak; 32 on Zen 4: two
-256-bit FMA pipes x 8 float32 lanes x 2 FLOPs, AVX-512 running as two
-halves), summed over the threads.
+The peak: each thread's clock (dependent register-to-register integer
+adds, one a cycle, in the thread's CPU time, all threads busy at once)
+times the FLOPs per cycle of a loop of independent FMAs, 256-bit and, on
+AVX-512 CPUs, 512-bit, the faster (bench/gemm_candidates.cpp peak; 32 on
+Zen 4: two 256-bit FMA pipes x 8 float32 lanes x 2 FLOPs, AVX-512 running
+as two halves; 64 on an Intel Xeon with two 512-bit pipes), summed over
+the threads.
 
 --own-threads adds each library as it runs alone with its own threads
 (OpenBLAS, BLIS's own kernel choice, oneDNN's; bench/gemm_candidates.cpp)
