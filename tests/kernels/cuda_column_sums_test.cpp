@@ -37,7 +37,7 @@ namespace cuda_k = kernels::cuda;
 using test::DeviceBuffer;
 using test::random_values;
 
-cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
+using test::stream;
 
 template <class T>
 std::vector<unsigned char> bytes_of(const std::vector<T>& v) {

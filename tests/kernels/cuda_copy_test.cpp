@@ -29,7 +29,7 @@ namespace {
 namespace cuda_k = kernels::cuda;
 using cuda_k::CopyPath;
 
-cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
+using test::stream;
 
 // `values` on GPU 0 after `pad` elements, freed at scope exit.
 template <class E>

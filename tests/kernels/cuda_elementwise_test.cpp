@@ -40,7 +40,7 @@ namespace cpu_k = kernels::cpu;
 namespace cuda_k = kernels::cuda;
 using test::random_values;
 
-cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
+using test::stream;
 
 // `n` elements of T on GPU 0 after `pad` elements (pad 1: a view that
 // starts at element 1, 4 or 8 bytes past a 16-byte boundary), freed at
@@ -87,13 +87,13 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, const s
   }
 }
 
-std::vector<int64_t> dense(const std::vector<int64_t>& shape) {
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
   return strides;
 }
 
-int64_t numel(const std::vector<int64_t>& shape) {
+int64_t count_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   return n;
@@ -106,11 +106,11 @@ template <class T>
 std::vector<T> reversed_storage(const std::vector<T>& values, const std::vector<int64_t>& shape,
                                 std::vector<int64_t>& strides) {
   const std::vector<int64_t> reversed_shape(shape.rbegin(), shape.rend());
-  const std::vector<int64_t> rs = dense(reversed_shape);
+  const std::vector<int64_t> rs = dense_strides(reversed_shape);
   strides.assign(rs.rbegin(), rs.rend());
-  const std::vector<int64_t> ds = dense(shape);
+  const std::vector<int64_t> ds = dense_strides(shape);
   std::vector<T> out(values.size());
-  for (int64_t i = 0; i < numel(shape); ++i) {
+  for (int64_t i = 0; i < count_of(shape); ++i) {
     int64_t at = 0, rest = i;
     for (size_t d = 0; d < shape.size(); ++d) {
       at += rest / ds[d] * strides[d];
@@ -127,10 +127,10 @@ template <class T>
 void binary_paths() {
   // Dense, odd and over many blocks: aligned, then every operand at element 1.
   const std::vector<int64_t> shape{37, 41, 67};  // 101,639 elements, no axis merges once reversed
-  const int64_t n = numel(shape);
+  const int64_t n = count_of(shape);
   const std::vector<T> a = random_values<T>(static_cast<size_t>(n), -3, 3, 1);
   const std::vector<T> b = random_values<T>(static_cast<size_t>(n), 0.5, 2, 2);
-  const std::vector<int64_t> ds = dense(shape);
+  const std::vector<int64_t> ds = dense_strides(shape);
   std::vector<int64_t> reversed;
   const std::vector<T> a_reversed = reversed_storage(a, shape, reversed);
   for (BinaryOp op : kOps) {
@@ -152,18 +152,18 @@ void binary_paths() {
   // and a scalar (b steps 0); in place, out = a, as gradient accumulation.
   for (int64_t cols : {768, 77}) {
     const std::vector<int64_t> rows_shape{301, cols};
-    const int64_t m = numel(rows_shape);
+    const int64_t m = count_of(rows_shape);
     const std::vector<T> x = random_values<T>(static_cast<size_t>(m), -3, 3, 3);
     const std::vector<T> bias = random_values<T>(static_cast<size_t>(cols), -1, 1, 4);
     for (const std::vector<int64_t>& b_strides : {std::vector<int64_t>{0, 1}, std::vector<int64_t>{0, 0}}) {
       for (BinaryOp op : kOps) {
         std::vector<T> cpu(static_cast<size_t>(m));
-        cpu_k::binary_forward<T>(op, cpu.data(), x.data(), dense(rows_shape), bias.data(), b_strides, rows_shape);
+        cpu_k::binary_forward<T>(op, cpu.data(), x.data(), dense_strides(rows_shape), bias.data(), b_strides, rows_shape);
         const std::string what = "op " + std::to_string(static_cast<int>(op)) + ", cols " + std::to_string(cols) +
                                  (b_strides[1] ? ", bias" : ", scalar");
         for (size_t pad : {0, 1}) {
           Device<T> d_x(x, pad), d_bias(bias, pad);
-          cuda_k::binary_forward<T>(op, d_x.ptr, d_x.ptr, dense(rows_shape), d_bias.ptr, b_strides, rows_shape,
+          cuda_k::binary_forward<T>(op, d_x.ptr, d_x.ptr, dense_strides(rows_shape), d_bias.ptr, b_strides, rows_shape,
                                     stream());
           expect_same_bits(d_x.read(), cpu, what + ", in place, pad " + std::to_string(pad));
         }
@@ -179,20 +179,20 @@ TEST(CudaElementwise, BinaryPathsGiveTheCpusBits) {
 }
 
 // n: many blocks, not a multiple of a pack.
-constexpr size_t kN = 200003;
+constexpr size_t kLength = 200003;
 
 // One math of kernels/unary_math.h, aligned and at element 1: the same
 // bits; the CPU within cuda_kernels_test's tolerance.
 template <class Math, class T>
 void unary_paths_of() {
   const std::string name = Math::kName;
-  const std::vector<T> x = random_values<T>(kN, Math::kDomain.low, Math::kDomain.high, 5);
-  const std::vector<T> dout = random_values<T>(kN, -1, 1, 7);
-  const int64_t n = static_cast<int64_t>(kN);
+  const std::vector<T> x = random_values<T>(kLength, Math::kDomain.low, Math::kDomain.high, 5);
+  const std::vector<T> dout = random_values<T>(kLength, -1, 1, 7);
+  const int64_t n = static_cast<int64_t>(kLength);
   const cuda_k::Stream s = stream();
-  std::vector<T> y(kN), dx(kN);
+  std::vector<T> y(kLength), dx(kLength);
   cpu_k::unary_forward<Math>(y.data(), x.data(), n);
-  Device<T> a_in(x, 0), a_out(kN, 0), u_in(x, 1), u_out(kN, 1);
+  Device<T> a_in(x, 0), a_out(kLength, 0), u_in(x, 1), u_out(kLength, 1);
   cuda_k::unary_forward<Math>(a_out.ptr, a_in.ptr, n, s);
   cuda_k::unary_forward<Math>(u_out.ptr, u_in.ptr, n, s);
   const std::vector<T> aligned = a_out.read();
@@ -201,7 +201,7 @@ void unary_paths_of() {
   // Backward reads dout and the input or the CPU's output, as the math says.
   const std::vector<T>& v = Math::kReads == UnaryReads::Output ? y : x;
   cpu_k::unary_backward<Math>(dx.data(), dout.data(), v.data(), n);
-  Device<T> a_g(dout, 0), a_v(v, 0), a_dx(kN, 0), u_g(dout, 1), u_v(v, 1), u_dx(kN, 1);
+  Device<T> a_g(dout, 0), a_v(v, 0), a_dx(kLength, 0), u_g(dout, 1), u_v(v, 1), u_dx(kLength, 1);
   cuda_k::unary_backward<Math>(a_dx.ptr, a_g.ptr, a_v.ptr, n, s);
   cuda_k::unary_backward<Math>(u_dx.ptr, u_g.ptr, u_v.ptr, n, s);
   const std::vector<T> aligned_dx = a_dx.read();
@@ -214,10 +214,10 @@ void unary_paths() {
 #define REMAT_PATHS(Math) unary_paths_of<Math, T>();
   REMAT_UNARY_MATHS(REMAT_PATHS)
 #undef REMAT_PATHS
-  const std::vector<T> x = random_values<T>(kN, -4, 4, 5);
+  const std::vector<T> x = random_values<T>(kLength, -4, 4, 5);
   const cuda_k::Stream s = stream();
   // scale and fill: one multiply or none, the CPU's bits; sizes below a pack too.
-  for (size_t n : {kN, size_t{3}, size_t{1}}) {
+  for (size_t n : {kLength, size_t{3}, size_t{1}}) {
     const std::vector<T> v(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
     std::vector<T> cpu(n);
     cpu_k::scale<T>(cpu.data(), v.data(), T(-1.5), static_cast<int64_t>(n));
@@ -243,17 +243,17 @@ TEST(CudaElementwise, UnaryPathsGiveTheSameBitsAlignedOrNot) {
 // element.
 TEST(CudaElementwise, AlignedDenseOperandsMoveSixteenBytesAThread) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
-  const std::vector<float> x = random_values<float>(kN, -1, 1, 14);
+  const std::vector<float> x = random_values<float>(kLength, -1, 1, 14);
   const auto blocks_of = [&](size_t pad) {
-    Device<float> d_x(x, pad), d_out(kN, pad);
+    Device<float> d_x(x, pad), d_out(kLength, pad);
     cuda_k::synchronize(stream());
     const uint64_t before = remat_emulation::counters().blocks;
-    cuda_k::unary_forward<Relu>(d_out.ptr, d_x.ptr, static_cast<int64_t>(kN), stream());
+    cuda_k::unary_forward<Relu>(d_out.ptr, d_x.ptr, static_cast<int64_t>(kLength), stream());
     cuda_k::synchronize(stream());
     return remat_emulation::counters().blocks - before;
   };
-  EXPECT_EQ(blocks_of(0), (kN / 4 + 1 + 255) / 256);  // 50,001 packs and the last 3 elements
-  EXPECT_EQ(blocks_of(1), (kN + 255) / 256);
+  EXPECT_EQ(blocks_of(0), (kLength / 4 + 1 + 255) / 256);  // 50,001 packs and the last 3 elements
+  EXPECT_EQ(blocks_of(1), (kLength + 255) / 256);
 }
 #endif
 
@@ -263,7 +263,7 @@ void masked_fill_paths() {
   // stepping (0, 33, 1): two axes, (12, 1089), odd rows.
   const int64_t t = 33;
   const std::vector<int64_t> shape{12, t, t};
-  const int64_t n = numel(shape);
+  const int64_t n = count_of(shape);
   const std::vector<T> x = random_values<T>(static_cast<size_t>(n), -2, 2, 9);
   std::vector<M> mask(static_cast<size_t>(t * t));
   for (int64_t i = 0; i < t; ++i) {
@@ -271,11 +271,11 @@ void masked_fill_paths() {
   }
   const std::vector<int64_t> mask_strides{0, t, 1};
   std::vector<T> cpu(static_cast<size_t>(n));
-  cpu_k::masked_fill_forward<T, M>(cpu.data(), x.data(), dense(shape), mask.data(), mask_strides, shape, T(-1e9));
+  cpu_k::masked_fill_forward<T, M>(cpu.data(), x.data(), dense_strides(shape), mask.data(), mask_strides, shape, T(-1e9));
   for (size_t pad : {0, 1}) {
     Device<T> d_x(x, pad), d_out(static_cast<size_t>(n), pad);
     Device<M> d_mask(mask, pad);
-    cuda_k::masked_fill_forward<T, M>(d_out.ptr, d_x.ptr, dense(shape), d_mask.ptr, mask_strides, shape, T(-1e9),
+    cuda_k::masked_fill_forward<T, M>(d_out.ptr, d_x.ptr, dense_strides(shape), d_mask.ptr, mask_strides, shape, T(-1e9),
                                       stream());
     expect_same_bits(d_out.read(), cpu, "masked_fill, pad " + std::to_string(pad));
   }
@@ -298,10 +298,10 @@ TEST(CudaElementwise, MaskedFillPathsGiveTheCpusBits) {
 template <class E>
 void copy_paths() {
   const std::vector<int64_t> shape{29, 31, 37};  // 33,263 elements
-  const int64_t n = numel(shape);
+  const int64_t n = count_of(shape);
   std::vector<E> values(static_cast<size_t>(n));
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<E>(i * 2654435761u);
-  const std::vector<int64_t> ds = dense(shape);
+  const std::vector<int64_t> ds = dense_strides(shape);
   for (size_t pad : {0, 1}) {
     const std::string p = ", pad " + std::to_string(pad) + ", " + std::to_string(sizeof(E)) + "-byte elements";
     // Dense on both sides: one device-to-device copy.
@@ -346,7 +346,7 @@ TEST(CudaElementwise, CopyPathsMoveEveryElement) {
 template <class T>
 void dropout_paths() {
   const DropoutMask mask{.seed = 99, .offset = 5, .threshold = static_cast<uint32_t>(std::ceil(0.3 * 16777216.0))};
-  for (size_t n : {kN, size_t{6}, size_t{3}}) {
+  for (size_t n : {kLength, size_t{6}, size_t{3}}) {
     const std::vector<T> x = random_values<T>(n, -2, 2, 10);
     std::vector<T> cpu(n);
     cpu_k::dropout_forward<T>(cpu.data(), x.data(), static_cast<int64_t>(n), mask, T(1) / T(0.7));

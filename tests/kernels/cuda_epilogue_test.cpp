@@ -28,7 +28,7 @@ namespace cuda_k = kernels::cuda;
 using test::DeviceBuffer;
 using test::random_values;
 
-cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
+using test::stream;
 
 // max |x - y| over max |y|.
 template <class T>

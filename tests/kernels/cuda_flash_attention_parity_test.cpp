@@ -24,14 +24,14 @@ namespace {
 using test::DeviceBuffer;
 using test::random_values;
 
-struct Case {
+struct ParityCase {
   int64_t batch, heads, kv_heads, q_len, kv_len, head_dim;
   bool causal;
   bool strided;  // q (B, Tq, Hq, D), k and v (B, Tk, 2 Hkv, D), out and dout (B, Tq, Hq, D) buffers, as views
 };
 
 template <class T>
-void expect_close(const std::vector<T>& gpu, const std::vector<T>& cpu, const std::string& what) {
+void expect_parity(const std::vector<T>& gpu, const std::vector<T>& cpu, const std::string& what) {
   const double rtol = sizeof(T) == 4 ? 1e-4 : 1e-10, atol = sizeof(T) == 4 ? 1e-5 : 1e-12;
   ASSERT_EQ(gpu.size(), cpu.size()) << what;
   for (size_t i = 0; i < cpu.size(); ++i) {
@@ -46,7 +46,7 @@ void expect_close(const std::vector<T>& gpu, const std::vector<T>& cpu, const st
 }
 
 template <class T>
-void check(const Case& c) {
+void check(const ParityCase& c) {
   const int64_t B = c.batch, Hq = c.heads, Hkv = c.kv_heads, Tq = c.q_len, Tk = c.kv_len, D = c.head_dim;
   SCOPED_TRACE("B " + std::to_string(B) + ", Hq " + std::to_string(Hq) + ", Hkv " + std::to_string(Hkv) + ", Tq " +
                std::to_string(Tq) + ", Tk " + std::to_string(Tk) + ", D " + std::to_string(D) +
@@ -83,16 +83,16 @@ void check(const Case& c) {
   const DeviceBuffer<T> cpu_lse(lse);
   cuda::flash_attention_backward<T>(d_dq.ptr, d_dkv.ptr, d_dkv.ptr + v_offset, d_dout.ptr, d_q.ptr, d_kv.ptr,
                                     d_kv.ptr + v_offset, cpu_out.ptr, cpu_lse.ptr, dims, ql, kvl, kvl, ol, gl, s);
-  expect_close(d_out.read(), out, "out");
-  expect_close(d_lse.read(), lse, "lse");
-  expect_close(d_dq.read(), dq, "dq");
-  expect_close(d_dkv.read(), dkv, "dk and dv");
+  expect_parity(d_out.read(), out, "out");
+  expect_parity(d_lse.read(), lse, "lse");
+  expect_parity(d_dq.read(), dq, "dq");
+  expect_parity(d_dkv.read(), dkv, "dk and dv");
 }
 
 TEST(CudaFlashAttentionParity, MatchesTheCpu) {
   REMAT_SKIP_WITHOUT_GPU("flash attention on cuda:0");
-  for (const Case& c : {Case{2, 2, 2, 5, 5, 16, true, false}, Case{1, 4, 2, 97, 97, 80, true, true},
-                        Case{1, 3, 1, 64, 97, 64, false, true}, Case{1, 2, 1, 1, 1, 128, true, false}}) {
+  for (const ParityCase& c : {ParityCase{2, 2, 2, 5, 5, 16, true, false}, ParityCase{1, 4, 2, 97, 97, 80, true, true},
+                        ParityCase{1, 3, 1, 64, 97, 64, false, true}, ParityCase{1, 2, 1, 1, 1, 128, true, false}}) {
     check<float>(c);
     check<double>(c);
   }

@@ -41,20 +41,20 @@ constexpr double kSentinel = 7.0;  // what out's spare head holds before and aft
 // transposed view of a (B, Tq, Hq, D) projection, k and v of one (B, Tk,
 // 2 Hkv, D) projection (heads 0..Hkv-1 and Hkv..2Hkv-1), out and dout of a
 // (B, Tq, Hq + 1, D) buffer whose last head the kernels must not touch.
-struct Case {
+struct FlashCase {
   int64_t batch, heads, kv_heads, q_len, kv_len, head_dim;
   bool causal;
   bool strided;
   double scale = 0;  // 0: 1 / sqrt(D)
 };
 
-std::string name_of(const Case& c) {
+std::string name_of(const FlashCase& c) {
   return "B " + std::to_string(c.batch) + ", Hq " + std::to_string(c.heads) + ", Hkv " + std::to_string(c.kv_heads) +
          ", Tq " + std::to_string(c.q_len) + ", Tk " + std::to_string(c.kv_len) + ", D " + std::to_string(c.head_dim) +
          (c.causal ? ", causal" : ", full") + (c.strided ? ", strided" : ", dense");
 }
 
-AttentionDims dims_of(const Case& c) {
+AttentionDims dims_of(const FlashCase& c) {
   return {.batch = c.batch,
           .heads = c.heads,
           .kv_heads = c.kv_heads,
@@ -83,7 +83,7 @@ struct Inputs {
 };
 
 template <class T>
-Inputs<T> inputs_of(const Case& c, uint64_t seed) {
+Inputs<T> inputs_of(const FlashCase& c, uint64_t seed) {
   const int64_t B = c.batch, Hq = c.heads, Hkv = c.kv_heads, Tq = c.q_len, Tk = c.kv_len, D = c.head_dim;
   Inputs<T> in;
   if (c.strided) {
@@ -113,7 +113,7 @@ struct Reference {
 };
 
 template <class T>
-Reference reference_of(const Case& c, const Inputs<T>& in) {
+Reference reference_of(const FlashCase& c, const Inputs<T>& in) {
   const int64_t B = c.batch, Hq = c.heads, Hkv = c.kv_heads, Tq = c.q_len, Tk = c.kv_len, D = c.head_dim;
   const double scale = dims_of(c).scale;
   Reference ref;
@@ -194,7 +194,7 @@ struct GpuResult {
 // Forward, then backward reading the forward's out and lse, on GPU 0; every
 // output starts as NaN (out's buffer as kSentinel).
 template <class T>
-GpuResult<T> run_gpu(const Case& c, const Inputs<T>& in) {
+GpuResult<T> run_gpu(const FlashCase& c, const Inputs<T>& in) {
   const AttentionDims dims = dims_of(c);
   const auto n = [](int64_t count) { return static_cast<size_t>(count); };
   const T nan = std::numeric_limits<T>::quiet_NaN();
@@ -236,22 +236,11 @@ std::vector<double> widened(const std::vector<T>& v) {
 }
 
 #if REMAT_CUDA_EMULATION
-// The emulated GPU starts and resumes each block's threads in a random
-// order while this lives; the order before it after (its seed, where it was
-// shuffled too, is not kept).
-struct ShuffledThreads {
-  explicit ShuffledThreads(uint64_t seed) : before(remat_emulation::thread_order()) {
-    remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, seed);
-  }
-  ~ShuffledThreads() { remat_emulation::set_thread_order(before); }
-  ShuffledThreads(const ShuffledThreads&) = delete;
-  ShuffledThreads& operator=(const ShuffledThreads&) = delete;
-  remat_emulation::ThreadOrder before;
-};
+using test::ShuffledThreads;
 #endif
 
 template <class T>
-void check(const Case& c) {
+void check_flash(const FlashCase& c) {
   SCOPED_TRACE(name_of(c) + (sizeof(T) == 4 ? ", float32" : ", float64"));
   // float32 sums of up to 256 products and 97 keys, against double.
   const double rtol = sizeof(T) == 4 ? 1e-4 : 1e-10, atol = sizeof(T) == 4 ? 1e-5 : 1e-12;
@@ -295,40 +284,40 @@ void check(const Case& c) {
 
 template <class... Cases>
 void check_both(const Cases&... cases) {
-  (check<float>(cases), ...);
-  (check<double>(cases), ...);
+  (check_flash<float>(cases), ...);
+  (check_flash<double>(cases), ...);
 }
 
 TEST(CudaFlashAttention, MultiHeadMatchesTheReference) {
   REMAT_SKIP_WITHOUT_GPU("flash attention on cuda:0");
-  check_both(Case{2, 2, 2, 5, 5, 16, true, false},      // less than a tile
-             Case{1, 2, 2, 64, 64, 128, false, false},  // whole tiles
-             Case{1, 2, 2, 97, 97, 64, true, true});    // a partial last tile, strided
+  check_both(FlashCase{2, 2, 2, 5, 5, 16, true, false},      // less than a tile
+             FlashCase{1, 2, 2, 64, 64, 128, false, false},  // whole tiles
+             FlashCase{1, 2, 2, 97, 97, 64, true, true});    // a partial last tile, strided
 }
 
 TEST(CudaFlashAttention, GroupedQueryMatchesTheReference) {
   REMAT_SKIP_WITHOUT_GPU("flash attention on cuda:0");
-  check_both(Case{1, 4, 2, 97, 97, 80, true, true},    // D not a multiple of 32
-             Case{2, 4, 2, 5, 5, 64, false, false});
+  check_both(FlashCase{1, 4, 2, 97, 97, 80, true, true},    // D not a multiple of 32
+             FlashCase{2, 4, 2, 5, 5, 64, false, false});
 }
 
 TEST(CudaFlashAttention, MultiQueryMatchesTheReference) {
   REMAT_SKIP_WITHOUT_GPU("flash attention on cuda:0");
-  check_both(Case{1, 3, 1, 64, 97, 64, false, true, 0.3},  // Tq != Tk
-             Case{1, 2, 1, 1, 1, 128, true, true},         // T = 1
-             Case{1, 2, 1, 97, 97, 16, false, false, -1.5});  // any scale, a negative one too
+  check_both(FlashCase{1, 3, 1, 64, 97, 64, false, true, 0.3},  // Tq != Tk
+             FlashCase{1, 2, 1, 1, 1, 128, true, true},         // T = 1
+             FlashCase{1, 2, 1, 97, 97, 16, false, false, -1.5});  // any scale, a negative one too
 }
 
 TEST(CudaFlashAttention, LargestHeadDimMatchesTheReference) {
   REMAT_SKIP_WITHOUT_GPU("flash attention on cuda:0");
   // D = 256: above 48 KB of shared memory in both dtypes (the kernels raise their limit).
-  check_both(Case{1, 1, 1, 33, 33, cuda_k::kFlashMaxHeadDim, true, true});
+  check_both(FlashCase{1, 1, 1, 33, 33, cuda_k::kFlashMaxHeadDim, true, true});
 }
 
 TEST(CudaFlashAttention, EmptySequencesWriteZeros) {
   REMAT_SKIP_WITHOUT_GPU("flash attention on cuda:0");
   // No keys: out and dq 0, lse -inf. No queries: dk and dv 0.
-  check_both(Case{1, 2, 1, 3, 0, 16, false, false}, Case{1, 2, 1, 0, 5, 16, false, true});
+  check_both(FlashCase{1, 2, 1, 3, 0, 16, false, false}, FlashCase{1, 2, 1, 0, 5, 16, false, true});
 }
 
 // The message of what `call` throws, or "" when it returns.
@@ -345,27 +334,27 @@ std::string error_of(Call call) {
 TEST(CudaFlashAttention, RefusesWhatItCannotRun) {
   REMAT_SKIP_WITHOUT_GPU("flash attention on cuda:0");
   const cuda_k::Stream s = DeviceBuffer<float>::stream();
-  const auto forward = [&](const Case& c) {
+  const auto forward = [&](const FlashCase& c) {
     return error_of([&] {
       const AttentionLayout l{};
       cuda_k::flash_attention_forward<float>(nullptr, nullptr, nullptr, nullptr, nullptr, dims_of(c), l, l, l, l, s);
     });
   };
-  const auto backward = [&](const Case& c) {
+  const auto backward = [&](const FlashCase& c) {
     return error_of([&] {
       const AttentionLayout l{};
       cuda_k::flash_attention_backward<float>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                               nullptr, dims_of(c), l, l, l, l, {l, l, l}, s);
     });
   };
-  const Case too_wide{1, 2, 2, 4, 4, cuda_k::kFlashMaxHeadDim + 1, true, false};
+  const FlashCase too_wide{1, 2, 2, 4, 4, cuda_k::kFlashMaxHeadDim + 1, true, false};
   EXPECT_NE(forward(too_wide).find("head_dim D = 257: the CUDA kernels take 1 to 256"), std::string::npos)
       << forward(too_wide);
   EXPECT_NE(backward(too_wide).find("head_dim D = 257"), std::string::npos) << backward(too_wide);
-  const Case bad_groups{1, 3, 2, 4, 4, 16, true, false};
+  const FlashCase bad_groups{1, 3, 2, 4, 4, 16, true, false};
   EXPECT_NE(forward(bad_groups).find("Hq = 3 query heads is not a multiple of Hkv = 2"), std::string::npos)
       << forward(bad_groups);
-  const Case causal_cross{1, 2, 2, 4, 6, 16, true, false};
+  const FlashCase causal_cross{1, 2, 2, 4, 6, 16, true, false};
   EXPECT_NE(backward(causal_cross).find("causal attention needs Tq == Tk, got Tq = 4 and Tk = 6"), std::string::npos)
       << backward(causal_cross);
 }

@@ -24,16 +24,9 @@ namespace {
 namespace cpu_k = kernels::cpu;
 namespace cuda_k = kernels::cuda;
 
-cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
+using test::stream;
 
-template <class T>
-std::vector<T> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> draw(-1, 1);
-  std::vector<T> out(n);
-  for (T& v : out) v = static_cast<T>(draw(rng));
-  return out;
-}
+using test::random_values;
 
 float tf32(float x) {  // the test's own rounding, independent of the emulator's
   uint32_t bits;
@@ -69,7 +62,7 @@ std::vector<T> cpu_product(const std::vector<T>& a, const std::vector<T>& b, int
 
 // max |x - y| over max |y|.
 template <class T>
-double relative_gap(const std::vector<T>& x, const std::vector<T>& y) {
+double gap_to(const std::vector<T>& x, const std::vector<T>& y) {
   double gap = 0, scale = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     gap = std::max(gap, std::abs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
@@ -95,17 +88,17 @@ TEST(CudaGemm, Tf32IsOffByDefaultAndRoundsTheInputsWhenOn) {
   for (float& v : b_tf32) v = tf32(v);
   const std::vector<float> rounded = cpu_product(a_tf32, b_tf32, m, n, k);
   const std::vector<float> off = gpu_product(a, b, m, n, k);
-  EXPECT_LE(relative_gap(off, fp32), 1e-5);
+  EXPECT_LE(gap_to(off, fp32), 1e-5);
   std::vector<float> on;
   {
     const Tf32Scope scope(true);
     on = gpu_product(a, b, m, n, k);
   }
-  EXPECT_LE(relative_gap(on, rounded), 1e-5) << "TF32 on: the product of the rounded inputs";
-  const double gap = relative_gap(on, fp32);
+  EXPECT_LE(gap_to(on, rounded), 1e-5) << "TF32 on: the product of the rounded inputs";
+  const double gap = gap_to(on, fp32);
   EXPECT_GE(gap, 1e-5) << "TF32 on gave float32's product: the flag did not reach cuBLAS";
   EXPECT_LE(gap, 1e-2);
-  EXPECT_LE(relative_gap(gpu_product(a, b, m, n, k), fp32), 1e-5) << "TF32 stayed on";
+  EXPECT_LE(gap_to(gpu_product(a, b, m, n, k), fp32), 1e-5) << "TF32 stayed on";
 }
 
 TEST(CudaGemm, Tf32LeavesDoubleGemmsAlone) {

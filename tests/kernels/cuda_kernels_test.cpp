@@ -67,20 +67,20 @@ void expect_close(const std::vector<T>& cuda, const std::vector<T>& cpu, const c
 }
 
 // n elements: more than one grid's worth, and not a multiple of a block.
-constexpr size_t kN = 4096 * 256 + 77;
+constexpr size_t kElements = 4096 * 256 + 77;
 
 // One math of kernels/unary_math.h on both devices: inputs from its domain,
 // backward reading the input or the CPU's output as the math says.
 template <class Math, class T>
 void unary_parity_of() {
   const std::string name = Math::kName;
-  const std::vector<T> x = random_values<T>(kN, Math::kDomain.low, Math::kDomain.high, 1);
-  const std::vector<T> dout = random_values<T>(kN, -1, 1, 3);
-  const int64_t n = static_cast<int64_t>(kN);
+  const std::vector<T> x = random_values<T>(kElements, Math::kDomain.low, Math::kDomain.high, 1);
+  const std::vector<T> dout = random_values<T>(kElements, -1, 1, 3);
+  const int64_t n = static_cast<int64_t>(kElements);
   const cuda_k::Stream s = DeviceBuffer<T>::stream();
-  std::vector<T> y(kN), dx(kN);
+  std::vector<T> y(kElements), dx(kElements);
   cpu_k::unary_forward<Math>(y.data(), x.data(), n);
-  DeviceBuffer<T> d_x(x), d_y{std::vector<T>(kN)}, d_dout(dout), d_dx{std::vector<T>(kN)};
+  DeviceBuffer<T> d_x(x), d_y{std::vector<T>(kElements)}, d_dout(dout), d_dx{std::vector<T>(kElements)};
   cuda_k::unary_forward<Math>(d_y.ptr, d_x.ptr, n, s);
   expect_close(d_y.read(), y, (name + " forward").c_str());
   const bool reads_output = Math::kReads == UnaryReads::Output;
@@ -104,11 +104,11 @@ TEST(CudaKernels, UnaryKernelsMatchTheCpu) {
 
 TEST(CudaKernels, FillAndScaleMatchTheCpu) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
-  const std::vector<float> x = random_values<float>(kN, -2, 2, 5);
-  DeviceBuffer<float> d_x(x), d_out{std::vector<float>(kN)};
-  cuda_k::scale<float>(d_out.ptr, d_x.ptr, -1.5f, static_cast<int64_t>(kN), d_x.stream());
-  std::vector<float> cpu(kN);
-  cpu_k::scale<float>(cpu.data(), x.data(), -1.5f, static_cast<int64_t>(kN));
+  const std::vector<float> x = random_values<float>(kElements, -2, 2, 5);
+  DeviceBuffer<float> d_x(x), d_out{std::vector<float>(kElements)};
+  cuda_k::scale<float>(d_out.ptr, d_x.ptr, -1.5f, static_cast<int64_t>(kElements), d_x.stream());
+  std::vector<float> cpu(kElements);
+  cpu_k::scale<float>(cpu.data(), x.data(), -1.5f, static_cast<int64_t>(kElements));
   EXPECT_EQ(d_out.read(), cpu);  // one multiply: the same bits
   DeviceBuffer<int64_t> d_ids{std::vector<int64_t>(1000)};
   cuda_k::fill<int64_t>(d_ids.ptr, 7, 1000, d_ids.stream());
@@ -117,12 +117,12 @@ TEST(CudaKernels, FillAndScaleMatchTheCpu) {
 
 TEST(CudaKernels, DropoutKeepsTheSameElementsAsTheCpu) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
-  const std::vector<float> x = random_values<float>(kN, -2, 2, 6);
+  const std::vector<float> x = random_values<float>(kElements, -2, 2, 6);
   const DropoutMask mask{.seed = 12345, .offset = 678, .threshold = static_cast<uint32_t>(std::ceil(0.3 * 16777216.0))};
-  std::vector<float> cpu(kN);
-  cpu_k::dropout_forward<float>(cpu.data(), x.data(), static_cast<int64_t>(kN), mask, 1.0f / 0.7f);
-  DeviceBuffer<float> d_x(x), d_out{std::vector<float>(kN)};
-  cuda_k::dropout_forward<float>(d_out.ptr, d_x.ptr, static_cast<int64_t>(kN), mask, 1.0f / 0.7f, d_x.stream());
+  std::vector<float> cpu(kElements);
+  cpu_k::dropout_forward<float>(cpu.data(), x.data(), static_cast<int64_t>(kElements), mask, 1.0f / 0.7f);
+  DeviceBuffer<float> d_x(x), d_out{std::vector<float>(kElements)};
+  cuda_k::dropout_forward<float>(d_out.ptr, d_x.ptr, static_cast<int64_t>(kElements), mask, 1.0f / 0.7f, d_x.stream());
   EXPECT_EQ(d_out.read(), cpu);  // the same mask, the same one multiply
 }
 
@@ -152,12 +152,12 @@ TEST(CudaKernels, OptimizerStepsMatchTheCpu) {
 
 TEST(CudaKernels, SquaredNormMatchesTheCpuAndRepeats) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
-  const std::vector<float> x = random_values<float>(kN, -1, 1, 13);
+  const std::vector<float> x = random_values<float>(kElements, -1, 1, 13);
   DeviceBuffer<float> d_x(x);
-  const double cuda = cuda_k::squared_norm<float>(d_x.ptr, static_cast<int64_t>(kN), d_x.stream());
-  const double cpu = cpu_k::squared_norm<float>(x.data(), static_cast<int64_t>(kN));
+  const double cuda = cuda_k::squared_norm<float>(d_x.ptr, static_cast<int64_t>(kElements), d_x.stream());
+  const double cpu = cpu_k::squared_norm<float>(x.data(), static_cast<int64_t>(kElements));
   EXPECT_NEAR(cuda, cpu, 1e-12 * cpu);
-  EXPECT_EQ(cuda_k::squared_norm<float>(d_x.ptr, static_cast<int64_t>(kN), d_x.stream()), cuda);  // bit for bit
+  EXPECT_EQ(cuda_k::squared_norm<float>(d_x.ptr, static_cast<int64_t>(kElements), d_x.stream()), cuda);  // bit for bit
 }
 
 // k == 0 is the empty sum: C = beta C, and with beta == 0 C is written, never

@@ -36,30 +36,27 @@ namespace cpu_k = kernels::cpu;
 namespace cuda_k = kernels::cuda;
 using test::DeviceBuffer;
 
-cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
+using test::stream;
 
-template <class T>
-std::vector<T> random_values(size_t n, uint64_t seed) {
-  return test::random_values<T>(n, -1, 1, seed);
-}
+using test::random_values;
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
-struct Case {
+struct ReduceCase {
   std::string what;
   std::vector<int64_t> shape, in_strides, out_strides;
   size_t in_elements;
 };
 
-Case contiguous_to_one(int64_t n) { return {"(" + std::to_string(n) + ") -> ()", {n}, {1}, {0}, static_cast<size_t>(n)}; }
+ReduceCase contiguous_to_one(int64_t n) { return {"(" + std::to_string(n) + ") -> ()", {n}, {1}, {0}, static_cast<size_t>(n)}; }
 
 // The CUDA sum_to of `in`, run three times (again; with shuffled threads on
 // the emulated GPU), each giving the same bits.
 template <class T>
-std::vector<T> cuda_sum_to(const Case& c, const std::vector<T>& in, int64_t out_numel) {
+std::vector<T> cuda_sum_to(const ReduceCase& c, const std::vector<T>& in, int64_t out_numel) {
   const DeviceBuffer<T> d_in(in);
   const DeviceBuffer<T> d_out(std::vector<T>(static_cast<size_t>(out_numel)));
   auto run = [&] {
@@ -78,7 +75,7 @@ std::vector<T> cuda_sum_to(const Case& c, const std::vector<T>& in, int64_t out_
 }
 
 template <class T>
-void parity(const Case& c, uint64_t seed) {
+void parity(const ReduceCase& c, uint64_t seed) {
   const std::string where = std::string(sizeof(T) == 4 ? "float32 " : "float64 ") + c.what;
   int64_t out_numel = 1;
   for (size_t d = 0; d < c.shape.size(); ++d) out_numel *= c.out_strides[d] != 0 ? c.shape[d] : 1;
@@ -114,7 +111,7 @@ TEST(CudaReduce, FullSumMatchesTheCpuAndRepeats) {
 TEST(CudaReduce, FullSumCarriesNanAndInfinity) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
   const int64_t n = 256 * 4096 + 17;
-  const Case c = contiguous_to_one(n);
+  const ReduceCase c = contiguous_to_one(n);
   for (size_t at : {size_t{0}, size_t{4095}, static_cast<size_t>(n / 2), static_cast<size_t>(n - 1)}) {
     std::vector<float> in = random_values<float>(static_cast<size_t>(n), at);
     in[at] = std::numeric_limits<float>::quiet_NaN();
@@ -130,7 +127,7 @@ TEST(CudaReduce, FullSumCarriesNanAndInfinity) {
 
 TEST(CudaReduce, TrailingAxesMatchTheCpuAndRepeat) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
-  const Case cases[] = {
+  const ReduceCase cases[] = {
       // A warp an output: 32 or more inputs each.
       {"(100, 32) -> (100, 1)", {100, 32}, {32, 1}, {1, 0}, 100 * 32},
       {"(70, 1000) -> (70, 1)", {70, 1000}, {1000, 1}, {1, 0}, 70 * 1000},
@@ -142,7 +139,7 @@ TEST(CudaReduce, TrailingAxesMatchTheCpuAndRepeat) {
       {"(100, 31) -> (100, 1)", {100, 31}, {31, 1}, {1, 0}, 100 * 31},
   };
   uint64_t seed = 700;
-  for (const Case& c : cases) {
+  for (const ReduceCase& c : cases) {
     parity<float>(c, ++seed);
     parity<double>(c, ++seed);
   }

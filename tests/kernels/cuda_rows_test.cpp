@@ -44,13 +44,13 @@ namespace cuda_k = kernels::cuda;
 using test::DeviceBuffer;
 using test::random_values;
 
-cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
+using test::stream;
 
 // |cuda - cpu| <= relative * scale + absolute, scale |cpu| unless given: for
 // a sum over many rows, the sum of its terms' magnitudes (two orders of
 // float additions differ by a part of that, however much the terms cancel).
 template <class T>
-void expect_close(const std::vector<T>& cuda, const std::vector<T>& cpu, const std::string& what,
+void expect_rows_close(const std::vector<T>& cuda, const std::vector<T>& cpu, const std::string& what,
                   const std::vector<double>& scale = {}) {
   const double relative = sizeof(T) == 4 ? 1e-5 : 1e-12, absolute = sizeof(T) == 4 ? 1e-6 : 1e-13;
   ASSERT_EQ(cuda.size(), cpu.size()) << what;
@@ -64,7 +64,7 @@ void expect_close(const std::vector<T>& cuda, const std::vector<T>& cpu, const s
 // The outputs of one run, as bytes: compared bit for bit across runs.
 using Bytes = std::vector<unsigned char>;
 template <class T>
-Bytes bytes_of(const std::vector<T>& v) {
+Bytes row_bytes(const std::vector<T>& v) {
   Bytes out(v.size() * sizeof(T));
   if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
   return out;
@@ -77,16 +77,7 @@ std::vector<T> values_of(const Bytes& b) {
 }
 
 #if REMAT_CUDA_EMULATION
-// The emulated GPU starts and resumes each block's threads in a random
-// order while this lives.
-struct ShuffledThreads {
-  explicit ShuffledThreads(uint64_t seed) {
-    remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, seed);
-  }
-  ~ShuffledThreads() { remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder); }
-  ShuffledThreads(const ShuffledThreads&) = delete;
-  ShuffledThreads& operator=(const ShuffledThreads&) = delete;
-};
+using test::ShuffledThreads;
 #endif
 
 // run() (the CUDA kernels, their outputs as Bytes) three times: the result,
@@ -136,13 +127,13 @@ void softmax_family_parity(const RowShape& s, uint64_t seed) {
     cuda_k::log_softmax_forward<T>(d_log_out.ptr, d_x.ptr, s.outer, s.n, s.inner, stream());
     cuda_k::softmax_backward<T>(d_dsoft.ptr, d_dout.ptr, d_soft.ptr, s.outer, s.n, s.inner, stream());
     cuda_k::log_softmax_backward<T>(d_dlog.ptr, d_dout.ptr, d_log_soft.ptr, s.outer, s.n, s.inner, stream());
-    return std::vector<Bytes>{bytes_of(d_out.read()), bytes_of(d_log_out.read()), bytes_of(d_dsoft.read()),
-                              bytes_of(d_dlog.read())};
+    return std::vector<Bytes>{row_bytes(d_out.read()), row_bytes(d_log_out.read()), row_bytes(d_dsoft.read()),
+                              row_bytes(d_dlog.read())};
   });
-  expect_close(values_of<T>(got[0]), soft, "softmax_forward " + where);
-  expect_close(values_of<T>(got[1]), log_soft, "log_softmax_forward " + where);
-  expect_close(values_of<T>(got[2]), dsoft, "softmax_backward " + where);
-  expect_close(values_of<T>(got[3]), dlog, "log_softmax_backward " + where);
+  expect_rows_close(values_of<T>(got[0]), soft, "softmax_forward " + where);
+  expect_rows_close(values_of<T>(got[1]), log_soft, "log_softmax_forward " + where);
+  expect_rows_close(values_of<T>(got[2]), dsoft, "softmax_backward " + where);
+  expect_rows_close(values_of<T>(got[3]), dlog, "log_softmax_backward " + where);
 }
 
 // Warp per row: n = 1, n < 32, n not a multiple of 32, the longest warp
@@ -175,10 +166,10 @@ void grid_stride_parity(const RowShape& s) {
     return d_out.read();
   };
   const std::vector<float> got = run();
-  expect_close(got, cpu, "log_softmax_forward " + name_of(s, 4));
+  expect_rows_close(got, cpu, "log_softmax_forward " + name_of(s, 4));
 #if REMAT_CUDA_EMULATION
   const ShuffledThreads shuffled(7);
-  EXPECT_TRUE(bytes_of(run()) == bytes_of(got)) << name_of(s, 4) << ": the shuffled thread order gave other bits";
+  EXPECT_TRUE(row_bytes(run()) == row_bytes(got)) << name_of(s, 4) << ": the shuffled thread order gave other bits";
 #endif
 }
 
@@ -225,15 +216,15 @@ void cross_entropy_parity(int64_t rows, int64_t classes, uint64_t seed) {
     cuda_k::copy_device_to_device(d_in_place.ptr, d_logits.ptr, logits.size() * sizeof(T), stream());
     cuda_k::cross_entropy_backward<T>(d_in_place.ptr, d_in_place.ptr, d_cpu_stats.ptr, d_targets.ptr, rows, classes,
                                       -100, scale, stream());
-    return std::vector<Bytes>{bytes_of(d_stats.read()), bytes_of(std::vector<double>{loss}),
-                              bytes_of(std::vector<int64_t>{count}), bytes_of(d_dlogits.read()),
-                              bytes_of(d_in_place.read())};
+    return std::vector<Bytes>{row_bytes(d_stats.read()), row_bytes(std::vector<double>{loss}),
+                              row_bytes(std::vector<int64_t>{count}), row_bytes(d_dlogits.read()),
+                              row_bytes(d_in_place.read())};
   });
-  expect_close(values_of<T>(got[0]), cpu_stats, "cross_entropy stats " + where);
+  expect_rows_close(values_of<T>(got[0]), cpu_stats, "cross_entropy stats " + where);
   EXPECT_NEAR(values_of<double>(got[1])[0], cpu_loss, (sizeof(T) == 4 ? 1e-5 : 1e-12) * std::abs(cpu_loss)) << where;
   EXPECT_EQ(values_of<int64_t>(got[2])[0], cpu_count) << where;
   // |dlogits| <= scale: a softmax's terms, within the tolerance of scale.
-  expect_close(values_of<T>(got[3]), cpu_dlogits, "cross_entropy_backward " + where,
+  expect_rows_close(values_of<T>(got[3]), cpu_dlogits, "cross_entropy_backward " + where,
                std::vector<double>(cpu_dlogits.size(), static_cast<double>(scale)));
   EXPECT_TRUE(got[4] == got[3]) << where << ": in place over the logits gave other bits";
 
@@ -291,12 +282,12 @@ void layer_norm_parity(const NormShape& s, uint64_t seed) {
                                   stream());
     cuda_k::layer_norm_backward<T>(d_dx.ptr, d_dw.ptr, d_db.ptr, nullptr, d_dout.ptr, d_x.ptr, dw_in, d_mean.ptr,
                                    d_rstd.ptr, s.rows, s.channels, 1, stream());
-    return std::vector<Bytes>{bytes_of(d_out.read()), bytes_of(d_m.read()), bytes_of(d_r.read()),
-                              bytes_of(d_dx.read()), bytes_of(d_dw.read()), bytes_of(d_db.read())};
+    return std::vector<Bytes>{row_bytes(d_out.read()), row_bytes(d_m.read()), row_bytes(d_r.read()),
+                              row_bytes(d_dx.read()), row_bytes(d_dw.read()), row_bytes(d_db.read())};
   });
-  expect_close(values_of<T>(got[0]), out, "layer_norm_forward out " + where);
-  expect_close(values_of<T>(got[1]), mean, "layer_norm_forward mean " + where);
-  expect_close(values_of<T>(got[2]), rstd, "layer_norm_forward rstd " + where);
+  expect_rows_close(values_of<T>(got[0]), out, "layer_norm_forward out " + where);
+  expect_rows_close(values_of<T>(got[1]), mean, "layer_norm_forward mean " + where);
+  expect_rows_close(values_of<T>(got[2]), rstd, "layer_norm_forward rstd " + where);
   // dx = rstd (g - mean(g) - xhat mean(g xhat)), a difference of terms as
   // large as rstd g (1 / sqrt(eps) g for one channel, where it is 0): held
   // to the size of its terms. dweight and dbias, sums over rows, likewise.
@@ -317,9 +308,9 @@ void layer_norm_parity(const NormShape& s, uint64_t seed) {
       dx_terms[r * c + j] = rstd[r] * (std::abs(g) + mean_g + std::abs(xhat) * mean_gx);
     }
   }
-  expect_close(values_of<T>(got[3]), dx, "layer_norm_backward dx " + where, dx_terms);
-  expect_close(values_of<T>(got[4]), dweight, "layer_norm_backward dweight " + where, dweight_terms);
-  expect_close(values_of<T>(got[5]), dbias, "layer_norm_backward dbias " + where, dbias_terms);
+  expect_rows_close(values_of<T>(got[3]), dx, "layer_norm_backward dx " + where, dx_terms);
+  expect_rows_close(values_of<T>(got[4]), dweight, "layer_norm_backward dweight " + where, dweight_terms);
+  expect_rows_close(values_of<T>(got[5]), dbias, "layer_norm_backward dbias " + where, dbias_terms);
 
   // Each of dx, dweight, dbias alone (the others null) gives the same bits.
   const auto alone = [&](T* ddx, T* ddw, T* ddb, const DeviceBuffer<T>& buffer, size_t index) {
@@ -327,7 +318,7 @@ void layer_norm_parity(const NormShape& s, uint64_t seed) {
     cuda_k::copy_device_to_device(buffer.ptr, zero.ptr, buffer.n * sizeof(T), stream());
     cuda_k::layer_norm_backward<T>(ddx, ddw, ddb, nullptr, d_dout.ptr, d_x.ptr, dw_in, d_mean.ptr, d_rstd.ptr,
                                    s.rows, s.channels, 1, stream());
-    EXPECT_TRUE(bytes_of(buffer.read()) == got[index]) << where << ": output " << index << " alone";
+    EXPECT_TRUE(row_bytes(buffer.read()) == got[index]) << where << ": output " << index << " alone";
   };
   alone(d_dx.ptr, nullptr, nullptr, d_dx, 3);
   alone(nullptr, d_dw.ptr, nullptr, d_dw, 4);
@@ -351,14 +342,14 @@ TEST(CudaRows, LayerNormMatchesTheCpuAndRepeats) {
   }
 }
 
-struct SumCase {
+struct RowSumCase {
   const char* what;
   std::vector<int64_t> shape, in_strides, out_strides;
   size_t in_elements;  // of the input buffer (a view may skip some)
 };
 
 template <class T>
-void sum_to_parity(const SumCase& c, uint64_t seed) {
+void sum_to_parity(const RowSumCase& c, uint64_t seed) {
   const std::string where = std::string(sizeof(T) == 4 ? "float32 " : "float64 ") + c.what;
   int64_t out_numel = 1;
   for (size_t d = 0; d < c.shape.size(); ++d) out_numel *= c.out_strides[d] != 0 ? c.shape[d] : 1;
@@ -369,18 +360,18 @@ void sum_to_parity(const SumCase& c, uint64_t seed) {
   DeviceBuffer<T> d_out(cpu.size());
   const std::vector<Bytes> got = repeatable(where, [&] {
     cuda_k::sum_to<T>(d_out.ptr, out_numel, d_in.ptr, c.in_strides, c.out_strides, c.shape, stream());
-    return std::vector<Bytes>{bytes_of(d_out.read())};
+    return std::vector<Bytes>{row_bytes(d_out.read())};
   });
   // Held to the size of the terms: sum_to of |in|.
   std::vector<T> magnitudes(in.size()), terms(cpu.size());
   for (size_t i = 0; i < in.size(); ++i) magnitudes[i] = std::abs(in[i]);
   cpu_k::sum_to<T>(terms.data(), out_numel, magnitudes.data(), c.in_strides, c.out_strides, c.shape);
-  expect_close(values_of<T>(got[0]), cpu, "sum_to " + where, std::vector<double>(terms.begin(), terms.end()));
+  expect_rows_close(values_of<T>(got[0]), cpu, "sum_to " + where, std::vector<double>(terms.begin(), terms.end()));
 }
 
 TEST(CudaRows, SumToMatchesTheCpuAndRepeats) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
-  const SumCase cases[] = {
+  const RowSumCase cases[] = {
       // Column sums: (rows, n) -> (n).
       {"(777, 1000) -> (1000)", {777, 1000}, {1000, 1}, {0, 1}, 777 * 1000},
       {"(3, 5, 37) -> (37)", {3, 5, 37}, {185, 37, 1}, {0, 0, 1}, 3 * 5 * 37},
@@ -394,7 +385,7 @@ TEST(CudaRows, SumToMatchesTheCpuAndRepeats) {
       {"(100, 7) -> ()", {100, 7}, {7, 1}, {0, 0}, 100 * 7},
   };
   uint64_t seed = 200;
-  for (const SumCase& c : cases) {
+  for (const RowSumCase& c : cases) {
     sum_to_parity<float>(c, ++seed);
     sum_to_parity<double>(c, ++seed);
   }
@@ -420,10 +411,10 @@ void max_along_parity(const RowShape& s, uint64_t seed) {
   DeviceBuffer<int64_t> d_indices(out);
   const std::vector<Bytes> got = repeatable(where, [&] {
     cuda_k::max_along<T>(d_values.ptr, d_indices.ptr, d_x.ptr, s.outer, s.n, s.inner, stream());
-    return std::vector<Bytes>{bytes_of(d_values.read()), bytes_of(d_indices.read())};
+    return std::vector<Bytes>{row_bytes(d_values.read()), row_bytes(d_indices.read())};
   });
   // The same element: the same bits (a NaN's, a zero's sign).
-  EXPECT_TRUE(got[0] == bytes_of(cpu_values)) << "max_along values " << where;
+  EXPECT_TRUE(got[0] == row_bytes(cpu_values)) << "max_along values " << where;
   EXPECT_EQ(values_of<int64_t>(got[1]), cpu_indices) << "max_along indices " << where;
   // Values or indices alone.
   DeviceBuffer<int64_t> only_indices(out);

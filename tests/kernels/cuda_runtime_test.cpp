@@ -25,7 +25,7 @@ namespace {
 
 namespace cuda_k = kernels::cuda;
 
-cuda_k::Stream stream() { return cuda_k::compute_stream(0); }
+using test::stream;
 
 // n floats on GPU 0, freed at scope exit; nothing copied in.
 struct DeviceFloats {

@@ -28,12 +28,8 @@
 namespace remat {
 namespace {
 
-const Device kGpu = Device::cuda(0);
-
-struct FusedEpilogues {
-  explicit FusedEpilogues(bool on) { kernels::cuda::set_fused_epilogues(on); }
-  ~FusedEpilogues() { kernels::cuda::set_fused_epilogues(false); }
-};
+using test::FusedEpilogues;
+using test::kGpu;
 
 nn::GPTConfig small_gpt() {  // 4C = 128: the aux matrix's ld is a multiple of 8, the fused path
   return {.vocab_size = 31, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 4,
@@ -55,19 +51,19 @@ std::map<std::string, int> op_counts(const Tensor& loss) {
   return counts;
 }
 
-struct Step {
+struct MlpStep {
   double loss;
   std::vector<std::vector<double>> grads;
   std::map<std::string, int> ops;
 };
 
-Step step_on(Device device) {
+MlpStep step_on(Device device) {
   nn::GPT model(small_gpt());
   model.to(device);
   Generator g(5);
   const Tensor ids = to(randint(31, {4, 16}, g), device), targets = to(randint(31, {4, 16}, g), device);
   const Tensor loss = model.forward(ids, targets).loss;
-  Step s{loss.item<double>(), {}, op_counts(loss)};
+  MlpStep s{loss.item<double>(), {}, op_counts(loss)};
   loss.backward();
   for (const Tensor& p : model.parameters()) s.grads.push_back(p.grad().to_vector<double>());
   return s;
@@ -84,8 +80,8 @@ double relative_gap(const std::vector<double>& x, const std::vector<double>& y) 
 
 TEST(CudaFusedMlp, OnTheGpuCfcAndGeluAreOneNodeWithTheUnfusedLossAndGradients) {
   REMAT_SKIP_WITHOUT_GPU("the fused MLP");
-  const Step off = step_on(kGpu);
-  Step on;
+  const MlpStep off = step_on(kGpu);
+  MlpStep on;
   {
     FusedEpilogues fused(true);
     on = step_on(kGpu);
@@ -101,9 +97,9 @@ TEST(CudaFusedMlp, OnTheGpuCfcAndGeluAreOneNodeWithTheUnfusedLossAndGradients) {
 }
 
 TEST(CudaFusedMlp, OnTheCpuTheFlagLeavesTheGraphAndEveryBit) {
-  const Step off = step_on(Device::cpu());
+  const MlpStep off = step_on(Device::cpu());
   FusedEpilogues fused(true);
-  const Step on = step_on(Device::cpu());
+  const MlpStep on = step_on(Device::cpu());
   EXPECT_EQ(on.ops, off.ops);
   EXPECT_EQ(on.loss, off.loss);
   EXPECT_EQ(on.grads, off.grads);

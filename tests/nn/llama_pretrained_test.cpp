@@ -31,19 +31,19 @@ namespace {
 namespace fs = std::filesystem;
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
-LlamaConfig tiny(bool tied, uint64_t seed, DType dtype = DType::Float32) {
+LlamaConfig tiny_llama(bool tied, uint64_t seed, DType dtype = DType::Float32) {
   return {.vocab_size = 19, .hidden_size = 16, .intermediate_size = 24, .num_hidden_layers = 2,
           .num_attention_heads = 4, .num_key_value_heads = 2, .max_position_embeddings = 32, .rope_theta = 5000.0,
           .rms_norm_eps = 1e-5, .tie_word_embeddings = tied, .dtype = dtype, .seed = seed};
 }
 
-std::string fresh(const std::string& name) {
+std::string fresh_folder(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("remat_llama_dir_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   return dir.string();
 }
 
-std::string bytes_of(const fs::path& path) {
+std::string file_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
@@ -78,8 +78,8 @@ void expect_same_weights(const Llama& a, const Llama& b) {
 TEST(LlamaPretrained, ARoundTripKeepsEveryWeightAndTheLogitsBitwise) {
   for (const bool tied : {false, true}) {
     SCOPED_TRACE(tied ? "tied" : "untied");
-    Llama model(tiny(tied, 1));
-    const std::string dir = fresh(tied ? "tied" : "untied");
+    Llama model(tiny_llama(tied, 1));
+    const std::string dir = fresh_folder(tied ? "tied" : "untied");
     save_llama_pretrained(model, dir);
     EXPECT_EQ(files_in(dir), (std::set<std::string>{"config.json", "model.safetensors"}));
     const nlohmann::json config = json_of(fs::path(dir) / "config.json");
@@ -122,8 +122,8 @@ TEST(LlamaPretrained, ARoundTripKeepsEveryWeightAndTheLogitsBitwise) {
 // bytes; the model comes back bit for bit. Saving again unsharded, or
 // sharded over one file, leaves no file of the earlier save.
 TEST(LlamaPretrained, AShardedRoundTripKeepsTheLogitsBitwise) {
-  Llama model(tiny(false, 1));
-  const std::string dir = fresh("sharded");
+  Llama model(tiny_llama(false, 1));
+  const std::string dir = fresh_folder("sharded");
   const int64_t limit = 4096;  // a (24, 16) float32 projection is 1536 bytes, the embedding 1216
   save_llama_pretrained(model, dir, limit);
   const nlohmann::json index = json_of(fs::path(dir) / "model.safetensors.index.json");
@@ -172,8 +172,8 @@ TEST(LlamaPretrained, AShardedRoundTripKeepsTheLogitsBitwise) {
 }
 
 TEST(LlamaPretrained, ATensorAboveTheLimitHasAShardOfItsOwn) {
-  Llama model(tiny(true, 1));
-  const std::string dir = fresh("big");
+  Llama model(tiny_llama(true, 1));
+  const std::string dir = fresh_folder("big");
   save_llama_pretrained(model, dir, 1000);  // q, o, gate, up, down and the embedding pass it
   const nlohmann::json index = json_of(fs::path(dir) / "model.safetensors.index.json");
   std::map<std::string, int64_t> bytes;
@@ -203,8 +203,8 @@ uint16_t bfloat16_bits(float value) {
 // Hub are): loaded into float32 and float64, each value exactly the
 // bfloat16's.
 TEST(LlamaPretrained, Bfloat16FilesLoadExactlyIntoFloat32AndFloat64) {
-  Llama model(tiny(false, 1));
-  const std::string dir = fresh("bf16");
+  Llama model(tiny_llama(false, 1));
+  const std::string dir = fresh_folder("bf16");
   save_llama_pretrained(model, dir);
   Named bf16;
   {
@@ -233,8 +233,8 @@ TEST(LlamaPretrained, Bfloat16FilesLoadExactlyIntoFloat32AndFloat64) {
 
 // float32 files widen into a float64 model; float64 files never narrow.
 TEST(LlamaPretrained, Float64FilesDoNotNarrowIntoFloat32) {
-  Llama model(tiny(false, 1, DType::Float64));
-  const std::string dir = fresh("f64");
+  Llama model(tiny_llama(false, 1, DType::Float64));
+  const std::string dir = fresh_folder("f64");
   save_llama_pretrained(model, dir);
   EXPECT_EQ(json_of(fs::path(dir) / "config.json")["torch_dtype"], "float64");
   expect_same_weights(model, *load_llama_pretrained(dir, DType::Float64));
@@ -242,7 +242,7 @@ TEST(LlamaPretrained, Float64FilesDoNotNarrowIntoFloat32) {
   EXPECT_TRUE(testing::contains(message, "Llama folder '" + dir + "'")) << message;
   EXPECT_TRUE(testing::contains(message, dir + "/model.safetensors")) << message;
   EXPECT_TRUE(testing::contains(message, "'model.embed_tokens.weight' has dtype F64 in file, F32 in model")) << message;
-  Llama f32(tiny(false, 1));
+  Llama f32(tiny_llama(false, 1));
   save_llama_pretrained(f32, dir);
   EXPECT_EQ(load_llama_pretrained(dir, DType::Float64)->named_parameters()[0].second.to_vector<double>(),
             f32.named_parameters()[0].second.to_vector<double>());
@@ -251,15 +251,15 @@ TEST(LlamaPretrained, Float64FilesDoNotNarrowIntoFloat32) {
 // What other writers hold: a LlamaModel's names (no "model."), rotary
 // inv_freq buffers of older transformers, a tied head's copy.
 TEST(LlamaPretrained, LlamaModelNamesBuffersAndATiedHeadsCopyLoad) {
-  Llama model(tiny(true, 1));
-  const std::string dir = fresh("bare");
+  Llama model(tiny_llama(true, 1));
+  const std::string dir = fresh_folder("bare");
   save_llama_pretrained(model, dir);
   Named bare;
   for (const auto& [name, tensor] : model.named_parameters()) bare.emplace_back(name.substr(6), tensor);
   bare.emplace_back("layers.0.self_attn.rotary_emb.inv_freq", zeros({2}));
   bare.emplace_back("lm_head.weight", model.named_parameters()[0].second);
   write_safetensors(dir + "/model.safetensors", bare);
-  Llama loaded(tiny(true, 2));
+  Llama loaded(tiny_llama(true, 2));
   load_llama_weights(loaded, dir);
   expect_same_weights(model, loaded);
 }
@@ -281,15 +281,15 @@ Named edited(Named tensors, const std::string& name, const Tensor& value) {
 }
 
 TEST(LlamaPretrained, DefectsOfTheWeightsAreErrorsNamingFolderFileAndKey) {
-  Llama model(tiny(false, 1));
-  const std::string dir = fresh("defects");
+  Llama model(tiny_llama(false, 1));
+  const std::string dir = fresh_folder("defects");
   save_llama_pretrained(model, dir);
   const std::string file = dir + "/model.safetensors";
   const Named good = model.named_parameters();
   const std::string before = logits_of(model);
   const auto refused = [&](const Named& tensors, const std::vector<std::string>& parts) {
     write_safetensors(file, tensors);
-    Llama target(tiny(false, 1));
+    Llama target(tiny_llama(false, 1));
     const std::string message = testing::error_of([&] { load_llama_weights(target, dir); });
     EXPECT_TRUE(testing::contains(message, "Llama folder '" + dir + "'")) << message;
     EXPECT_TRUE(testing::contains(message, file)) << message;
@@ -310,14 +310,14 @@ TEST(LlamaPretrained, DefectsOfTheWeightsAreErrorsNamingFolderFileAndKey) {
 }
 
 TEST(LlamaPretrained, DefectsOfAShardedFolderAreErrorsNamingTheShard) {
-  Llama model(tiny(false, 1));
-  const std::string dir = fresh("shard_defects");
+  Llama model(tiny_llama(false, 1));
+  const std::string dir = fresh_folder("shard_defects");
   save_llama_pretrained(model, dir, 4096);
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
   const nlohmann::json good = json_of(index_path);
   const auto refused = [&](const nlohmann::json& index, const std::vector<std::string>& parts) {
     std::ofstream(index_path) << index.dump();
-    Llama target(tiny(false, 2));
+    Llama target(tiny_llama(false, 2));
     const std::string message = testing::error_of([&] { load_llama_weights(target, dir); });
     EXPECT_TRUE(testing::contains(message, "Llama folder '" + dir + "'")) << message;
     for (const std::string& part : parts) EXPECT_TRUE(testing::contains(message, part)) << message;
@@ -341,8 +341,8 @@ TEST(LlamaPretrained, DefectsOfAShardedFolderAreErrorsNamingTheShard) {
 }
 
 TEST(LlamaPretrained, ConfigsRematDoesNotComputeAreErrorsNamingTheKey) {
-  Llama model(tiny(false, 1));
-  const std::string dir = fresh("config");
+  Llama model(tiny_llama(false, 1));
+  const std::string dir = fresh_folder("config");
   save_llama_pretrained(model, dir);
   const fs::path path = fs::path(dir) / "config.json";
   const nlohmann::json good = json_of(path);
@@ -389,12 +389,12 @@ TEST(LlamaPretrained, ConfigsRematDoesNotComputeAreErrorsNamingTheKey) {
 // on any one file (a weight shard, the index, config.json) leaves the
 // folder's files as they were, and the error names the file.
 TEST(LlamaPretrained, ASaveThatFailsLeavesTheFolderAsItWas) {
-  Llama model(tiny(false, 1)), other(tiny(false, 2));
-  const std::string dir = fresh("failed_save");
+  Llama model(tiny_llama(false, 1)), other(tiny_llama(false, 2));
+  const std::string dir = fresh_folder("failed_save");
   save_llama_pretrained(model, dir, 4096);
   const std::set<std::string> files = files_in(dir);
   std::map<std::string, std::string> bytes;
-  for (const std::string& name : files) bytes[name] = bytes_of(fs::path(dir) / name);
+  for (const std::string& name : files) bytes[name] = file_bytes(fs::path(dir) / name);
   for (const std::string name : {"model-00002-of-", "model.safetensors.index.json", "config.json"}) {
     SCOPED_TRACE(name);
     ::setenv("REMAT_FAULT_WRITE", fmt::format("ENOSPC:{}:16", name).c_str(), 1);
@@ -403,7 +403,7 @@ TEST(LlamaPretrained, ASaveThatFailsLeavesTheFolderAsItWas) {
     EXPECT_TRUE(testing::contains(message, "cannot write '" + (fs::path(dir) / name).string())) << message;
     EXPECT_TRUE(testing::contains(message, "(ENOSPC)")) << message;
     EXPECT_EQ(files_in(dir), files);  // no temporary left
-    for (const std::string& file : files) EXPECT_TRUE(bytes_of(fs::path(dir) / file) == bytes[file]) << file;
+    for (const std::string& file : files) EXPECT_TRUE(file_bytes(fs::path(dir) / file) == bytes[file]) << file;
   }
   EXPECT_EQ(logits_of(model), logits_of(*load_llama_pretrained(dir)));
 }

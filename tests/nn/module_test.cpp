@@ -13,7 +13,7 @@
 namespace remat::nn {
 namespace {
 
-int64_t live(MemoryCategory c) { return cpu_allocator().stats().live_of(c); }
+int64_t live_bytes(MemoryCategory c) { return cpu_allocator().stats().live_of(c); }
 
 // A module with two parameters and no forward.
 class Pair : public Module {
@@ -55,12 +55,12 @@ TEST(Module, RegisterParameterMakesALeafRequiringGrad) {
 
 TEST(Module, ParameterBytesMoveFromActivationToParameter) {
   const Tensor t = zeros({10, 10});  // made under the default category, Activation
-  const int64_t param_before = live(MemoryCategory::Parameter);
-  const int64_t act_before = live(MemoryCategory::Activation);
+  const int64_t param_before = live_bytes(MemoryCategory::Parameter);
+  const int64_t act_before = live_bytes(MemoryCategory::Activation);
   Module m;
   m.register_parameter("w", t);
-  EXPECT_EQ(live(MemoryCategory::Parameter) - param_before, 400);
-  EXPECT_EQ(live(MemoryCategory::Activation) - act_before, -400);
+  EXPECT_EQ(live_bytes(MemoryCategory::Parameter) - param_before, 400);
+  EXPECT_EQ(live_bytes(MemoryCategory::Activation) - act_before, -400);
 }
 
 TEST(Module, NonLeafIsDetachedIntoALeaf) {
@@ -143,10 +143,10 @@ TEST(Module, ToMovesParametersInPlaceAndTheStepsFollow) {
   GPT on_cpu(config), moved(config);
   std::vector<const TensorImpl*> impls;
   for (const Tensor& p : moved.parameters()) impls.push_back(p.impl());
-  const int64_t cpu_parameters = live(MemoryCategory::Parameter);
+  const int64_t cpu_parameters = live_bytes(MemoryCategory::Parameter);
   EXPECT_EQ(&moved.to(Device::meta()), &moved);
   EXPECT_EQ(moved.device(), Device::meta());
-  EXPECT_EQ(live(MemoryCategory::Parameter), cpu_parameters - moved.num_parameters() * 4);
+  EXPECT_EQ(live_bytes(MemoryCategory::Parameter), cpu_parameters - moved.num_parameters() * 4);
   const std::vector<Tensor> params = moved.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     EXPECT_EQ(params[i].impl(), impls[i]);  // the same tensors, for optimizers made before

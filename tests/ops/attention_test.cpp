@@ -24,7 +24,7 @@ using testing::contains;
 using testing::error_of;
 using testing::random_leaf;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using testing::kInf;
 
 TEST(CausalSoftmax, HandComputed) {
   // Rows of a (3, 3) matrix: [5] -> 1; [0, log 3] -> (1/4, 3/4); [log 2, 0, log 5] -> (2, 1, 5) / 8.

@@ -20,23 +20,19 @@
 namespace remat {
 namespace {
 
-const Device kGpu = Device::cuda(0);
-
-struct FusedEpilogues {
-  explicit FusedEpilogues(bool on) { kernels::cuda::set_fused_epilogues(on); }
-  ~FusedEpilogues() { kernels::cuda::set_fused_epilogues(false); }
-};
+using test::FusedEpilogues;
+using test::kGpu;
 
 using Fn = std::function<Tensor(const Tensors&)>;
 
-struct Result {
+struct ActivationResult {
   std::vector<double> y;
   std::vector<std::vector<double>> grads;
 };
 
 // f on leaves drawn alike every time (ranges[i] their spread), on `device`;
 // the gradients of sum(f * w) for a fixed random w.
-Result run(const Fn& f, const std::vector<Shape>& shapes, const std::vector<double>& ranges, Device device) {
+ActivationResult run(const Fn& f, const std::vector<Shape>& shapes, const std::vector<double>& ranges, Device device) {
   Generator g(17);
   Tensors leaves;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -45,18 +41,18 @@ Result run(const Fn& f, const std::vector<Shape>& shapes, const std::vector<doub
   const Tensor y = f(leaves);
   const Tensor w = to(uniform(y.shape(), -1, 1, DType::Float32, g), device);
   sum(mul(y, w)).backward();
-  Result r{y.to_vector<double>(), {}};
+  ActivationResult r{y.to_vector<double>(), {}};
   for (const Tensor& leaf : leaves) r.grads.push_back(leaf.grad().to_vector<double>());
   return r;
 }
 
 void expect_pair_bits_and_cpu_values(const Fn& fused, const Fn& unfused, const std::vector<Shape>& shapes,
                                      const std::vector<double>& ranges, int64_t terms) {
-  const Result cpu = run(fused, shapes, ranges, Device::cpu());
+  const ActivationResult cpu = run(fused, shapes, ranges, Device::cpu());
   for (const bool epilogues : {false, true}) {
     SCOPED_TRACE(epilogues ? "fused epilogues" : "plain GEMMs");
     const FusedEpilogues flag(epilogues);
-    const Result gpu = run(fused, shapes, ranges, kGpu), pair = run(unfused, shapes, ranges, kGpu);
+    const ActivationResult gpu = run(fused, shapes, ranges, kGpu), pair = run(unfused, shapes, ranges, kGpu);
     EXPECT_EQ(gpu.y, pair.y);
     EXPECT_EQ(gpu.grads, pair.grads);
     const double atol = 1e-6 * static_cast<double>(terms);

@@ -20,6 +20,7 @@
 
 #include "ops/ops.h"
 #include "tests/support/gpu.h"
+#include "tests/support/gradcheck.h"
 
 #if REMAT_CUDA_EMULATION
 #include "kernels/cuda/emulation/control.h"
@@ -28,15 +29,15 @@
 namespace remat {
 namespace {
 
-const Device kGpu = Device::cuda(0);
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using test::kGpu;
+using testing::kInf;
 
 // The output and x's gradient under the loss sum(y * weights).
-struct Result {
+struct AttentionResult {
   Tensor y, dx;
 };
 
-Result run(const Tensor& x0, const Tensor& weights, bool fused) {
+AttentionResult run(const Tensor& x0, const Tensor& weights, bool fused) {
   const Tensor x = x0.detach().requires_grad_();
   const Tensor y = fused ? causal_softmax(x)
                          : softmax(masked_fill(x, causal_mask(x0.shape().back(), x0.device()), -kInf), -1);
@@ -56,34 +57,34 @@ void expect_close(const Tensor& gpu, const Tensor& cpu, const std::string& what)
   }
 }
 
-std::vector<unsigned char> bytes_of(const Tensor& t) {
+std::vector<unsigned char> bytes_in(const Tensor& t) {
   const Tensor host = to(t, Device::cpu());
   std::vector<unsigned char> out(static_cast<size_t>(host.numel()) * (host.dtype() == DType::Float32 ? 4 : 8));
   if (!out.empty()) std::memcpy(out.data(), host.raw_data(), out.size());
   return out;
 }
 
-void check(const Shape& shape, DType dtype) {
+void check_attention(const Shape& shape, DType dtype) {
   SCOPED_TRACE(str(shape) + " " + std::string(dtype_name(dtype)));
   Generator g(17);
   const Tensor x = normal(shape, 0.0, 3.0, dtype, g), weights = uniform(shape, -1, 1, dtype, g);
   const Tensor gx = to(x, kGpu), gweights = to(weights, kGpu);
-  const Result cpu = run(x, weights, true), gpu = run(gx, gweights, true);
+  const AttentionResult cpu = run(x, weights, true), gpu = run(gx, gweights, true);
   expect_close(gpu.y, cpu.y, "forward");
   expect_close(gpu.dx, cpu.dx, "gradient");
   // The GPU's masked_fill + softmax, bit for bit (attention.cu's first comment).
-  const Result masked = run(gx, gweights, false);
-  EXPECT_TRUE(bytes_of(gpu.y) == bytes_of(masked.y)) << "forward differs from the GPU's masked_fill + softmax";
-  EXPECT_TRUE(bytes_of(gpu.dx) == bytes_of(masked.dx)) << "gradient differs from the GPU's masked_fill + softmax";
+  const AttentionResult masked = run(gx, gweights, false);
+  EXPECT_TRUE(bytes_in(gpu.y) == bytes_in(masked.y)) << "forward differs from the GPU's masked_fill + softmax";
+  EXPECT_TRUE(bytes_in(gpu.dx) == bytes_in(masked.dx)) << "gradient differs from the GPU's masked_fill + softmax";
   // Again: on the emulated GPU with its threads in a shuffled order.
 #if REMAT_CUDA_EMULATION
   remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, 0x5eed);
 #endif
-  const Result again = run(gx, gweights, true);
+  const AttentionResult again = run(gx, gweights, true);
 #if REMAT_CUDA_EMULATION
   remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder);
 #endif
-  EXPECT_TRUE(bytes_of(again.y) == bytes_of(gpu.y) && bytes_of(again.dx) == bytes_of(gpu.dx))
+  EXPECT_TRUE(bytes_in(again.y) == bytes_in(gpu.y) && bytes_in(again.dx) == bytes_in(gpu.dx))
       << "a second run gave other bits";
 }
 
@@ -92,20 +93,20 @@ TEST(CudaAttention, CausalSoftmaxByWarpsMatchesTheCpu) {
   // 1200 rows of 100 (150 blocks of 8 warps, rows longer than a warp and
   // not a multiple of 32), 21 rows of 7, one row of 1.
   for (const Shape& shape : std::vector<Shape>{{3, 4, 100, 100}, {3, 7, 7}, {1, 1}}) {
-    check(shape, DType::Float32);
-    check(shape, DType::Float64);
+    check_attention(shape, DType::Float32);
+    check_attention(shape, DType::Float64);
   }
 }
 
 TEST(CudaAttention, CausalSoftmaxByBlocksMatchesTheCpu) {
   REMAT_SKIP_WITHOUT_GPU("causal_softmax on cuda:0");
-  check({1, 1030, 1030}, DType::Float32);  // 1030 rows of 1030: a block per row
-  check({1, 1024, 1024}, DType::Float64);  // the first T that takes a block
+  check_attention({1, 1030, 1030}, DType::Float32);  // 1030 rows of 1030: a block per row
+  check_attention({1, 1024, 1024}, DType::Float64);  // the first T that takes a block
 }
 
 TEST(CudaAttention, CausalSoftmaxCoversMoreRowsThanTheGridHasWarps) {
   REMAT_SKIP_WITHOUT_GPU("causal_softmax on cuda:0");
-  check({2100, 16, 16}, DType::Float32);  // 33,600 rows: more than 4096 blocks x 8 warps
+  check_attention({2100, 16, 16}, DType::Float32);  // 33,600 rows: more than 4096 blocks x 8 warps
 }
 
 }  // namespace

@@ -25,16 +25,11 @@
 namespace remat {
 namespace {
 
-const Device kGpu = Device::cuda(0);
-
-// Sets the flag for a scope, and puts it back off.
-struct FusedEpilogues {
-  explicit FusedEpilogues(bool on) { kernels::cuda::set_fused_epilogues(on); }
-  ~FusedEpilogues() { kernels::cuda::set_fused_epilogues(false); }
-};
+using test::FusedEpilogues;
+using test::kGpu;
 
 // max |x - y| over max |y|, on the host.
-double relative_gap(const Tensor& x, const Tensor& y) {
+double gap_of(const Tensor& x, const Tensor& y) {
   EXPECT_EQ(x.shape(), y.shape());
   const std::vector<double> a = x.to_vector<double>(), b = y.to_vector<double>();
   double gap = 0, scale = 0;
@@ -49,23 +44,23 @@ bool same_bits(const Tensor& x, const Tensor& y) { return x.to_vector<double>() 
 
 // One layer's output and its inputs' gradients, under a loss that weighs
 // every output.
-struct Result {
+struct EpilogueResult {
   Tensor out;
   Tensors grads;
 };
 
 enum class Layer { Linear, Affine, Unfused };
 
-struct Case {
+struct EpilogueCase {
   Shape x;
   int64_t out_features;
   bool bias;
 };
 // Odd sizes; rows x features past one block of 256 threads; a 3-D input.
-const Case kCases[] = {{{1, 1}, 1, true}, {{7, 13}, 5, true}, {{37, 29}, 53, false}, {{2, 150, 70}, 90, true},
+const EpilogueCase kCases[] = {{{1, 1}, 1, true}, {{7, 13}, 5, true}, {{37, 29}, 53, false}, {{2, 150, 70}, 90, true},
                        {{301, 33}, 67, true}, {{301, 33}, 67, false}};
 
-Result run(const Case& c, Layer layer, Device device, DType dtype) {
+EpilogueResult run(const EpilogueCase& c, Layer layer, Device device, DType dtype) {
   Generator g(5);
   const int64_t in = c.x.back();
   const bool out_in = layer != Layer::Affine;  // the unfused reference uses linear's (out, in)
@@ -83,16 +78,16 @@ Result run(const Case& c, Layer layer, Device device, DType dtype) {
   Shape weights_shape = c.x;
   weights_shape.back() = c.out_features;
   sum(mul(out, to(uniform(weights_shape, -1, 1, dtype, g), device))).backward();
-  Result r{out.detach(), {x.grad(), w.grad()}};
+  EpilogueResult r{out.detach(), {x.grad(), w.grad()}};
   if (c.bias) r.grads.push_back(b.grad());
   return r;
 }
 
-void expect_near(const Result& got, const Result& want, double tolerance, const std::string& what) {
-  EXPECT_LT(relative_gap(got.out, want.out), tolerance) << what << ": output";
+void expect_near(const EpilogueResult& got, const EpilogueResult& want, double tolerance, const std::string& what) {
+  EXPECT_LT(gap_of(got.out, want.out), tolerance) << what << ": output";
   ASSERT_EQ(got.grads.size(), want.grads.size());
   for (size_t i = 0; i < want.grads.size(); ++i) {
-    EXPECT_LT(relative_gap(got.grads[i], want.grads[i]), tolerance) << what << ": gradient " << i;
+    EXPECT_LT(gap_of(got.grads[i], want.grads[i]), tolerance) << what << ": gradient " << i;
   }
 }
 
@@ -100,12 +95,12 @@ TEST(CudaFusedEpilogues, LinearAndAffineMatchTheUnfusedPathWithinFloatRounding) 
   REMAT_SKIP_WITHOUT_GPU("fused epilogues");
   for (const DType dtype : {DType::Float32, DType::Float64}) {
     const double tolerance = dtype == DType::Float32 ? 1e-5 : 1e-12;
-    for (const Case& c : kCases) {
+    for (const EpilogueCase& c : kCases) {
       for (const Layer layer : {Layer::Linear, Layer::Affine}) {
         const std::string what = str(c.x) + (layer == Layer::Linear ? " linear" : " affine") +
                                  (c.bias ? " with bias " : " ") + std::string(dtype_name(dtype));
-        const Result off = run(c, layer, kGpu, dtype);
-        Result on;
+        const EpilogueResult off = run(c, layer, kGpu, dtype);
+        EpilogueResult on;
         {
           FusedEpilogues fused(true);
           on = run(c, layer, kGpu, dtype);
@@ -122,7 +117,7 @@ TEST(CudaFusedEpilogues, LinearAndAffineMatchTheUnfusedPathWithinFloatRounding) 
 TEST(CudaFusedEpilogues, TheFusedLinearsGradientsMatchSeparateOps) {
   REMAT_SKIP_WITHOUT_GPU("fused epilogues");
   FusedEpilogues fused(true);
-  for (const Case& c : kCases) {
+  for (const EpilogueCase& c : kCases) {
     expect_near(run(c, Layer::Linear, kGpu, DType::Float32), run(c, Layer::Unfused, kGpu, DType::Float32), 1e-5,
                 str(c.x));
   }
@@ -149,7 +144,7 @@ TEST(CudaFusedEpilogues, AffineGeluMatchesAffineThenGelu) {
         const Tensor y = affine_gelu(x, w, b);
         EXPECT_EQ(y.grad_fn()->name(), on ? "affine_gelu" : "gelu");
         sum(mul(y, weights)).backward();
-        return Result{y.detach(), {x.grad(), w.grad(), b.grad()}};
+        return EpilogueResult{y.detach(), {x.grad(), w.grad(), b.grad()}};
       };
       expect_near(run_once(true), run_once(false), 1e-5, str(x_shape) + " -> " + std::to_string(out_features));
     }
@@ -157,11 +152,11 @@ TEST(CudaFusedEpilogues, AffineGeluMatchesAffineThenGelu) {
 }
 
 TEST(CudaFusedEpilogues, TheFlagChangesNoBitOnTheCpu) {
-  for (const Case& c : kCases) {
+  for (const EpilogueCase& c : kCases) {
     for (const Layer layer : {Layer::Linear, Layer::Affine}) {
-      const Result off = run(c, layer, Device::cpu(), DType::Float32);
+      const EpilogueResult off = run(c, layer, Device::cpu(), DType::Float32);
       FusedEpilogues fused(true);
-      const Result on = run(c, layer, Device::cpu(), DType::Float32);
+      const EpilogueResult on = run(c, layer, Device::cpu(), DType::Float32);
       EXPECT_TRUE(same_bits(on.out, off.out)) << str(c.x);
       for (size_t i = 0; i < off.grads.size(); ++i) EXPECT_TRUE(same_bits(on.grads[i], off.grads[i])) << str(c.x);
     }

@@ -25,9 +25,9 @@
 namespace remat {
 namespace {
 
-const Device kGpu = Device::cuda(0);
+using test::kGpu;
 
-struct Case {
+struct LlamaCase {
   std::string name;
   std::vector<Shape> shapes;  // the float inputs, each given a gradient
   std::function<Tensor(const Tensors&)> f;
@@ -35,7 +35,7 @@ struct Case {
   double low = -2, high = 2;
 };
 
-void expect_close(const Tensor& gpu, const Tensor& cpu, double rtol, double atol, const std::string& what) {
+void expect_near(const Tensor& gpu, const Tensor& cpu, double rtol, double atol, const std::string& what) {
   ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
   ASSERT_EQ(gpu.device(), kGpu) << what;
   const std::vector<double> g = gpu.to_vector<double>(), c = cpu.to_vector<double>();
@@ -45,7 +45,7 @@ void expect_close(const Tensor& gpu, const Tensor& cpu, double rtol, double atol
   }
 }
 
-void check(const Case& c, DType dtype) {
+void check_llama_op(const LlamaCase& c, DType dtype) {
   SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
   const bool f32 = dtype == DType::Float32;
   const double eps = f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
@@ -59,17 +59,17 @@ void check(const Case& c, DType dtype) {
     gpu_in.push_back(to(x.detach(), kGpu).requires_grad_());
   }
   const Tensor cpu_out = c.f(cpu_in), gpu_out = c.f(gpu_in);
-  expect_close(gpu_out, cpu_out, rtol, atol, "forward");
+  expect_near(gpu_out, cpu_out, rtol, atol, "forward");
   const Tensor weights = uniform(cpu_out.shape(), -1, 1, dtype, g);
   sum(mul(cpu_out, weights)).backward();
   sum(mul(gpu_out, to(weights, kGpu))).backward();
   for (size_t i = 0; i < cpu_in.size(); ++i) {
     ASSERT_TRUE(gpu_in[i].grad().defined()) << "input " << i;
-    expect_close(gpu_in[i].grad(), cpu_in[i].grad(), rtol, atol, "gradient of input " + std::to_string(i));
+    expect_near(gpu_in[i].grad(), cpu_in[i].grad(), rtol, atol, "gradient of input " + std::to_string(i));
   }
 }
 
-std::vector<Case> cases() {
+std::vector<LlamaCase> cases() {
   // q of a (B, T, 3C) projection as rotary reads it: (B, H, T, D) strided.
   const auto q_of = [](const Tensor& qkv) { return transpose(view(slice(qkv, 2, 0, 4 * 64), {3, 70, 4, 64}), 1, 2); };
   return {
@@ -94,9 +94,9 @@ std::vector<Case> cases() {
 
 TEST(CudaLlamaOps, MatchTheCpuForwardAndBackward) {
   REMAT_SKIP_WITHOUT_GPU("ops on cuda:0");
-  for (const Case& c : cases()) {
-    check(c, DType::Float32);
-    check(c, DType::Float64);
+  for (const LlamaCase& c : cases()) {
+    check_llama_op(c, DType::Float32);
+    check_llama_op(c, DType::Float64);
   }
 }
 

@@ -11,7 +11,7 @@
 // and 1e-14 (float64), except in cases whose values are long sums that may
 // cancel (GEMM, sums over many elements, the column sums of a gradient): the
 // error of a sum is relative to the sum of its terms' magnitudes, not to its
-// result, so those cases state an atol from their terms (Case::atol). A NaN
+// result, so those cases state an atol from their terms (OpCase::atol). A NaN
 // on the CPU must be a NaN on the GPU.
 #include <gtest/gtest.h>
 
@@ -35,7 +35,7 @@ namespace {
 using testing::contains;
 using testing::error_of;
 
-const Device kGpu = Device::cuda(0);
+using test::kGpu;
 
 struct Tolerance {
   double rtol;
@@ -52,7 +52,7 @@ Tolerance tolerance_for(DType dtype, int64_t terms) {
 
 // An op case: float inputs (gradients checked for each), int64 inputs
 // (ids, targets, masks) and the function of both.
-struct Case {
+struct OpCase {
   std::string name;
   std::vector<Shape> shapes;
   std::function<Tensor(const Tensors& floats, const Tensors& ints)> f;
@@ -63,7 +63,7 @@ struct Case {
 };
 
 // The first element outside the rule at the top of the file, as one failure.
-void expect_close(const Tensor& gpu, const Tensor& cpu, Tolerance tolerance, const std::string& what) {
+void expect_within(const Tensor& gpu, const Tensor& cpu, Tolerance tolerance, const std::string& what) {
   ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
   ASSERT_EQ(gpu.device(), kGpu) << what;
   const std::vector<double> g = gpu.to_vector<double>(), c = cpu.to_vector<double>();
@@ -77,7 +77,7 @@ void expect_close(const Tensor& gpu, const Tensor& cpu, Tolerance tolerance, con
   }
 }
 
-void check(const Case& c, DType dtype) {
+void check_op(const OpCase& c, DType dtype) {
   SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
   const Tolerance tolerance = tolerance_for(dtype, c.terms);
   Generator g(17);
@@ -93,13 +93,13 @@ void check(const Case& c, DType dtype) {
     gpu_ints.push_back(to(i, kGpu));
   }
   const Tensor cpu_out = c.f(cpu_in, cpu_ints), gpu_out = c.f(gpu_in, gpu_ints);
-  expect_close(gpu_out, cpu_out, tolerance, "forward");
+  expect_within(gpu_out, cpu_out, tolerance, "forward");
   const Tensor weights = uniform(cpu_out.shape(), -1, 1, dtype, g);  // a loss that weighs every output
   sum(mul(cpu_out, weights)).backward();
   sum(mul(gpu_out, to(weights, kGpu))).backward();
   for (size_t i = 0; i < cpu_in.size(); ++i) {
     ASSERT_TRUE(gpu_in[i].grad().defined()) << "input " << i;
-    expect_close(gpu_in[i].grad(), cpu_in[i].grad(), tolerance, "gradient of input " + std::to_string(i));
+    expect_within(gpu_in[i].grad(), cpu_in[i].grad(), tolerance, "gradient of input " + std::to_string(i));
   }
 }
 
@@ -146,7 +146,7 @@ const Shape kMatrix{300, 257};
 
 // One thread an element: binary with broadcasting, masks, gathers, copies
 // (the unary ops: CudaUnary below).
-std::vector<Case> elementwise_cases() {
+std::vector<OpCase> elementwise_cases() {
   const Tensor ids = random_ints(300, 500, 1, {3, 100});  // repeated ids in a (500, 64) table
   return {
       // The (24, 1) operand's gradient sums 16 x 257 terms; div's (257) one, 300.
@@ -174,7 +174,7 @@ std::vector<Case> elementwise_cases() {
 }
 
 // Sums and maxima over outer, inner and middle axes.
-std::vector<Case> reduction_cases() {
+std::vector<OpCase> reduction_cases() {
   return {
       {"sum over outer and inner axes", {{30, 40, 50}}, [](const Tensors& x, const Tensors&) { return sum(x[0], {0, 2}); },
        {}, -2, 2, 30 * 50},
@@ -191,7 +191,7 @@ std::vector<Case> reduction_cases() {
 }
 
 // A warp or a block per row: softmax, log_softmax, cross-entropy, layer norm.
-std::vector<Case> row_cases() {
+std::vector<OpCase> row_cases() {
   const Tensor targets = random_ints(300, 50, 2, {300}, true);  // some ignored
   const Tensor long_targets = random_ints(8, 1500, 3, {8}, true);
   return {
@@ -219,7 +219,7 @@ std::vector<Case> row_cases() {
 }
 
 // cuBLAS: matmul (one GEMM over rows, and batched), linear, affine.
-std::vector<Case> gemm_cases() {
+std::vector<OpCase> gemm_cases() {
   return {
       // GEMM: sums of 70 products (forward), 257 and 300 (gradients).
       {"matmul", {{300, 70}, {70, 257}}, [](const Tensors& x, const Tensors&) { return matmul(x[0], x[1], 0.5); }, {},
@@ -236,10 +236,10 @@ std::vector<Case> gemm_cases() {
   };
 }
 
-void check_all(const std::vector<Case>& cases) {
-  for (const Case& c : cases) {
-    check(c, DType::Float32);
-    check(c, DType::Float64);
+void check_all(const std::vector<OpCase>& cases) {
+  for (const OpCase& c : cases) {
+    check_op(c, DType::Float32);
+    check_op(c, DType::Float64);
   }
 }
 
@@ -254,10 +254,10 @@ class CudaUnary : public ::testing::TestWithParam<UnaryOp> {};
 TEST_P(CudaUnary, MatchesTheCpuForwardAndBackward) {
   REMAT_SKIP_WITHOUT_GPU("ops on cuda:0");
   const UnaryOp op = GetParam();
-  const Case c{op.name, {kMatrix}, [fn = op.fn](const Tensors& x, const Tensors&) { return fn(x[0]); }, {},
+  const OpCase c{op.name, {kMatrix}, [fn = op.fn](const Tensors& x, const Tensors&) { return fn(x[0]); }, {},
                op.domain.low, op.domain.high};
-  check(c, DType::Float32);
-  check(c, DType::Float64);
+  check_op(c, DType::Float32);
+  check_op(c, DType::Float64);
 }
 
 INSTANTIATE_TEST_SUITE_P(CudaTable, CudaUnary, ::testing::ValuesIn(unary_ops().begin(), unary_ops().end()),

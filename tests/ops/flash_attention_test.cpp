@@ -45,7 +45,7 @@ Tensor reference_attention(const Tensor& q, const Tensor& k, const Tensor& v, At
   return matmul(p, repeat_kv(v, q.size(1)));
 }
 
-struct Case {
+struct FlashCase {
   int64_t batch, heads, kv_heads, len, dim;
   bool causal;
   std::optional<double> scale;
@@ -77,7 +77,7 @@ double error(const Tensor& a, const Tensor& e) {
 
 // The fused op in `dtype` against the explicit path in float64 on the same
 // (rounded) inputs: output, dq, dk, dv.
-void expect_matches_reference(const Case& c, DType dtype, double tol, uint64_t seed) {
+void expect_matches_reference(const FlashCase& c, DType dtype, double tol, uint64_t seed) {
   SCOPED_TRACE(c.str() + (dtype == DType::Float32 ? " float32" : " float64"));
   Generator g(seed);
   const Shape q_shape{c.batch, c.heads, c.len, c.dim}, kv_shape{c.batch, c.kv_heads, c.len, c.dim};
@@ -123,7 +123,7 @@ TEST(Attention, MatchesTheExplicitPath) {
       for (const int64_t kv_heads : {4, 2, 1}) {
         for (const bool causal : {true, false}) {
           const std::optional<double> scale = (len + dim) % 2 ? std::optional<double>(0.3) : std::nullopt;
-          const Case c{.batch = 2, .heads = 4, .kv_heads = kv_heads, .len = len, .dim = dim, .causal = causal,
+          const FlashCase c{.batch = 2, .heads = 4, .kv_heads = kv_heads, .len = len, .dim = dim, .causal = causal,
                        .scale = scale};
           expect_matches_reference(c, DType::Float64, 1e-12, ++seed);
           // float32: the explicit path in float32 is off by up to 9e-6 here;

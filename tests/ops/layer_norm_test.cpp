@@ -19,11 +19,7 @@ namespace {
 
 using testing::random_leaf;
 
-void expect_close(const Tensor& actual, const Tensor& expected, double tol, const char* what) {
-  ASSERT_EQ(actual.shape(), expected.shape()) << what;
-  const std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], e[i], tol) << what << ", element " << i;
-}
+using testing::expect_close;
 
 // Two threads even where OMP_NUM_THREADS=1, restored at scope exit.
 struct TwoThreads {

@@ -20,7 +20,7 @@ using testing::contains;
 using testing::error_of;
 using testing::random_leaf;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using testing::kInf;
 
 TEST(CausalMask, OnesAboveTheDiagonal) {
   const Tensor m = causal_mask(3);

@@ -18,11 +18,7 @@ namespace {
 using testing::random_leaf;
 
 // 0, 1, ..., n-1 as float32 in `shape`.
-Tensor iota(const Shape& shape) {
-  std::vector<float> values(static_cast<size_t>(numel(shape)));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
-  return from_vector(values, shape);
-}
+using testing::iota;
 
 TEST(Sum, AllAxes) {
   const Tensor s = sum(iota({2, 3}));

@@ -18,11 +18,7 @@ namespace {
 
 using testing::random_leaf;
 
-void expect_close(const Tensor& actual, const Tensor& expected, double tol, const char* what) {
-  ASSERT_EQ(actual.shape(), expected.shape()) << what;
-  const std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], e[i], tol) << what << ", element " << i;
-}
+using testing::expect_close;
 
 TEST(RmsNorm, HandComputed) {
   // x = (1, 3, 5, 7): mean(x^2) = (1 + 9 + 25 + 49) / 4 = 21; with eps = 4,
@@ -72,7 +68,7 @@ void expect_fused_matches_reference(const Tensor& x, const Tensor& w, double tol
   if (w.defined()) expect_close(dw, w.grad(), tol, "dweight");
 }
 
-const auto kAsIs = [](const Tensor& t) { return t; };
+using testing::kAsIs;
 
 TEST(RmsNorm, FusedMatchesReferenceInFloat64) {
   for (const Shape& shape : {Shape{3, 5, 7}, Shape{4, 1}, Shape{1, 9}, Shape{5}, Shape{2, 1, 33}}) {
@@ -108,7 +104,7 @@ TEST(RmsNorm, FusedMatchesReferenceOnTheThreadedPath) {
 // Every output and gradient at one thread and at two, compared bit for bit
 // (dweight's blocks are the shape's, not the threads').
 template <class T>
-void expect_bits_independent_of_threads(DType dtype) {
+void expect_rms_norm_bits_independent_of_threads(DType dtype) {
   Generator g(41);
   const Tensor x = uniform({8, 256, 384}, -2, 2, dtype, g), w = uniform({384}, 0.5, 1.5, dtype, g);
   const Tensor dy = uniform({8, 256, 384}, -1, 1, dtype, g);
@@ -125,8 +121,8 @@ void expect_bits_independent_of_threads(DType dtype) {
 }
 
 TEST(RmsNorm, BitsDoNotDependOnTheThreadCount) {
-  expect_bits_independent_of_threads<float>(DType::Float32);
-  expect_bits_independent_of_threads<double>(DType::Float64);
+  expect_rms_norm_bits_independent_of_threads<float>(DType::Float32);
+  expect_rms_norm_bits_independent_of_threads<double>(DType::Float64);
 }
 
 // A replay scales with the rstd its first forward saved (rms_norm_apply):

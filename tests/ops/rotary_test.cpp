@@ -19,11 +19,7 @@ namespace {
 
 using testing::random_leaf;
 
-void expect_close(const Tensor& actual, const Tensor& expected, double tol, const char* what) {
-  ASSERT_EQ(actual.shape(), expected.shape()) << what;
-  const std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], e[i], tol) << what << ", element " << i;
-}
+using testing::expect_close;
 
 // cos or sin of the angles, (T, D) = cat(freqs, freqs), in T's arithmetic:
 // inv_freq_i = 1 / theta^((2i) / D), angle = t * inv_freq_i.
@@ -79,7 +75,7 @@ void expect_matches_reference(const Tensor& leaf, double theta, double tol,
   expect_close(dx, leaf.grad(), tol, "dx");
 }
 
-const auto kAsIs = [](const Tensor& t) { return t; };
+using testing::kAsIs;
 
 TEST(Rotary, MatchesTheReference) {
   // Odd B, H and T; D = 2 (one frequency); T = 1 (position 0 only: identity).
@@ -123,7 +119,7 @@ TEST(Rotary, Gradients) {
 
 // Forward and backward at one thread and at two, bit for bit (q's W4 shape).
 template <class T>
-void expect_bits_independent_of_threads(DType dtype) {
+void expect_rotary_bits_independent_of_threads(DType dtype) {
   Generator g(11);
   const Tensor x = uniform({8, 6, 256, 64}, -2, 2, dtype, g), dy = uniform({8, 6, 256, 64}, -1, 1, dtype, g);
   std::vector<T> y[2], dx[2];
@@ -140,8 +136,8 @@ void expect_bits_independent_of_threads(DType dtype) {
 }
 
 TEST(Rotary, BitsDoNotDependOnTheThreadCount) {
-  expect_bits_independent_of_threads<float>(DType::Float32);
-  expect_bits_independent_of_threads<double>(DType::Float64);
+  expect_rotary_bits_independent_of_threads<float>(DType::Float32);
+  expect_rotary_bits_independent_of_threads<double>(DType::Float64);
 }
 
 TEST(Rotary, SavesNothingAndIsMemoryBound) {

@@ -19,11 +19,7 @@ using testing::error_of;
 using testing::random_leaf;
 
 // 0, 1, ..., n-1 as float32 in `shape`.
-Tensor iota(const Shape& shape) {
-  std::vector<float> values(static_cast<size_t>(numel(shape)));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
-  return from_vector(values, shape);
-}
+using testing::iota;
 
 int64_t allocations() { return cpu_allocator().stats().allocations; }
 

@@ -55,7 +55,7 @@ void expect_bits_of_the_composition(const Shape& shape, DType dtype, const std::
   EXPECT_EQ(dup, up.grad().to_vector<T>()) << "dup";
 }
 
-const auto kAsIs = [](const Tensor& t) { return t; };
+using testing::kAsIs;
 
 TEST(Swiglu, HasTheBitsOfSiluTimesUp) {
   // 1001 and 37: the last vector is a partial one; (8, 256, 96) above

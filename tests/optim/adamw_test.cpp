@@ -21,7 +21,7 @@ namespace {
 using testing::leaf;
 using testing::live;
 
-void expect_matches_formula(const AdamWOptions& o) {
+void expect_adamw_matches_formula(const AdamWOptions& o) {
   const std::vector<double> p0{0.5, -1.25, 2.0};
   const std::vector<std::vector<double>> grads{{0.1, -0.2, 0.3}, {-0.4, 0.5, 0.25}, {0.05, 0.0, -0.75}};
 
@@ -65,11 +65,11 @@ TEST(AdamW, Defaults) {
   EXPECT_EQ(o.beta2, 0.999);
   EXPECT_EQ(o.eps, 1e-8);
   EXPECT_EQ(o.weight_decay, 1e-2);
-  expect_matches_formula(o);
+  expect_adamw_matches_formula(o);
 }
-TEST(AdamW, NoWeightDecay) { expect_matches_formula({.lr = 0.1, .weight_decay = 0}); }
+TEST(AdamW, NoWeightDecay) { expect_adamw_matches_formula({.lr = 0.1, .weight_decay = 0}); }
 TEST(AdamW, OtherBetasAndEps) {
-  expect_matches_formula({.lr = 0.05, .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-3, .weight_decay = 0.1});
+  expect_adamw_matches_formula({.lr = 0.05, .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-3, .weight_decay = 0.1});
 }
 
 TEST(AdamW, FirstStepMovesEachElementByAboutLr) {

@@ -20,7 +20,7 @@ using testing::live;
 
 // Three steps of SGD(options) on p0 with gradients grads[step], by hand in
 // double, next to the optimizer's run; both must agree to rounding.
-void expect_matches_formula(const SGDOptions& o) {
+void expect_sgd_matches_formula(const SGDOptions& o) {
   const std::vector<double> p0{0.5, -1.25, 2.0};
   const std::vector<std::vector<double>> grads{{0.1, -0.2, 0.3}, {-0.4, 0.5, 0.25}, {0.05, 0.0, -0.75}};
 
@@ -52,13 +52,13 @@ void expect_matches_formula(const SGDOptions& o) {
   }
 }
 
-TEST(SGD, Plain) { expect_matches_formula({.lr = 0.1}); }
-TEST(SGD, Momentum) { expect_matches_formula({.lr = 0.1, .momentum = 0.9}); }
-TEST(SGD, MomentumWithDampening) { expect_matches_formula({.lr = 0.05, .momentum = 0.8, .dampening = 0.3}); }
-TEST(SGD, Nesterov) { expect_matches_formula({.lr = 0.1, .momentum = 0.9, .nesterov = true}); }
-TEST(SGD, WeightDecay) { expect_matches_formula({.lr = 0.1, .weight_decay = 0.01}); }
+TEST(SGD, Plain) { expect_sgd_matches_formula({.lr = 0.1}); }
+TEST(SGD, Momentum) { expect_sgd_matches_formula({.lr = 0.1, .momentum = 0.9}); }
+TEST(SGD, MomentumWithDampening) { expect_sgd_matches_formula({.lr = 0.05, .momentum = 0.8, .dampening = 0.3}); }
+TEST(SGD, Nesterov) { expect_sgd_matches_formula({.lr = 0.1, .momentum = 0.9, .nesterov = true}); }
+TEST(SGD, WeightDecay) { expect_sgd_matches_formula({.lr = 0.1, .weight_decay = 0.01}); }
 TEST(SGD, EverythingTogether) {
-  expect_matches_formula({.lr = 0.2, .momentum = 0.5, .weight_decay = 0.1, .nesterov = true});
+  expect_sgd_matches_formula({.lr = 0.2, .momentum = 0.5, .weight_decay = 0.1, .nesterov = true});
 }
 
 TEST(SGD, HandComputedFirstSteps) {

@@ -29,7 +29,7 @@ struct Outcome {
   float loss = 0;
 };
 
-std::vector<std::vector<float>> grads_of(const nn::Module& model) {
+std::vector<std::vector<float>> module_grads(const nn::Module& model) {
   std::vector<std::vector<float>> grads;
   for (const Tensor& p : model.parameters()) grads.push_back(p.grad().to_vector<float>());
   return grads;
@@ -53,7 +53,7 @@ std::vector<Outcome> mlp_steps(const std::optional<PlanOptions>& options, const 
     zero_grads(model);
     const Tensor loss = cross_entropy(model.forward(x), y);
     loss.backward();
-    Outcome outcome{.grads = grads_of(model), .loss = loss.item<float>()};
+    Outcome outcome{.grads = module_grads(model), .loss = loss.item<float>()};
     if (options) outcome.report = *model.checkpointing_report();
     outcomes.push_back(std::move(outcome));
   }
@@ -216,7 +216,7 @@ std::vector<std::vector<std::vector<float>>> gpt_steps(const std::optional<PlanO
   for (int step = 0; step < 2; ++step) {
     zero_grads(model);
     model.forward(ids, targets).loss.backward();
-    grads.push_back(grads_of(model));
+    grads.push_back(module_grads(model));
     if (reports) reports->push_back(*model.checkpointing_report());
   }
   return grads;

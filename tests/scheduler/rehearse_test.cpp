@@ -24,12 +24,12 @@ using Grads = std::vector<std::vector<float>>;
 
 // A model and its batch, made once: steps run forward and backward on them,
 // so that a rehearsal and the real steps see the same tensors.
-struct Model {
+struct TinyModel {
   std::shared_ptr<nn::Module> module;
   std::function<Tensor()> loss;
 };
 
-Model gpt() {
+TinyModel tiny_gpt() {
   auto model = std::make_shared<nn::GPT>(nn::GPTConfig{.vocab_size = 17, .block_size = 16, .n_layer = 3, .n_head = 2,
                                                        .n_embd = 32, .dropout = 0.1, .seed = 6});
   Generator g(2);
@@ -38,7 +38,7 @@ Model gpt() {
   return {model, [=] { return model->forward(ids, targets).loss; }};
 }
 
-Model mlp() {
+TinyModel tiny_mlp() {
   Generator g(3);
   auto model = std::make_shared<nn::MLP>(std::vector<int64_t>{64, 128, 128, 128, 10}, g);
   CategoryGuard data(MemoryCategory::Data);
@@ -48,7 +48,7 @@ Model mlp() {
 }
 
 // One training step's forward (recorded) and backward; the gradients.
-Grads step(Checkpointer* checkpointer, const Model& model) {
+Grads step(Checkpointer* checkpointer, const TinyModel& model) {
   for (const Tensor& p : model.module->parameters()) p.set_grad(Tensor());
   Tensor loss;
   {
@@ -61,7 +61,7 @@ Grads step(Checkpointer* checkpointer, const Model& model) {
   return grads;
 }
 
-void rehearse(Checkpointer& checkpointer, const Model& model) {
+void rehearse(Checkpointer& checkpointer, const TinyModel& model) {
   checkpointer.rehearse([&] {
     Tensor loss;
     {
@@ -106,10 +106,10 @@ void expect_same_bytes(const GraphProfile& rehearsed, const GraphProfile& real) 
 }
 
 TEST(Rehearse, RecordsTheBytesOfTheRealStep) {
-  for (const auto& [name, make] : {std::pair{"gpt", &gpt}, std::pair{"mlp", &mlp}}) {
+  for (const auto& [name, make] : {std::pair{"gpt", &tiny_gpt}, std::pair{"mlp", &tiny_mlp}}) {
     for (const std::string policy : {"none", "blocks"}) {
       SCOPED_TRACE(fmt::format("{} {}", name, policy));
-      const Model model = make();
+      const TinyModel model = make();
       Checkpointer real({.policy = policy});
       step(&real, model);
       (void)real.record();  // settles the step: its graph is planned
@@ -124,9 +124,9 @@ TEST(Rehearse, RecordsTheBytesOfTheRealStep) {
 }
 
 TEST(Rehearse, KeepsEveryStepFromTheFirstWithinTheBudget) {
-  for (const auto& [name, make] : {std::pair{"gpt", &gpt}, std::pair{"mlp", &mlp}}) {
+  for (const auto& [name, make] : {std::pair{"gpt", &tiny_gpt}, std::pair{"mlp", &tiny_mlp}}) {
     Checkpointer keep_all({.policy = "none"});
-    const Model probe = make();
+    const TinyModel probe = make();
     step(&keep_all, probe);
     const int64_t top = keep_all.report().measured_peak_bytes;
     (void)keep_all.record();
@@ -137,7 +137,7 @@ TEST(Rehearse, KeepsEveryStepFromTheFirstWithinTheBudget) {
         SCOPED_TRACE(fmt::format("{} {} budget {}", name, policy, budget));
         // Twins of the same seeds: dropout masks move on with every
         // forward, so the plain twin steps alongside.
-        const Model plain = make(), checkpointed = make();
+        const TinyModel plain = make(), checkpointed = make();
         Checkpointer checkpointer({.policy = policy, .budget = budget});
         rehearse(checkpointer, checkpointed);
         EXPECT_EQ(checkpointer.plans_made(), 1);
@@ -161,12 +161,12 @@ TEST(Rehearse, KeepsEveryStepFromTheFirstWithinTheBudget) {
 
 TEST(Rehearse, RefusesABudgetBelowTheMinimumBeforeAnyStepAndChangesNothing) {
   Checkpointer keep_all({.policy = "none"});
-  const Model probe = mlp();
+  const TinyModel probe = tiny_mlp();
   step(&keep_all, probe);
   (void)keep_all.record();
   const int64_t minimum = minimum_budget(*keep_all.profile());
 
-  const Model model = mlp(), twin = mlp();
+  const TinyModel model = tiny_mlp(), twin = tiny_mlp();
   Checkpointer checkpointer({.policy = "cost", .budget = minimum - 1});
   const int64_t cpu_before = cpu_allocator().stats().live_transient;
   const std::string message = testing::error_of([&] { rehearse(checkpointer, model); });
@@ -182,7 +182,7 @@ TEST(Rehearse, RefusesABudgetBelowTheMinimumBeforeAnyStepAndChangesNothing) {
 }
 
 TEST(Rehearse, AStepWithoutRecordOrBackwardIsAnError) {
-  const Model model = mlp();
+  const TinyModel model = tiny_mlp();
   Checkpointer checkpointer({.policy = "cost", .budget = 1 << 30});
   const std::string unrecorded = testing::error_of([&] { checkpointer.rehearse([&] { model.loss().backward(); }); });
   EXPECT_TRUE(testing::contains(unrecorded, "recorded no forward")) << unrecorded;

@@ -1,5 +1,6 @@
 // Test support for the CUDA tests (CTest label cuda): skipping, with a
-// message, where no GPU is present; a buffer on GPU 0 filled from the host
+// message, where no GPU is present; GPU 0, its stream and the fused-epilogue
+// flag; a buffer on GPU 0 filled from the host
 // and read back; random values for the CPU and the GPU to share. For a CUDA
 // build only (REMAT_HAVE_CUDA).
 #pragma once
@@ -11,7 +12,12 @@
 #include <random>
 #include <vector>
 
+#include "engine/device.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/runtime.h"
+#if REMAT_CUDA_EMULATION
+#include "kernels/cuda/emulation/control.h"
+#endif
 
 // REMAT_SKIP_WITHOUT_GPU("CUDA kernels") skips with "no GPU on this machine: CUDA kernels not run".
 #define REMAT_SKIP_WITHOUT_GPU(what)                    \
@@ -19,6 +25,19 @@
   GTEST_SKIP() << "no GPU on this machine: " what " not run"
 
 namespace remat::test {
+
+inline const Device kGpu = Device::cuda(0);
+
+// GPU 0's compute stream, where the tests' kernels and copies run.
+inline kernels::cuda::Stream stream() { return kernels::cuda::compute_stream(0); }
+
+// The fused GEMM epilogues on or off for a scope, and back off after it.
+struct FusedEpilogues {
+  explicit FusedEpilogues(bool on) { kernels::cuda::set_fused_epilogues(on); }
+  ~FusedEpilogues() { kernels::cuda::set_fused_epilogues(false); }
+  FusedEpilogues(const FusedEpilogues&) = delete;
+  FusedEpilogues& operator=(const FusedEpilogues&) = delete;
+};
 
 // A buffer on GPU 0 holding `values` (or `count` zeros), freed at scope
 // exit; its copies run on GPU 0's compute stream.
@@ -37,7 +56,7 @@ struct DeviceBuffer {
     if (n) kernels::cuda::copy_device_to_host(out.data(), ptr, n * sizeof(T), stream());
     return out;
   }
-  static kernels::cuda::Stream stream() { return kernels::cuda::compute_stream(0); }
+  static kernels::cuda::Stream stream() { return test::stream(); }
   size_t n;
   T* ptr = nullptr;
 };
@@ -51,5 +70,26 @@ std::vector<T> random_values(size_t n, double low, double high, uint64_t seed) {
   for (T& v : out) v = static_cast<T>(draw(rng));
   return out;
 }
+
+// n values drawn uniformly from [-1, 1).
+template <class T>
+std::vector<T> random_values(size_t n, uint64_t seed) {
+  return random_values<T>(n, -1, 1, seed);
+}
+
+#if REMAT_CUDA_EMULATION
+// The emulated GPU starts and resumes each block's threads in a random
+// order while this lives; the order before it after (its seed, where it was
+// shuffled too, is not kept).
+struct ShuffledThreads {
+  explicit ShuffledThreads(uint64_t seed) : before(remat_emulation::thread_order()) {
+    remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, seed);
+  }
+  ~ShuffledThreads() { remat_emulation::set_thread_order(before); }
+  ShuffledThreads(const ShuffledThreads&) = delete;
+  ShuffledThreads& operator=(const ShuffledThreads&) = delete;
+  remat_emulation::ThreadOrder before;
+};
+#endif
 
 }  // namespace remat::test

@@ -1,7 +1,10 @@
 // Finite-difference gradient checks; see gradcheck.h.
 #include "tests/support/gradcheck.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <vector>
 
 #include "ops/ops.h"
 
@@ -60,6 +63,18 @@ double gradcheck(const std::function<Tensor(const Tensors&)>& f, const Tensors& 
     }
   }
   return worst;
+}
+
+Tensor iota(const Shape& shape) {
+  std::vector<float> values(static_cast<size_t>(numel(shape)));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  return from_vector(values, shape);
+}
+
+void expect_close(const Tensor& actual, const Tensor& expected, double tol, const char* what) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  const std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], e[i], tol) << what << ", element " << i;
 }
 
 }  // namespace remat::testing

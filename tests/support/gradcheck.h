@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -18,6 +19,18 @@ double gradcheck(const std::function<Tensor(const Tensors&)>& f, const Tensors& 
 
 // Random float64 leaf of `shape` requiring grad, values in [low, high).
 Tensor random_leaf(const Shape& shape, double low = -1.0, double high = 1.0, uint64_t seed = 1);
+
+// float32 0, 1, 2, ... in `shape`.
+Tensor iota(const Shape& shape);
+
+// actual within tol of expected, element by element (an assertion: a
+// failure ends the calling helper, not the test).
+void expect_close(const Tensor& actual, const Tensor& expected, double tol, const char* what);
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A tensor's identity, for the helpers that take a transform of their input.
+inline const auto kAsIs = [](const Tensor& t) { return t; };
 
 }  // namespace remat::testing
 

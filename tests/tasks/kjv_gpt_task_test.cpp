@@ -23,17 +23,15 @@
 #include "scheduler/plan.h"
 #include "scheduler/profile_json.h"
 #include "train/run_files.h"
+#include "tests/support/files.h"
+#include "tests/support/errors.h"
 
 namespace remat::tasks {
 
 using namespace remat::train;  // the Trainer, its arguments and its checks
 namespace {
 
-std::string write_text(const std::string& name, const std::string& text) {
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
-  std::ofstream(path) << text;
-  return path;
-}
+using testing::write_text;
 
 KjvGptOptions tiny_options(const std::string& path) {
   return {.n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 16, .batch_size = 8, .max_steps = 80,
@@ -249,7 +247,7 @@ std::string error_of(const KjvGptOptions& options, int* evals = nullptr) {
   return "no error";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testing::contains;
 
 std::string bytes_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -449,11 +447,7 @@ TEST(KjvGptTask, PathsThatCollideAreRefused) {
   EXPECT_FALSE(std::filesystem::exists(options.weights_path));
 }
 
-std::string temp_folder(const std::string& name) {
-  const std::string dir = (std::filesystem::temp_directory_path() / name).string();
-  std::filesystem::remove_all(dir);
-  return dir;
-}
+using testing::temp_folder;
 
 TEST(KjvGptTask, AnOutputFolderWithCheckpointsIsReplacedOnlyWhenAskedTo) {
   KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_existing.txt"));

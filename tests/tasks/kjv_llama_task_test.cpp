@@ -12,15 +12,12 @@
 #include "nn/llama_pretrained.h"
 #include "nn/safetensors.h"
 #include "tasks/kjv_gpt_task.h"
+#include "tests/support/files.h"
 
 namespace remat::tasks {
 namespace {
 
-std::string write_text(const std::string& name, const std::string& text) {
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
-  std::ofstream(path) << text;
-  return path;
-}
+using testing::write_text;
 
 std::string repeating_text(const std::string& name, int lines) {
   std::string text;
@@ -28,11 +25,7 @@ std::string repeating_text(const std::string& name, int lines) {
   return write_text(name, text);
 }
 
-std::string temp_folder(const std::string& name) {
-  const std::string folder = (std::filesystem::temp_directory_path() / name).string();
-  std::filesystem::remove_all(folder);
-  return folder;
-}
+using testing::temp_folder;
 
 KjvGptOptions tiny_llama(const std::string& path) {
   return {.model = "llama", .n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 16, .n_kv_head = 1,

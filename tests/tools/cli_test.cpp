@@ -15,6 +15,8 @@
 #include <string>
 #include <utility>
 
+#include "tests/support/errors.h"
+
 namespace {
 
 // A run's streams apart: what a test parses or counts is stdout alone, so
@@ -48,7 +50,7 @@ Outcome run_remat(const std::string& args) {
   return run;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using remat::testing::contains;
 
 TEST(Cli, UnknownFlagIsNamed) {
   const Outcome run = run_remat("bench --workload W1 --polcy none");

@@ -19,18 +19,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/errors.h"
+#include "tests/support/files.h"
+
 extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using remat::testing::contains;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using remat::testing::read_file;
 
 struct Finished {
   int exit_code = -1;  // -1: it did not exit by itself

@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "tests/support/errors.h"
+#include "tests/support/files.h"
 
 namespace remat::train {
 namespace {
@@ -19,12 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::contains;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+using testing::read_file;
+using testing::write_file;
 
 // A folder of two files and their manifest.
 fs::path folder_with_manifest(const std::string& name) {

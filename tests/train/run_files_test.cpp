@@ -10,22 +10,15 @@
 #include <fstream>
 
 #include "engine/error.h"
+#include "tests/support/errors.h"
 
 namespace remat::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testing::contains;
+using testing::error_of;
 
 class RunFiles : public ::testing::Test {
  protected:

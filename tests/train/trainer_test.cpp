@@ -16,6 +16,7 @@
 #include "nn/mlp.h"
 #include "nn/safetensors.h"
 #include "tests/support/errors.h"
+#include "tests/support/files.h"
 
 namespace remat::train {
 namespace {
@@ -244,12 +245,8 @@ struct SavedRun {
   }
 };
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+using testing::read_file;
+using testing::write_file;
 
 // `folder` as a remat before manifests saved it: no manifest.json, and no
 // "manifest" key in its checkpoint.safetensors' metadata.

@@ -13,7 +13,7 @@
 namespace remat::workloads {
 namespace {
 
-constexpr int64_t kMiB = 1024 * 1024;
+constexpr int64_t kMebibyte = 1024 * 1024;
 
 TradeoffRow measured(const char* policy, int64_t peak, double ms) {
   TradeoffRow row;
@@ -24,7 +24,7 @@ TradeoffRow measured(const char* policy, int64_t peak, double ms) {
   return row;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
+std::vector<std::string> csv_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
@@ -43,19 +43,19 @@ TEST(Tradeoff, ParetoKeepsRowsNoOtherBeatsInBothPeakAndTime) {
 }
 
 TEST(Tradeoff, CsvHasTheHeaderAndOneLinePerMeasuredRow) {
-  std::vector<TradeoffRow> rows{measured("none", 20 * kMiB, 400), measured("cost", 10 * kMiB, 440),
+  std::vector<TradeoffRow> rows{measured("none", 20 * kMebibyte, 400), measured("cost", 10 * kMebibyte, 440),
                                 measured("chain", 0, 0)};
   rows[0].time_vs_keep_all = 1.0;
-  rows[0].report.saved_bytes_after_forward = 16 * kMiB;
-  rows[1].report.budget = 10 * kMiB;
-  rows[1].report.predicted_peak_activation_bytes = 10 * kMiB + kMiB / 2;
+  rows[0].report.saved_bytes_after_forward = 16 * kMebibyte;
+  rows[1].report.budget = 10 * kMebibyte;
+  rows[1].report.predicted_peak_activation_bytes = 10 * kMebibyte + kMebibyte / 2;
   rows[1].report.recompute_ms = 12.5;
   rows[1].report.replayed_nodes = 7;
   rows[1].time_vs_keep_all = 1.1;
   rows[1].report.chosen_by = "cost";
   rows[1].report.planning_ms = 12.34;
   rows[2].skipped = "plan: policy chain cannot fit";
-  const std::vector<std::string> lines = lines_of(tradeoff_csv(rows));
+  const std::vector<std::string> lines = csv_lines(tradeoff_csv(rows));
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0],
             "workload,engine,policy,budget_mib,peak_activation_mib,predicted_peak_mib,step_ms,time_vs_keep_all,"
@@ -67,7 +67,7 @@ TEST(Tradeoff, CsvHasTheHeaderAndOneLinePerMeasuredRow) {
   ASSERT_EQ(json.size(), 3u);
   EXPECT_EQ(json[0]["engine"], "remat");
   EXPECT_TRUE(json[0]["budget_fraction"].is_null());
-  EXPECT_EQ(json[1]["budget_bytes"], 10 * kMiB);
+  EXPECT_EQ(json[1]["budget_bytes"], 10 * kMebibyte);
   EXPECT_EQ(json[2]["skipped"], "plan: policy chain cannot fit");
   EXPECT_EQ(json[2]["pareto"], false);
   for (const auto& j : json) EXPECT_TRUE(j.contains("pareto"));
@@ -126,7 +126,7 @@ TEST(TradeoffSlow, W1SweepRunsEveryPolicyAndSkipsAnUnreachableBudget) {
   EXPECT_FALSE(keep_all.report.budget.has_value());
   EXPECT_EQ(keep_all.time_vs_keep_all, 1.0);
   const int64_t peak = keep_all.report.peak_activation_bytes;
-  EXPECT_GT(peak, 20 * kMiB);
+  EXPECT_GT(peak, 20 * kMebibyte);
 
   // 10% of keep-all (2 MiB) is below one Linear's weight gradient: no plan fits
   // (W1 reaches 12 of its 20 MiB at best).
@@ -162,7 +162,7 @@ TEST(TradeoffSlow, W1SweepRunsEveryPolicyAndSkipsAnUnreachableBudget) {
   for (const TradeoffRow& row : rows) on_front += row.pareto;
   EXPECT_GE(on_front, 1);
 
-  const std::vector<std::string> csv = lines_of(tradeoff_csv(rows));
+  const std::vector<std::string> csv = csv_lines(tradeoff_csv(rows));
   EXPECT_EQ(csv.front(), kTradeoffCsvHeader);
   size_t skipped = 0;
   for (const TradeoffRow& row : rows) skipped += !row.ran();
