@@ -399,8 +399,10 @@ TEST(Cli, ALlamaIsSizedByItsFlags) {
   }
 }
 
-// W4 under a couple of policies, one short step each (a few seconds).
-TEST(Cli, W4RunsUnderPolicies) {
+// W4 under a couple of policies, one short step each. Slow: 14 s in the
+// Release build, 42 s under the sanitizers, where tests/nn's small Llamas
+// run its ops instead.
+TEST(CliSlow, W4RunsUnderPolicies) {
   for (const char* policy : {"blocks", "chain --budget 50%"}) {
     const Outcome run = run_remat(std::string("bench --workload W4 --threads 1 --steps 1 --warmup 0 --json --policy ") +
                                   policy);
