@@ -39,16 +39,11 @@ using test::random_values;
 
 using test::stream;
 
-template <class T>
-std::vector<unsigned char> bytes_of(const std::vector<T>& v) {
-  std::vector<unsigned char> out(v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
+using test::bytes_of;
 
 // |got - want| <= rtol * terms + atol, terms the sum of the magnitudes added.
 template <class T>
-void expect_close(const std::vector<T>& got, const std::vector<T>& want, const std::vector<double>& terms,
+void expect_sums_close(const std::vector<T>& got, const std::vector<T>& want, const std::vector<double>& terms,
                   const std::string& what) {
   const double rtol = sizeof(T) == 4 ? 1e-5 : 1e-12, atol = sizeof(T) == 4 ? 1e-6 : 1e-13;
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -131,7 +126,7 @@ void sum_to_in_chunks(const SumCase& c, uint64_t seed) {
 #endif
   std::vector<T> values(static_cast<size_t>(n));
   std::memcpy(values.data(), got.bytes[0].data(), got.bytes[0].size());
-  expect_close(values, cpu, std::vector<double>(terms.begin(), terms.end()), what);
+  expect_sums_close(values, cpu, std::vector<double>(terms.begin(), terms.end()), what);
 }
 
 TEST(CudaColumnSums, SumToInChunksMatchesTheCpuAndRepeats) {
@@ -187,8 +182,8 @@ void layer_norm_sums_in_chunks(int64_t rows, int64_t channels, int64_t chunks, u
   std::vector<T> dw(c), db(c);
   std::memcpy(dw.data(), got.bytes[0].data(), got.bytes[0].size());
   std::memcpy(db.data(), got.bytes[1].data(), got.bytes[1].size());
-  expect_close(dw, dweight, dweight_terms, what + " dweight");
-  expect_close(db, dbias, dbias_terms, what + " dbias");
+  expect_sums_close(dw, dweight, dweight_terms, what + " dweight");
+  expect_sums_close(db, dbias, dbias_terms, what + " dbias");
   // dbias alone (dweight null): the same bits.
   DeviceBuffer<T> d_db_alone(c);
   cuda_k::layer_norm_backward<T>(nullptr, nullptr, d_db_alone.ptr, nullptr, d_dout.ptr, d_x.ptr, d_weight.ptr,

@@ -52,17 +52,9 @@ struct Padded {
   E* ptr = nullptr;
 };
 
-std::vector<int64_t> dense(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
+using test::dense_strides;
 
-int64_t numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
+using test::element_count;
 
 // The offset of element i (row-major over shape) through strides.
 int64_t offset(int64_t i, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
@@ -86,12 +78,12 @@ struct Case {
 Case head_merge(int64_t b, int64_t t, int64_t h, int64_t d) {
   const std::vector<int64_t> shape{b, t, h, d};
   const int64_t n = b * t * h * d;
-  return {"head merge " + std::to_string(d), shape, dense(shape), {h * t * d, d, t * d, 1}, n, n};
+  return {"head merge " + std::to_string(d), shape, dense_strides(shape), {h * t * d, d, t * d, 1}, n, n};
 }
 
 template <class E>
 void check_case(const Case& c) {
-  const int64_t n = numel(c.shape);
+  const int64_t n = element_count(c.shape);
   std::vector<E> src(static_cast<size_t>(c.src_size));
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<E>(i * 2654435761u + 7);
   // The expected destination, element by element; untouched elements stay 0.
@@ -125,7 +117,7 @@ const std::vector<Case>& cases() {
     // (B, H, T, D) <- q of qkv (B, T, 3C): the view nn/gpt.cpp's heads() makes.
     {
       const int64_t b = 2, t = 41, h = 6, d = 32, c = h * d;
-      out.push_back({"q out of qkv", {b, h, t, d}, dense({b, h, t, d}), {t * 3 * c, d, 3 * c, 1}, b * h * t * d,
+      out.push_back({"q out of qkv", {b, h, t, d}, dense_strides({b, h, t, d}), {t * 3 * c, d, 3 * c, 1}, b * h * t * d,
                      b * t * 3 * c});
     }
     // dk: (B, T, C) into a window of (B, T, 3C), read from (B, C, T): a
@@ -138,7 +130,7 @@ const std::vector<Case>& cases() {
     // Five axes, reversed: no two merge, columns strided on the source.
     {
       const std::vector<int64_t> shape{3, 4, 5, 6, 7};
-      out.push_back({"5 axes reversed", shape, dense(shape), {1, 3, 12, 60, 360}, numel(shape), numel(shape)});
+      out.push_back({"5 axes reversed", shape, dense_strides(shape), {1, 3, 12, 60, 360}, element_count(shape), element_count(shape)});
     }
     return out;
   }();
@@ -190,10 +182,10 @@ TEST(CudaCopy, AlignedHeadRowsMoveSixteenBytesAThread) {
 
 TEST(CudaCopy, PathsFollowTheMergedAxes) {
   const std::vector<int64_t> shape{4, 5, 6};
-  EXPECT_EQ(cuda_k::strided_copy_path(dense(shape), dense(shape), shape), CopyPath::Memcpy);
-  EXPECT_EQ(cuda_k::strided_copy_path(dense(shape), {5 * 6 + 3, 6, 1}, shape), CopyPath::TwoAxes);  // rows of a wider buffer
-  EXPECT_EQ(cuda_k::strided_copy_path(dense(shape), {6, 24, 1}, shape), CopyPath::Rows);
-  EXPECT_EQ(cuda_k::strided_copy_path(dense({4, 0, 6}), {0, 6, 1}, {4, 0, 6}), CopyPath::Nothing);
+  EXPECT_EQ(cuda_k::strided_copy_path(dense_strides(shape), dense_strides(shape), shape), CopyPath::Memcpy);
+  EXPECT_EQ(cuda_k::strided_copy_path(dense_strides(shape), {5 * 6 + 3, 6, 1}, shape), CopyPath::TwoAxes);  // rows of a wider buffer
+  EXPECT_EQ(cuda_k::strided_copy_path(dense_strides(shape), {6, 24, 1}, shape), CopyPath::Rows);
+  EXPECT_EQ(cuda_k::strided_copy_path(dense_strides({4, 0, 6}), {0, 6, 1}, {4, 0, 6}), CopyPath::Nothing);
 }
 
 // GPT's attention as nn/gpt.cpp writes it, on the GPU: every copy of 3 or

@@ -46,16 +46,16 @@ using test::stream;
 // starts at element 1, 4 or 8 bytes past a 16-byte boundary), freed at
 // scope exit.
 template <class T>
-struct Device {
-  Device(const std::vector<T>& values, size_t pad = 0) : n(values.size()), pad(pad) {
+struct PaddedArray {
+  PaddedArray(const std::vector<T>& values, size_t pad = 0) : n(values.size()), pad(pad) {
     base = static_cast<T*>(cuda_k::device_malloc((n + pad + 1) * sizeof(T), 0));
     ptr = base + pad;
     if (n) cuda_k::copy_host_to_device(ptr, values.data(), n * sizeof(T), stream());
   }
-  Device(size_t n, size_t pad) : Device(std::vector<T>(n), pad) {}
-  ~Device() { cuda_k::device_free(base, 0); }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
+  PaddedArray(size_t n, size_t pad) : PaddedArray(std::vector<T>(n), pad) {}
+  ~PaddedArray() { cuda_k::device_free(base, 0); }
+  PaddedArray(const PaddedArray&) = delete;
+  PaddedArray& operator=(const PaddedArray&) = delete;
   std::vector<T> read() const {
     std::vector<T> out(n);
     if (n) cuda_k::copy_device_to_host(out.data(), ptr, n * sizeof(T), stream());
@@ -78,7 +78,7 @@ void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want, con
 
 // |got - want| <= rtol |want| + atol, as cuda_kernels_test.cpp.
 template <class T>
-void expect_close(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
+void expect_elementwise_close(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
   const double rtol = sizeof(T) == 4 ? 1e-5 : 1e-12, atol = sizeof(T) == 4 ? 1e-6 : 1e-14;
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -87,17 +87,9 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, const s
   }
 }
 
-std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
+using test::dense_strides;
 
-int64_t count_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
+using test::element_count;
 
 // `values` (dense over shape) stored with the axes reversed: strides that no
 // two neighbouring axes share, so that the kernels take offsets_of's path
@@ -110,7 +102,7 @@ std::vector<T> reversed_storage(const std::vector<T>& values, const std::vector<
   strides.assign(rs.rbegin(), rs.rend());
   const std::vector<int64_t> ds = dense_strides(shape);
   std::vector<T> out(values.size());
-  for (int64_t i = 0; i < count_of(shape); ++i) {
+  for (int64_t i = 0; i < element_count(shape); ++i) {
     int64_t at = 0, rest = i;
     for (size_t d = 0; d < shape.size(); ++d) {
       at += rest / ds[d] * strides[d];
@@ -127,7 +119,7 @@ template <class T>
 void binary_paths() {
   // Dense, odd and over many blocks: aligned, then every operand at element 1.
   const std::vector<int64_t> shape{37, 41, 67};  // 101,639 elements, no axis merges once reversed
-  const int64_t n = count_of(shape);
+  const int64_t n = element_count(shape);
   const std::vector<T> a = random_values<T>(static_cast<size_t>(n), -3, 3, 1);
   const std::vector<T> b = random_values<T>(static_cast<size_t>(n), 0.5, 2, 2);
   const std::vector<int64_t> ds = dense_strides(shape);
@@ -138,12 +130,12 @@ void binary_paths() {
     std::vector<T> cpu(static_cast<size_t>(n));
     cpu_k::binary_forward<T>(op, cpu.data(), a.data(), ds, b.data(), ds, shape);
     for (size_t pad : {0, 1}) {
-      Device<T> d_a(a, pad), d_b(b, pad), d_out(static_cast<size_t>(n), pad);
+      PaddedArray<T> d_a(a, pad), d_b(b, pad), d_out(static_cast<size_t>(n), pad);
       cuda_k::binary_forward<T>(op, d_out.ptr, d_a.ptr, ds, d_b.ptr, ds, shape, stream());
       expect_same_bits(d_out.read(), cpu, what + " dense, pad " + std::to_string(pad));
     }
     {  // a read through reversed strides: offsets_of's division per element
-      Device<T> d_a(a_reversed), d_b(b), d_out(static_cast<size_t>(n), 0);
+      PaddedArray<T> d_a(a_reversed), d_b(b), d_out(static_cast<size_t>(n), 0);
       cuda_k::binary_forward<T>(op, d_out.ptr, d_a.ptr, reversed, d_b.ptr, ds, shape, stream());
       expect_same_bits(d_out.read(), cpu, what + " strided");
     }
@@ -152,7 +144,7 @@ void binary_paths() {
   // and a scalar (b steps 0); in place, out = a, as gradient accumulation.
   for (int64_t cols : {768, 77}) {
     const std::vector<int64_t> rows_shape{301, cols};
-    const int64_t m = count_of(rows_shape);
+    const int64_t m = element_count(rows_shape);
     const std::vector<T> x = random_values<T>(static_cast<size_t>(m), -3, 3, 3);
     const std::vector<T> bias = random_values<T>(static_cast<size_t>(cols), -1, 1, 4);
     for (const std::vector<int64_t>& b_strides : {std::vector<int64_t>{0, 1}, std::vector<int64_t>{0, 0}}) {
@@ -162,7 +154,7 @@ void binary_paths() {
         const std::string what = "op " + std::to_string(static_cast<int>(op)) + ", cols " + std::to_string(cols) +
                                  (b_strides[1] ? ", bias" : ", scalar");
         for (size_t pad : {0, 1}) {
-          Device<T> d_x(x, pad), d_bias(bias, pad);
+          PaddedArray<T> d_x(x, pad), d_bias(bias, pad);
           cuda_k::binary_forward<T>(op, d_x.ptr, d_x.ptr, dense_strides(rows_shape), d_bias.ptr, b_strides, rows_shape,
                                     stream());
           expect_same_bits(d_x.read(), cpu, what + ", in place, pad " + std::to_string(pad));
@@ -178,7 +170,7 @@ TEST(CudaElementwise, BinaryPathsGiveTheCpusBits) {
   binary_paths<double>();
 }
 
-// n: many blocks, not a multiple of a pack.
+// The elements of each test: many blocks, not a multiple of a pack.
 constexpr size_t kLength = 200003;
 
 // One math of kernels/unary_math.h, aligned and at element 1: the same
@@ -192,21 +184,21 @@ void unary_paths_of() {
   const cuda_k::Stream s = stream();
   std::vector<T> y(kLength), dx(kLength);
   cpu_k::unary_forward<Math>(y.data(), x.data(), n);
-  Device<T> a_in(x, 0), a_out(kLength, 0), u_in(x, 1), u_out(kLength, 1);
+  PaddedArray<T> a_in(x, 0), a_out(kLength, 0), u_in(x, 1), u_out(kLength, 1);
   cuda_k::unary_forward<Math>(a_out.ptr, a_in.ptr, n, s);
   cuda_k::unary_forward<Math>(u_out.ptr, u_in.ptr, n, s);
   const std::vector<T> aligned = a_out.read();
   expect_same_bits(u_out.read(), aligned, name + " forward: at element 1 against aligned");
-  expect_close(aligned, y, name + " forward");
+  expect_elementwise_close(aligned, y, name + " forward");
   // Backward reads dout and the input or the CPU's output, as the math says.
   const std::vector<T>& v = Math::kReads == UnaryReads::Output ? y : x;
   cpu_k::unary_backward<Math>(dx.data(), dout.data(), v.data(), n);
-  Device<T> a_g(dout, 0), a_v(v, 0), a_dx(kLength, 0), u_g(dout, 1), u_v(v, 1), u_dx(kLength, 1);
+  PaddedArray<T> a_g(dout, 0), a_v(v, 0), a_dx(kLength, 0), u_g(dout, 1), u_v(v, 1), u_dx(kLength, 1);
   cuda_k::unary_backward<Math>(a_dx.ptr, a_g.ptr, a_v.ptr, n, s);
   cuda_k::unary_backward<Math>(u_dx.ptr, u_g.ptr, u_v.ptr, n, s);
   const std::vector<T> aligned_dx = a_dx.read();
   expect_same_bits(u_dx.read(), aligned_dx, name + " backward: at element 1 against aligned");
-  expect_close(aligned_dx, dx, name + " backward");
+  expect_elementwise_close(aligned_dx, dx, name + " backward");
 }
 
 template <class T>
@@ -222,7 +214,7 @@ void unary_paths() {
     std::vector<T> cpu(n);
     cpu_k::scale<T>(cpu.data(), v.data(), T(-1.5), static_cast<int64_t>(n));
     for (size_t pad : {0, 1}) {
-      Device<T> d_in(v, pad), d_out(n, pad);
+      PaddedArray<T> d_in(v, pad), d_out(n, pad);
       cuda_k::scale<T>(d_out.ptr, d_in.ptr, T(-1.5), static_cast<int64_t>(n), s);
       expect_same_bits(d_out.read(), cpu, "scale, n " + std::to_string(n) + ", pad " + std::to_string(pad));
       cuda_k::fill<T>(d_out.ptr, T(0.25), static_cast<int64_t>(n), s);
@@ -245,7 +237,7 @@ TEST(CudaElementwise, AlignedDenseOperandsMoveSixteenBytesAThread) {
   REMAT_SKIP_WITHOUT_GPU("CUDA kernels");
   const std::vector<float> x = random_values<float>(kLength, -1, 1, 14);
   const auto blocks_of = [&](size_t pad) {
-    Device<float> d_x(x, pad), d_out(kLength, pad);
+    PaddedArray<float> d_x(x, pad), d_out(kLength, pad);
     cuda_k::synchronize(stream());
     const uint64_t before = remat_emulation::counters().blocks;
     cuda_k::unary_forward<Relu>(d_out.ptr, d_x.ptr, static_cast<int64_t>(kLength), stream());
@@ -263,7 +255,7 @@ void masked_fill_paths() {
   // stepping (0, 33, 1): two axes, (12, 1089), odd rows.
   const int64_t t = 33;
   const std::vector<int64_t> shape{12, t, t};
-  const int64_t n = count_of(shape);
+  const int64_t n = element_count(shape);
   const std::vector<T> x = random_values<T>(static_cast<size_t>(n), -2, 2, 9);
   std::vector<M> mask(static_cast<size_t>(t * t));
   for (int64_t i = 0; i < t; ++i) {
@@ -273,16 +265,16 @@ void masked_fill_paths() {
   std::vector<T> cpu(static_cast<size_t>(n));
   cpu_k::masked_fill_forward<T, M>(cpu.data(), x.data(), dense_strides(shape), mask.data(), mask_strides, shape, T(-1e9));
   for (size_t pad : {0, 1}) {
-    Device<T> d_x(x, pad), d_out(static_cast<size_t>(n), pad);
-    Device<M> d_mask(mask, pad);
+    PaddedArray<T> d_x(x, pad), d_out(static_cast<size_t>(n), pad);
+    PaddedArray<M> d_mask(mask, pad);
     cuda_k::masked_fill_forward<T, M>(d_out.ptr, d_x.ptr, dense_strides(shape), d_mask.ptr, mask_strides, shape, T(-1e9),
                                       stream());
     expect_same_bits(d_out.read(), cpu, "masked_fill, pad " + std::to_string(pad));
   }
   std::vector<int64_t> reversed;
   const std::vector<T> x_reversed = reversed_storage(x, shape, reversed);
-  Device<T> d_x(x_reversed), d_out(static_cast<size_t>(n), 0);
-  Device<M> d_mask(mask);
+  PaddedArray<T> d_x(x_reversed), d_out(static_cast<size_t>(n), 0);
+  PaddedArray<M> d_mask(mask);
   cuda_k::masked_fill_forward<T, M>(d_out.ptr, d_x.ptr, reversed, d_mask.ptr, mask_strides, shape, T(-1e9), stream());
   expect_same_bits(d_out.read(), cpu, "masked_fill, x strided");
 }
@@ -298,14 +290,14 @@ TEST(CudaElementwise, MaskedFillPathsGiveTheCpusBits) {
 template <class E>
 void copy_paths() {
   const std::vector<int64_t> shape{29, 31, 37};  // 33,263 elements
-  const int64_t n = count_of(shape);
+  const int64_t n = element_count(shape);
   std::vector<E> values(static_cast<size_t>(n));
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<E>(i * 2654435761u);
   const std::vector<int64_t> ds = dense_strides(shape);
   for (size_t pad : {0, 1}) {
     const std::string p = ", pad " + std::to_string(pad) + ", " + std::to_string(sizeof(E)) + "-byte elements";
     // Dense on both sides: one device-to-device copy.
-    Device<E> d_src(values, pad), d_dst(static_cast<size_t>(n), pad);
+    PaddedArray<E> d_src(values, pad), d_dst(static_cast<size_t>(n), pad);
     cuda_k::strided_copy(d_dst.ptr, d_src.ptr, sizeof(E), shape, ds, stream());
     expect_same_bits(d_dst.read(), values, "dense copy" + p);
     // The first 31 * 37 columns of a (29, 31 * 37 + 3) buffer: two axes.
@@ -314,18 +306,18 @@ void copy_paths() {
     for (int64_t r = 0; r < 29; ++r) {
       for (int64_t c = 0; c < 31 * 37; ++c) padded[static_cast<size_t>(r * wide + c)] = values[static_cast<size_t>(r * 31 * 37 + c)];
     }
-    Device<E> d_padded(padded, pad), d_out(static_cast<size_t>(n), pad);
+    PaddedArray<E> d_padded(padded, pad), d_out(static_cast<size_t>(n), pad);
     cuda_k::strided_copy(d_out.ptr, d_padded.ptr, sizeof(E), shape, {wide, 37, 1}, stream());
     expect_same_bits(d_out.read(), values, "rows of a wider buffer" + p);
     // Into a strided destination: the two-strided overload, back again.
-    Device<E> d_back(padded.size(), pad);
+    PaddedArray<E> d_back(padded.size(), pad);
     cuda_k::strided_copy(d_back.ptr, {wide, 37, 1}, d_out.ptr, ds, sizeof(E), shape, stream());
     expect_same_bits(d_back.read(), padded, "into rows of a wider buffer" + p);  // the last 3 columns: 0 in both
   }
   // Reversed axes: the rows path of three or more axes, against the CPU.
   std::vector<int64_t> reversed;
   const std::vector<E> stored = reversed_storage(values, shape, reversed);
-  Device<E> d_stored(stored), d_out(static_cast<size_t>(n), 0);
+  PaddedArray<E> d_stored(stored), d_out(static_cast<size_t>(n), 0);
   cuda_k::strided_copy(d_out.ptr, d_stored.ptr, sizeof(E), shape, reversed, stream());
   if (sizeof(E) > 1) {  // the CPU's strided_copy takes 2, 4 and 8 bytes (1 copies nothing)
     std::vector<E> cpu(static_cast<size_t>(n));
@@ -351,7 +343,7 @@ void dropout_paths() {
     std::vector<T> cpu(n);
     cpu_k::dropout_forward<T>(cpu.data(), x.data(), static_cast<int64_t>(n), mask, T(1) / T(0.7));
     for (size_t pad : {0, 1}) {
-      Device<T> d_x(x, pad), d_out(n, pad);
+      PaddedArray<T> d_x(x, pad), d_out(n, pad);
       cuda_k::dropout_forward<T>(d_out.ptr, d_x.ptr, static_cast<int64_t>(n), mask, T(1) / T(0.7), stream());
       expect_same_bits(d_out.read(), cpu, "dropout, n " + std::to_string(n) + ", pad " + std::to_string(pad));
       cuda_k::dropout_backward<T>(d_out.ptr, d_x.ptr, static_cast<int64_t>(n), mask, T(1) / T(0.7), stream());
@@ -381,12 +373,12 @@ void layer_norm_apply_rows() {
     cpu_k::layer_norm_apply<T>(cpu.data(), mean.data(), rstd.data(), x.data(), weight.data(), bias.data(), rows,
                                channels);
     cpu_k::layer_norm_apply<T>(cpu_plain.data(), mean.data(), rstd.data(), x.data(), nullptr, nullptr, rows, channels);
-    Device<T> d_x(x), d_w(weight), d_b(bias), d_mean(mean), d_rstd(rstd), d_out(n, 0);
+    PaddedArray<T> d_x(x), d_w(weight), d_b(bias), d_mean(mean), d_rstd(rstd), d_out(n, 0);
     const std::string what = "layer_norm_apply, channels " + std::to_string(channels);
     cuda_k::layer_norm_apply<T>(d_out.ptr, d_mean.ptr, d_rstd.ptr, d_x.ptr, d_w.ptr, d_b.ptr, rows, channels, stream());
-    expect_close(d_out.read(), cpu, what);
+    expect_elementwise_close(d_out.read(), cpu, what);
     cuda_k::layer_norm_apply<T>(d_out.ptr, d_mean.ptr, d_rstd.ptr, d_x.ptr, nullptr, nullptr, rows, channels, stream());
-    expect_close(d_out.read(), cpu_plain, what + ", no weight or bias");
+    expect_elementwise_close(d_out.read(), cpu_plain, what + ", no weight or bias");
   }
 }
 

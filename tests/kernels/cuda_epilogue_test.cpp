@@ -31,15 +31,7 @@ using test::random_values;
 using test::stream;
 
 // max |x - y| over max |y|.
-template <class T>
-double relative_gap(const std::vector<T>& x, const std::vector<T>& y) {
-  double gap = 0, scale = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    gap = std::max(gap, std::abs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(y[i])));
-  }
-  return gap / scale;
-}
+using test::relative_gap;
 
 template <class T>
 double tolerance() {

@@ -48,7 +48,7 @@ struct FlashCase {
   double scale = 0;  // 0: 1 / sqrt(D)
 };
 
-std::string name_of(const FlashCase& c) {
+std::string flash_name(const FlashCase& c) {
   return "B " + std::to_string(c.batch) + ", Hq " + std::to_string(c.heads) + ", Hkv " + std::to_string(c.kv_heads) +
          ", Tq " + std::to_string(c.q_len) + ", Tk " + std::to_string(c.kv_len) + ", D " + std::to_string(c.head_dim) +
          (c.causal ? ", causal" : ", full") + (c.strided ? ", strided" : ", dense");
@@ -217,7 +217,7 @@ GpuResult<T> run_gpu(const FlashCase& c, const Inputs<T>& in) {
 
 // The first element with |got - want| > rtol |want| + atol (an infinite
 // want must be met exactly).
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol,
+void expect_flash_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol,
                   const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -241,7 +241,7 @@ using test::ShuffledThreads;
 
 template <class T>
 void check_flash(const FlashCase& c) {
-  SCOPED_TRACE(name_of(c) + (sizeof(T) == 4 ? ", float32" : ", float64"));
+  SCOPED_TRACE(flash_name(c) + (sizeof(T) == 4 ? ", float32" : ", float64"));
   // float32 sums of up to 256 products and 97 keys, against double.
   const double rtol = sizeof(T) == 4 ? 1e-4 : 1e-10, atol = sizeof(T) == 4 ? 1e-5 : 1e-12;
   const Inputs<T> in = inputs_of<T>(c, 11);
@@ -259,11 +259,11 @@ void check_flash(const FlashCase& c) {
       }
     }
   }
-  expect_close(out, ref.out, rtol, atol, "out");
-  expect_close(widened(gpu.lse), ref.lse, rtol, atol, "lse");
-  expect_close(widened(gpu.dq), ref.dq, rtol, atol, "dq");
-  expect_close(widened(gpu.dk), ref.dk, rtol, atol, "dk");
-  expect_close(widened(gpu.dv), ref.dv, rtol, atol, "dv");
+  expect_flash_close(out, ref.out, rtol, atol, "out");
+  expect_flash_close(widened(gpu.lse), ref.lse, rtol, atol, "lse");
+  expect_flash_close(widened(gpu.dq), ref.dq, rtol, atol, "dq");
+  expect_flash_close(widened(gpu.dk), ref.dk, rtol, atol, "dk");
+  expect_flash_close(widened(gpu.dv), ref.dv, rtol, atol, "dv");
   if (c.strided) {  // the spare head of out's buffer is untouched
     for (int64_t b = 0; b < c.batch; ++b) {
       for (int64_t i = 0; i < c.q_len; ++i) {

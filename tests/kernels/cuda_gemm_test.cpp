@@ -61,15 +61,7 @@ std::vector<T> cpu_product(const std::vector<T>& a, const std::vector<T>& b, int
 }
 
 // max |x - y| over max |y|.
-template <class T>
-double gap_to(const std::vector<T>& x, const std::vector<T>& y) {
-  double gap = 0, scale = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    gap = std::max(gap, std::abs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(y[i])));
-  }
-  return gap / scale;
-}
+using test::relative_gap;
 
 struct Tf32Scope {  // the process's setting back to off, whatever the test did
   explicit Tf32Scope(bool on) { cuda_k::set_allow_tf32(on); }
@@ -88,17 +80,17 @@ TEST(CudaGemm, Tf32IsOffByDefaultAndRoundsTheInputsWhenOn) {
   for (float& v : b_tf32) v = tf32(v);
   const std::vector<float> rounded = cpu_product(a_tf32, b_tf32, m, n, k);
   const std::vector<float> off = gpu_product(a, b, m, n, k);
-  EXPECT_LE(gap_to(off, fp32), 1e-5);
+  EXPECT_LE(relative_gap(off, fp32), 1e-5);
   std::vector<float> on;
   {
     const Tf32Scope scope(true);
     on = gpu_product(a, b, m, n, k);
   }
-  EXPECT_LE(gap_to(on, rounded), 1e-5) << "TF32 on: the product of the rounded inputs";
-  const double gap = gap_to(on, fp32);
+  EXPECT_LE(relative_gap(on, rounded), 1e-5) << "TF32 on: the product of the rounded inputs";
+  const double gap = relative_gap(on, fp32);
   EXPECT_GE(gap, 1e-5) << "TF32 on gave float32's product: the flag did not reach cuBLAS";
   EXPECT_LE(gap, 1e-2);
-  EXPECT_LE(gap_to(gpu_product(a, b, m, n, k), fp32), 1e-5) << "TF32 stayed on";
+  EXPECT_LE(relative_gap(gpu_product(a, b, m, n, k), fp32), 1e-5) << "TF32 stayed on";
 }
 
 TEST(CudaGemm, Tf32LeavesDoubleGemmsAlone) {

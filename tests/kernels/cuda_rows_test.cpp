@@ -63,12 +63,7 @@ void expect_rows_close(const std::vector<T>& cuda, const std::vector<T>& cpu, co
 
 // The outputs of one run, as bytes: compared bit for bit across runs.
 using Bytes = std::vector<unsigned char>;
-template <class T>
-Bytes row_bytes(const std::vector<T>& v) {
-  Bytes out(v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
+using test::bytes_of;
 template <class T>
 std::vector<T> values_of(const Bytes& b) {
   std::vector<T> out(b.size() / sizeof(T));
@@ -127,8 +122,8 @@ void softmax_family_parity(const RowShape& s, uint64_t seed) {
     cuda_k::log_softmax_forward<T>(d_log_out.ptr, d_x.ptr, s.outer, s.n, s.inner, stream());
     cuda_k::softmax_backward<T>(d_dsoft.ptr, d_dout.ptr, d_soft.ptr, s.outer, s.n, s.inner, stream());
     cuda_k::log_softmax_backward<T>(d_dlog.ptr, d_dout.ptr, d_log_soft.ptr, s.outer, s.n, s.inner, stream());
-    return std::vector<Bytes>{row_bytes(d_out.read()), row_bytes(d_log_out.read()), row_bytes(d_dsoft.read()),
-                              row_bytes(d_dlog.read())};
+    return std::vector<Bytes>{bytes_of(d_out.read()), bytes_of(d_log_out.read()), bytes_of(d_dsoft.read()),
+                              bytes_of(d_dlog.read())};
   });
   expect_rows_close(values_of<T>(got[0]), soft, "softmax_forward " + where);
   expect_rows_close(values_of<T>(got[1]), log_soft, "log_softmax_forward " + where);
@@ -169,7 +164,7 @@ void grid_stride_parity(const RowShape& s) {
   expect_rows_close(got, cpu, "log_softmax_forward " + name_of(s, 4));
 #if REMAT_CUDA_EMULATION
   const ShuffledThreads shuffled(7);
-  EXPECT_TRUE(row_bytes(run()) == row_bytes(got)) << name_of(s, 4) << ": the shuffled thread order gave other bits";
+  EXPECT_TRUE(bytes_of(run()) == bytes_of(got)) << name_of(s, 4) << ": the shuffled thread order gave other bits";
 #endif
 }
 
@@ -216,9 +211,9 @@ void cross_entropy_parity(int64_t rows, int64_t classes, uint64_t seed) {
     cuda_k::copy_device_to_device(d_in_place.ptr, d_logits.ptr, logits.size() * sizeof(T), stream());
     cuda_k::cross_entropy_backward<T>(d_in_place.ptr, d_in_place.ptr, d_cpu_stats.ptr, d_targets.ptr, rows, classes,
                                       -100, scale, stream());
-    return std::vector<Bytes>{row_bytes(d_stats.read()), row_bytes(std::vector<double>{loss}),
-                              row_bytes(std::vector<int64_t>{count}), row_bytes(d_dlogits.read()),
-                              row_bytes(d_in_place.read())};
+    return std::vector<Bytes>{bytes_of(d_stats.read()), bytes_of(std::vector<double>{loss}),
+                              bytes_of(std::vector<int64_t>{count}), bytes_of(d_dlogits.read()),
+                              bytes_of(d_in_place.read())};
   });
   expect_rows_close(values_of<T>(got[0]), cpu_stats, "cross_entropy stats " + where);
   EXPECT_NEAR(values_of<double>(got[1])[0], cpu_loss, (sizeof(T) == 4 ? 1e-5 : 1e-12) * std::abs(cpu_loss)) << where;
@@ -282,8 +277,8 @@ void layer_norm_parity(const NormShape& s, uint64_t seed) {
                                   stream());
     cuda_k::layer_norm_backward<T>(d_dx.ptr, d_dw.ptr, d_db.ptr, nullptr, d_dout.ptr, d_x.ptr, dw_in, d_mean.ptr,
                                    d_rstd.ptr, s.rows, s.channels, 1, stream());
-    return std::vector<Bytes>{row_bytes(d_out.read()), row_bytes(d_m.read()), row_bytes(d_r.read()),
-                              row_bytes(d_dx.read()), row_bytes(d_dw.read()), row_bytes(d_db.read())};
+    return std::vector<Bytes>{bytes_of(d_out.read()), bytes_of(d_m.read()), bytes_of(d_r.read()),
+                              bytes_of(d_dx.read()), bytes_of(d_dw.read()), bytes_of(d_db.read())};
   });
   expect_rows_close(values_of<T>(got[0]), out, "layer_norm_forward out " + where);
   expect_rows_close(values_of<T>(got[1]), mean, "layer_norm_forward mean " + where);
@@ -318,7 +313,7 @@ void layer_norm_parity(const NormShape& s, uint64_t seed) {
     cuda_k::copy_device_to_device(buffer.ptr, zero.ptr, buffer.n * sizeof(T), stream());
     cuda_k::layer_norm_backward<T>(ddx, ddw, ddb, nullptr, d_dout.ptr, d_x.ptr, dw_in, d_mean.ptr, d_rstd.ptr,
                                    s.rows, s.channels, 1, stream());
-    EXPECT_TRUE(row_bytes(buffer.read()) == got[index]) << where << ": output " << index << " alone";
+    EXPECT_TRUE(bytes_of(buffer.read()) == got[index]) << where << ": output " << index << " alone";
   };
   alone(d_dx.ptr, nullptr, nullptr, d_dx, 3);
   alone(nullptr, d_dw.ptr, nullptr, d_dw, 4);
@@ -360,7 +355,7 @@ void sum_to_parity(const RowSumCase& c, uint64_t seed) {
   DeviceBuffer<T> d_out(cpu.size());
   const std::vector<Bytes> got = repeatable(where, [&] {
     cuda_k::sum_to<T>(d_out.ptr, out_numel, d_in.ptr, c.in_strides, c.out_strides, c.shape, stream());
-    return std::vector<Bytes>{row_bytes(d_out.read())};
+    return std::vector<Bytes>{bytes_of(d_out.read())};
   });
   // Held to the size of the terms: sum_to of |in|.
   std::vector<T> magnitudes(in.size()), terms(cpu.size());
@@ -392,7 +387,7 @@ TEST(CudaRows, SumToMatchesTheCpuAndRepeats) {
 }
 
 template <class T>
-void max_along_parity(const RowShape& s, uint64_t seed) {
+void max_along_rows_parity(const RowShape& s, uint64_t seed) {
   const size_t size = static_cast<size_t>(s.outer * s.n * s.inner), out = static_cast<size_t>(s.outer * s.inner);
   const std::string where = name_of(s, sizeof(T));
   // Few distinct values (ties everywhere, -0 and +0 among them), and NaNs:
@@ -411,10 +406,10 @@ void max_along_parity(const RowShape& s, uint64_t seed) {
   DeviceBuffer<int64_t> d_indices(out);
   const std::vector<Bytes> got = repeatable(where, [&] {
     cuda_k::max_along<T>(d_values.ptr, d_indices.ptr, d_x.ptr, s.outer, s.n, s.inner, stream());
-    return std::vector<Bytes>{row_bytes(d_values.read()), row_bytes(d_indices.read())};
+    return std::vector<Bytes>{bytes_of(d_values.read()), bytes_of(d_indices.read())};
   });
   // The same element: the same bits (a NaN's, a zero's sign).
-  EXPECT_TRUE(got[0] == row_bytes(cpu_values)) << "max_along values " << where;
+  EXPECT_TRUE(got[0] == bytes_of(cpu_values)) << "max_along values " << where;
   EXPECT_EQ(values_of<int64_t>(got[1]), cpu_indices) << "max_along indices " << where;
   // Values or indices alone.
   DeviceBuffer<int64_t> only_indices(out);
@@ -427,8 +422,8 @@ TEST(CudaRows, MaxAlongMatchesTheCpuWithTiesAndNaNs) {
   const RowShape shapes[] = {{1001, 1, 1}, {1003, 17, 1}, {517, 100, 1}, {9, 5000, 1}, {7, 33, 5}};
   uint64_t seed = 300;
   for (const RowShape& s : shapes) {
-    max_along_parity<float>(s, ++seed);
-    max_along_parity<double>(s, ++seed);
+    max_along_rows_parity<float>(s, ++seed);
+    max_along_rows_parity<double>(s, ++seed);
   }
 }
 

@@ -51,19 +51,19 @@ std::map<std::string, int> op_counts(const Tensor& loss) {
   return counts;
 }
 
-struct MlpStep {
+struct DeviceStep {
   double loss;
   std::vector<std::vector<double>> grads;
   std::map<std::string, int> ops;
 };
 
-MlpStep step_on(Device device) {
+DeviceStep step_on(Device device) {
   nn::GPT model(small_gpt());
   model.to(device);
   Generator g(5);
   const Tensor ids = to(randint(31, {4, 16}, g), device), targets = to(randint(31, {4, 16}, g), device);
   const Tensor loss = model.forward(ids, targets).loss;
-  MlpStep s{loss.item<double>(), {}, op_counts(loss)};
+  DeviceStep s{loss.item<double>(), {}, op_counts(loss)};
   loss.backward();
   for (const Tensor& p : model.parameters()) s.grads.push_back(p.grad().to_vector<double>());
   return s;
@@ -80,8 +80,8 @@ double relative_gap(const std::vector<double>& x, const std::vector<double>& y) 
 
 TEST(CudaFusedMlp, OnTheGpuCfcAndGeluAreOneNodeWithTheUnfusedLossAndGradients) {
   REMAT_SKIP_WITHOUT_GPU("the fused MLP");
-  const MlpStep off = step_on(kGpu);
-  MlpStep on;
+  const DeviceStep off = step_on(kGpu);
+  DeviceStep on;
   {
     FusedEpilogues fused(true);
     on = step_on(kGpu);
@@ -97,9 +97,9 @@ TEST(CudaFusedMlp, OnTheGpuCfcAndGeluAreOneNodeWithTheUnfusedLossAndGradients) {
 }
 
 TEST(CudaFusedMlp, OnTheCpuTheFlagLeavesTheGraphAndEveryBit) {
-  const MlpStep off = step_on(Device::cpu());
+  const DeviceStep off = step_on(Device::cpu());
   FusedEpilogues fused(true);
-  const MlpStep on = step_on(Device::cpu());
+  const DeviceStep on = step_on(Device::cpu());
   EXPECT_EQ(on.ops, off.ops);
   EXPECT_EQ(on.loss, off.loss);
   EXPECT_EQ(on.grads, off.grads);

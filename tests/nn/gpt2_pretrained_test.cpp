@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-GPTConfig tiny(bool tied, uint64_t seed) {
+GPTConfig tiny_gpt2(bool tied, uint64_t seed) {
   return {.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .dropout = 0.0,
           .tie_weights = tied, .seed = seed};
 }
@@ -38,7 +38,7 @@ double loss_of(GPT& model) {
   return model.forward(ids, targets).loss.item<double>();
 }
 
-void expect_same_weights(const GPT& a, const GPT& b) {
+void expect_same_gpt2_weights(const GPT& a, const GPT& b) {
   const auto pa = a.named_parameters(), pb = b.named_parameters();
   ASSERT_EQ(pa.size(), pb.size());
   for (size_t i = 0; i < pa.size(); ++i) {
@@ -55,7 +55,7 @@ nlohmann::json config_json(const std::string& dir) {
 TEST(Gpt2Pretrained, ARoundTripKeepsEveryWeightAndTheLoss) {
   for (const bool tied : {true, false}) {
     SCOPED_TRACE(tied ? "tied" : "untied");
-    GPT model(tiny(tied, 1));
+    GPT model(tiny_gpt2(tied, 1));
     const std::string dir = fresh(tied ? "tied" : "untied");
     save_gpt2_pretrained(model, dir, {{"task", "test"}});
     const nlohmann::json config = config_json(dir);
@@ -79,7 +79,7 @@ TEST(Gpt2Pretrained, ARoundTripKeepsEveryWeightAndTheLoss) {
     EXPECT_EQ(read.seed, 7u);
     GPT loaded(read);
     load_gpt2_weights(loaded, dir);
-    expect_same_weights(model, loaded);
+    expect_same_gpt2_weights(model, loaded);
     EXPECT_EQ(loss_of(model), loss_of(loaded));
   }
 }
@@ -88,7 +88,7 @@ TEST(Gpt2Pretrained, ARoundTripKeepsEveryWeightAndTheLoss) {
 // and (older transformers) the attention masks as buffers; a tied head's
 // copy of the embedding may be there too.
 TEST(Gpt2Pretrained, NamesWithoutThePrefixAndBuffersLoad) {
-  GPT model(tiny(true, 1));
+  GPT model(tiny_gpt2(true, 1));
   const std::string dir = fresh("bare");
   save_gpt2_pretrained(model, dir);
   std::vector<std::pair<std::string, Tensor>> bare;
@@ -97,9 +97,9 @@ TEST(Gpt2Pretrained, NamesWithoutThePrefixAndBuffersLoad) {
   bare.emplace_back("h.0.attn.masked_bias", zeros({1}));
   bare.emplace_back("lm_head.weight", model.named_parameters()[0].second);
   write_safetensors(dir + "/model.safetensors", bare);
-  GPT loaded(tiny(true, 2));
+  GPT loaded(tiny_gpt2(true, 2));
   load_gpt2_weights(loaded, dir);
-  expect_same_weights(model, loaded);
+  expect_same_gpt2_weights(model, loaded);
   // Both spellings of one weight in a file are an error, not a silent pick.
   bare.emplace_back("transformer.wte.weight", model.named_parameters()[0].second);
   write_safetensors(dir + "/model.safetensors", bare);
@@ -108,7 +108,7 @@ TEST(Gpt2Pretrained, NamesWithoutThePrefixAndBuffersLoad) {
 }
 
 TEST(Gpt2Pretrained, VariantsRematDoesNotComputeAreErrorsNamingTheField) {
-  GPT model(tiny(true, 1));
+  GPT model(tiny_gpt2(true, 1));
   const std::string dir = fresh("variants");
   save_gpt2_pretrained(model, dir);
   const nlohmann::json good = config_json(dir);
@@ -142,7 +142,7 @@ TEST(Gpt2Pretrained, VariantsRematDoesNotComputeAreErrorsNamingTheField) {
 // bytes are written before the weights change, so new weights never stand
 // beside an old config.json), and the error names the file.
 TEST(Gpt2Pretrained, ASaveThatFailsLeavesTheFolderAsItWas) {
-  GPT model(tiny(true, 1)), other(tiny(true, 2));
+  GPT model(tiny_gpt2(true, 1)), other(tiny_gpt2(true, 2));
   const std::string dir = fresh("failed_save");
   save_gpt2_pretrained(model, dir);
   const auto bytes_of = [&](const char* name) {
@@ -166,7 +166,7 @@ TEST(Gpt2Pretrained, ASaveThatFailsLeavesTheFolderAsItWas) {
 // gpt2_pretrained_bytes bounds what a save writes from above, by a few KiB.
 TEST(Gpt2Pretrained, TheBytesOfASaveAreKnownBeforeIt) {
   for (const bool tied : {true, false}) {
-    GPT model(tiny(tied, 1));
+    GPT model(tiny_gpt2(tied, 1));
     const std::string dir = fresh("bytes");
     const SafetensorsMetadata metadata{{"symbols", std::string("\n\x01 abc\"\\\0", 9)}, {"steps", "1000"}};
     save_gpt2_pretrained(model, dir, metadata);

@@ -17,7 +17,7 @@
 namespace remat::nn {
 namespace {
 
-GPTConfig tiny(bool tied, DType dtype = DType::Float64, MlpPath mlp = MlpPath::Fused) {
+GPTConfig tiny_gpt(bool tied, DType dtype = DType::Float64, MlpPath mlp = MlpPath::Fused) {
   return {.vocab_size = 7, .block_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 4, .dropout = 0.0,
           .tie_weights = tied, .dtype = dtype, .seed = 11, .mlp = mlp};
 }
@@ -47,7 +47,7 @@ TEST(GPT, ParameterNamesAndShapesFollowGpt2) {
 }
 
 TEST(GPT, TiedHeadSharesTheTokenEmbedding) {
-  const GPT model(tiny(true));
+  const GPT model(tiny_gpt(true));
   const auto shapes = shapes_of(model);
   EXPECT_EQ(shapes.count("lm_head.weight"), 0u);
   EXPECT_EQ(shapes.size(), 2u + 2 * 12 + 2);
@@ -87,7 +87,7 @@ TEST(GPT, LossAtInitIsNearLogV) {
 }
 
 TEST(GPT, BlocksAreMarkedInTheGraph) {
-  GPT model(tiny(true));
+  GPT model(tiny_gpt(true));
   Generator g(1);
   const Tensor loss = model.forward(randint(7, {1, 5}, g), randint(7, {1, 5}, g)).loss;
   // Walk the graph: every node is outside any block or in transformer.h.0/1,
@@ -112,7 +112,7 @@ TEST(GPT, BlocksAreMarkedInTheGraph) {
 // Every element of every parameter: analytic gradient against central
 // differences of the float64 loss.
 void check_all_gradients(bool tied, MlpPath mlp = MlpPath::Fused) {
-  GPT model(tiny(tied, DType::Float64, mlp));
+  GPT model(tiny_gpt(tied, DType::Float64, mlp));
   Generator g(2);
   {
     NoGradGuard no_grad;
@@ -223,13 +223,13 @@ TEST(GPT, MlpPathsByName) {
 }
 
 TEST(GPT, TooLongASequenceIsAnError) {
-  GPT model(tiny(true));
+  GPT model(tiny_gpt(true));
   EXPECT_THROW(model.forward(zeros({1, 6}, DType::Int64), Tensor()), Error);
   EXPECT_THROW(model.forward(zeros({1, 5}, DType::Float64), Tensor()), Error);
 }
 
 TEST(GPT, GenerateIsReproducibleAndRestoresTheMode) {
-  GPT model(tiny(true, DType::Float32));
+  GPT model(tiny_gpt(true, DType::Float32));
   Generator a(9), b(9);
   const std::vector<int64_t> first = model.generate({1, 2}, 12, 1.0, a);
   const std::vector<int64_t> second = model.generate({1, 2}, 12, 1.0, b);

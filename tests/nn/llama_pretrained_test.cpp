@@ -24,6 +24,7 @@
 #include "engine/factory.h"
 #include "nn/safetensors.h"
 #include "tests/support/errors.h"
+#include "tests/support/files.h"
 
 namespace remat::nn {
 namespace {
@@ -43,10 +44,7 @@ std::string fresh_folder(const std::string& name) {
   return dir.string();
 }
 
-std::string file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using testing::read_file;
 
 nlohmann::json json_of(const fs::path& path) {
   std::ifstream in(path);
@@ -66,7 +64,7 @@ std::string logits_of(Llama& model) {
   return std::string(static_cast<const char*>(logits.raw_data()), logits.nbytes());
 }
 
-void expect_same_weights(const Llama& a, const Llama& b) {
+void expect_same_llama_weights(const Llama& a, const Llama& b) {
   const Named pa = a.named_parameters(), pb = b.named_parameters();
   ASSERT_EQ(pa.size(), pb.size());
   for (size_t i = 0; i < pa.size(); ++i) {
@@ -112,7 +110,7 @@ TEST(LlamaPretrained, ARoundTripKeepsEveryWeightAndTheLogitsBitwise) {
     EXPECT_EQ(read.tie_word_embeddings, tied);
     EXPECT_EQ(read.seed, 7u);
     const std::unique_ptr<Llama> loaded = load_llama_pretrained(dir);
-    expect_same_weights(model, *loaded);
+    expect_same_llama_weights(model, *loaded);
     EXPECT_EQ(logits_of(model), logits_of(*loaded));
   }
 }
@@ -225,10 +223,10 @@ TEST(LlamaPretrained, Bfloat16FilesLoadExactlyIntoFloat32AndFloat64) {
   config["torch_dtype"] = "bfloat16";
   std::ofstream(fs::path(dir) / "config.json") << config.dump();
   const std::unique_ptr<Llama> f32 = load_llama_pretrained(dir, DType::Float32);
-  expect_same_weights(model, *f32);
+  expect_same_llama_weights(model, *f32);
   EXPECT_EQ(logits_of(model), logits_of(*f32));
   const std::unique_ptr<Llama> f64 = load_llama_pretrained(dir, DType::Float64);
-  expect_same_weights(model, *f64);
+  expect_same_llama_weights(model, *f64);
 }
 
 // float32 files widen into a float64 model; float64 files never narrow.
@@ -237,7 +235,7 @@ TEST(LlamaPretrained, Float64FilesDoNotNarrowIntoFloat32) {
   const std::string dir = fresh_folder("f64");
   save_llama_pretrained(model, dir);
   EXPECT_EQ(json_of(fs::path(dir) / "config.json")["torch_dtype"], "float64");
-  expect_same_weights(model, *load_llama_pretrained(dir, DType::Float64));
+  expect_same_llama_weights(model, *load_llama_pretrained(dir, DType::Float64));
   const std::string message = testing::error_of([&] { load_llama_pretrained(dir, DType::Float32); });
   EXPECT_TRUE(testing::contains(message, "Llama folder '" + dir + "'")) << message;
   EXPECT_TRUE(testing::contains(message, dir + "/model.safetensors")) << message;
@@ -261,7 +259,7 @@ TEST(LlamaPretrained, LlamaModelNamesBuffersAndATiedHeadsCopyLoad) {
   write_safetensors(dir + "/model.safetensors", bare);
   Llama loaded(tiny_llama(true, 2));
   load_llama_weights(loaded, dir);
-  expect_same_weights(model, loaded);
+  expect_same_llama_weights(model, loaded);
 }
 
 // A copy of `tensors` with `name` replaced by `value` (removed when undefined)
@@ -394,7 +392,7 @@ TEST(LlamaPretrained, ASaveThatFailsLeavesTheFolderAsItWas) {
   save_llama_pretrained(model, dir, 4096);
   const std::set<std::string> files = files_in(dir);
   std::map<std::string, std::string> bytes;
-  for (const std::string& name : files) bytes[name] = file_bytes(fs::path(dir) / name);
+  for (const std::string& name : files) bytes[name] = read_file(fs::path(dir) / name);
   for (const std::string name : {"model-00002-of-", "model.safetensors.index.json", "config.json"}) {
     SCOPED_TRACE(name);
     ::setenv("REMAT_FAULT_WRITE", fmt::format("ENOSPC:{}:16", name).c_str(), 1);
@@ -403,7 +401,7 @@ TEST(LlamaPretrained, ASaveThatFailsLeavesTheFolderAsItWas) {
     EXPECT_TRUE(testing::contains(message, "cannot write '" + (fs::path(dir) / name).string())) << message;
     EXPECT_TRUE(testing::contains(message, "(ENOSPC)")) << message;
     EXPECT_EQ(files_in(dir), files);  // no temporary left
-    for (const std::string& file : files) EXPECT_TRUE(file_bytes(fs::path(dir) / file) == bytes[file]) << file;
+    for (const std::string& file : files) EXPECT_TRUE(read_file(fs::path(dir) / file) == bytes[file]) << file;
   }
   EXPECT_EQ(logits_of(model), logits_of(*load_llama_pretrained(dir)));
 }

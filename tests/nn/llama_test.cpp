@@ -29,7 +29,7 @@ namespace remat::nn {
 namespace {
 
 // C 16, H 4 (D 4), Hkv `kv_heads`, I 24, V 13, two layers.
-LlamaConfig tiny(int64_t kv_heads, bool tied, DType dtype = DType::Float64) {
+LlamaConfig tiny_gqa_llama(int64_t kv_heads, bool tied, DType dtype = DType::Float64) {
   return {.vocab_size = 13, .hidden_size = 16, .intermediate_size = 24, .num_hidden_layers = 2,
           .num_attention_heads = 4, .num_key_value_heads = kv_heads, .max_position_embeddings = 8,
           .rope_theta = 500.0, .rms_norm_eps = 1e-5, .tie_word_embeddings = tied, .dtype = dtype, .seed = 3};
@@ -62,7 +62,7 @@ TEST(Llama, ParameterNamesShapesAndOrderAreHuggingFaces) {
   for (const int64_t kv_heads : {4, 2, 1, 0}) {  // MHA, GQA, MQA, 0 = H
     for (const bool tied : {false, true}) {
       SCOPED_TRACE("kv heads " + std::to_string(kv_heads) + (tied ? " tied" : " untied"));
-      const LlamaConfig config = tiny(kv_heads, tied, DType::Float32);
+      const LlamaConfig config = tiny_gqa_llama(kv_heads, tied, DType::Float32);
       const Llama model(config);
       std::vector<std::pair<std::string, Shape>> names;
       int64_t count = 0;
@@ -233,7 +233,7 @@ TEST(Llama, LogitsAndLossMatchALoopReference) {
   for (const int64_t kv_heads : {4, 2, 1}) {
     for (const bool tied : {false, true}) {
       SCOPED_TRACE("kv heads " + std::to_string(kv_heads) + (tied ? " tied" : " untied"));
-      Llama model(tiny(kv_heads, tied));
+      Llama model(tiny_gqa_llama(kv_heads, tied));
       randomise(model, 7 + kv_heads);
       Generator g(4);
       const int64_t B = 2, T = 6;
@@ -264,7 +264,7 @@ TEST(Llama, ShiftLabelsIsHuggingFacesShift) {
 // A few elements of every parameter (first, last, and between): analytic
 // gradient against central differences of the float64 loss.
 void check_gradients(int64_t kv_heads, bool tied, bool fused_mlp = true) {
-  LlamaConfig config = tiny(kv_heads, tied);
+  LlamaConfig config = tiny_gqa_llama(kv_heads, tied);
   config.fused_mlp = fused_mlp;
   Llama model(config);
   randomise(model, 2);
@@ -309,7 +309,7 @@ scheduler::GraphProfile graph_of(const LlamaConfig& config) {
 
 TEST(Llama, NodesAreNamedByHuggingFacesModulePathsInBlocks) {
   for (const bool tied : {false, true}) {
-    const scheduler::GraphProfile graph = graph_of(tiny(2, tied, DType::Float32));
+    const scheduler::GraphProfile graph = graph_of(tiny_gqa_llama(2, tied, DType::Float32));
     std::set<std::string> names, blocks;
     for (const scheduler::NodeProfile& node : graph.nodes) {
       names.insert(node.name);
@@ -328,7 +328,7 @@ TEST(Llama, NodesAreNamedByHuggingFacesModulePathsInBlocks) {
     EXPECT_EQ(blocks, (std::set<std::string>{"", "model.layers.0", "model.layers.1"}));
   }
   // The explicit MLP: swiglu under the MLP's name, then down_proj's linear.
-  LlamaConfig config = tiny(2, false, DType::Float32);
+  LlamaConfig config = tiny_gqa_llama(2, false, DType::Float32);
   config.fused_mlp = false;
   std::set<std::string> names;
   for (const scheduler::NodeProfile& node : graph_of(config).nodes) names.insert(node.name);
@@ -374,19 +374,19 @@ TEST(Llama, BitsDoNotDependOnTheThreadCount) {
 }
 
 TEST(Llama, ConfigurationsItCannotComputeAreErrors) {
-  LlamaConfig config = tiny(3, false);
+  LlamaConfig config = tiny_gqa_llama(3, false);
   EXPECT_TRUE(testing::contains(testing::error_of([&] { Llama model(config); }),
                                 "num_key_value_heads 3 does not divide num_attention_heads 4"));
-  config = tiny(2, false);
+  config = tiny_gqa_llama(2, false);
   config.hidden_size = 12;  // D = 3
   EXPECT_TRUE(testing::contains(testing::error_of([&] { Llama model(config); }), "head_dim 3"));
-  config = tiny(2, false);
+  config = tiny_gqa_llama(2, false);
   config.hidden_size = 18;
   EXPECT_TRUE(testing::contains(testing::error_of([&] { Llama model(config); }), "hidden_size 18 is not divisible"));
-  config = tiny(2, false);
+  config = tiny_gqa_llama(2, false);
   config.rms_norm_eps = 0;
   EXPECT_THROW(Llama{config}, Error);
-  Llama model(tiny(2, false));
+  Llama model(tiny_gqa_llama(2, false));
   EXPECT_THROW(model.forward(zeros({2, 3}, DType::Float64), Tensor()), Error);
   EXPECT_THROW(model.forward(zeros({2, 3}, DType::Int64), zeros({2, 4}, DType::Int64)), Error);
 }
@@ -461,7 +461,7 @@ TEST(LlamaCheckpointing, EveryPresetIsBitIdenticalToKeepAllWithAndWithoutABudget
 }
 
 TEST(LlamaCheckpointing, TheModuleApiGivesKeepAllsGradients) {
-  Llama plain(tiny(2, false, DType::Float32)), checkpointed(tiny(2, false, DType::Float32));
+  Llama plain(tiny_gqa_llama(2, false, DType::Float32)), checkpointed(tiny_gqa_llama(2, false, DType::Float32));
   checkpointed.gradient_checkpointing_enable({.policy = "blocks"});
   Generator g(1);
   const Tensor ids = randint(13, {2, 8}, g);

@@ -50,9 +50,9 @@ std::string raw_bytes(const Tensor& t) {
 }
 
 // w (2, 3) = 1..6 and b (3) = 10, 20, 30.
-class TwoTensors : public Module {
+class PairModule : public Module {
  public:
-  TwoTensors() {
+  PairModule() {
     w = register_parameter("w", from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}));
     b = register_parameter("b", from_vector(std::vector<float>{10, 20, 30}, {3}));
   }
@@ -71,12 +71,12 @@ class Safetensors : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  // Loads `bytes` (written to a file) into a fresh TwoTensors and expects an error
+  // Loads `bytes` (written to a file) into a fresh PairModule and expects an error
   // containing every one of `parts`, with w and b and their versions unchanged.
   void expect_load_fails(const std::string& bytes, const std::vector<std::string>& parts) {
     const std::string file = path("bad.safetensors");
     write_file(file, bytes);
-    TwoTensors pair;
+    PairModule pair;
     const uint64_t w_version = pair.w.storage()->version();
     const uint64_t b_version = pair.b.storage()->version();
     const std::string message = error_of([&] { load_safetensors(pair, file); });
@@ -100,7 +100,7 @@ class Safetensors : public ::testing::Test {
   fs::path dir_;
 };
 
-// The header of a valid file for TwoTensors, with values w = 7..12, b = -1, -2, -3.
+// The header of a valid file for PairModule, with values w = 7..12, b = -1, -2, -3.
 const std::string kPairHeader =
     R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"b":{"dtype":"F32","shape":[3],"data_offsets":[24,36]}})";
 std::string pair_body() { return bytes_of(std::vector<float>{7, 8, 9, 10, 11, 12, -1, -2, -3}); }
@@ -175,7 +175,7 @@ TEST_F(Safetensors, HandBuiltFileReadsBackExactly) {
 TEST_F(Safetensors, HandBuiltFileLoadsIntoModule) {
   const std::string file = path("pair.safetensors");
   write_file(file, file_of(kPairHeader, pair_body()));
-  TwoTensors pair;
+  PairModule pair;
   load_safetensors(pair, file);
   EXPECT_EQ(pair.w.to_vector<float>(), (std::vector<float>{7, 8, 9, 10, 11, 12}));
   EXPECT_EQ(pair.b.to_vector<float>(), (std::vector<float>{-1, -2, -3}));
@@ -233,7 +233,7 @@ TEST_F(Safetensors, UnusedNameIsAnErrorUnlessAllowed) {
   const std::string bytes = file_of(header, pair_body() + bytes_of(std::vector<int64_t>{5}));
   expect_load_fails(bytes, {"'extra'", "no parameter", "allow_unused"});
 
-  TwoTensors pair;
+  PairModule pair;
   load_safetensors(pair, path("bad.safetensors"), {.allow_unused = true});
   EXPECT_EQ(pair.w.to_vector<float>(), (std::vector<float>{7, 8, 9, 10, 11, 12}));
   EXPECT_EQ(pair.b.to_vector<float>(), (std::vector<float>{-1, -2, -3}));
@@ -324,7 +324,7 @@ TEST_F(Safetensors, Bfloat16FilesReadAndWidenExactly) {
   EXPECT_EQ(entries[1].dtype, DType::BFloat16);
   EXPECT_EQ(entries[1].shape, (Shape{3}));
 
-  TwoTensors pair;
+  PairModule pair;
   const std::string refused = error_of([&] { load_safetensors(pair, file); });
   EXPECT_NE(refused.find("'w' has dtype BF16 in file, F32 in model"), std::string::npos) << refused;
   load_safetensors(pair, file, {.widen = true});
@@ -357,12 +357,12 @@ TEST_F(Safetensors, SeveralFilesLoadAsOne) {
   write_safetensors(path("w.safetensors"), {{"w", w}});
   write_safetensors(path("b.safetensors"), {{"b", b}});
   write_safetensors(path("both.safetensors"), {{"b", b}, {"w", w}});
-  TwoTensors pair;
+  PairModule pair;
   load_safetensors(pair, std::vector<std::string>{path("w.safetensors"), path("b.safetensors")});
   EXPECT_EQ(pair.w.to_vector<float>(), w.to_vector<float>());
   EXPECT_EQ(pair.b.to_vector<float>(), b.to_vector<float>());
 
-  TwoTensors fresh;
+  PairModule fresh;
   const std::string twice = error_of([&] {
     load_safetensors(fresh, std::vector<std::string>{path("w.safetensors"), path("both.safetensors")});
   });
@@ -379,7 +379,7 @@ TEST_F(Safetensors, SeveralFilesLoadAsOne) {
 
 TEST_F(Safetensors, ShortOrMissingFile) {
   expect_load_fails(std::string("\x10\0\0", 3), {"file of 3 bytes is too short"});
-  TwoTensors pair;
+  PairModule pair;
   const std::string message = error_of([&] { load_safetensors(pair, path("nowhere.safetensors")); });
   EXPECT_NE(message.find("nowhere.safetensors"), std::string::npos) << message;
   EXPECT_NE(message.find("cannot open"), std::string::npos) << message;

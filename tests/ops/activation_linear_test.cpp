@@ -85,7 +85,7 @@ struct Bits {
 
 // Values and gradients of sum(f(leaves) * dy), on leaves drawn alike every
 // time; `wants[i]` says whether leaf i requires grad.
-Bits run(const std::function<Tensor(const Tensors&)>& f, const Case& c, DType dtype, const std::vector<bool>& wants) {
+Bits run_bits(const std::function<Tensor(const Tensors&)>& f, const Case& c, DType dtype, const std::vector<bool>& wants) {
   Generator g(11);
   Tensors leaves;
   for (size_t i = 0; i < c.shapes.size(); ++i) {
@@ -110,7 +110,7 @@ void expect_bits_of_the_pair(const Case& c, const std::vector<bool>& wants) {
     for (const int threads : {1, 2}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + ", " + std::to_string(threads) + " threads");
       const kernels::cpu::NumThreadsGuard guard(threads);
-      const Bits fused = run(c.fused, c, dtype, wants), unfused = run(c.unfused, c, dtype, wants);
+      const Bits fused = run_bits(c.fused, c, dtype, wants), unfused = run_bits(c.unfused, c, dtype, wants);
       EXPECT_EQ(fused.y, unfused.y) << "values";
       ASSERT_EQ(fused.grads.size(), unfused.grads.size());
       for (size_t i = 0; i < fused.grads.size(); ++i) EXPECT_EQ(fused.grads[i], unfused.grads[i]) << "input " << i;

@@ -32,7 +32,7 @@ struct ActivationResult {
 
 // f on leaves drawn alike every time (ranges[i] their spread), on `device`;
 // the gradients of sum(f * w) for a fixed random w.
-ActivationResult run(const Fn& f, const std::vector<Shape>& shapes, const std::vector<double>& ranges, Device device) {
+ActivationResult run_on(const Fn& f, const std::vector<Shape>& shapes, const std::vector<double>& ranges, Device device) {
   Generator g(17);
   Tensors leaves;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -48,11 +48,11 @@ ActivationResult run(const Fn& f, const std::vector<Shape>& shapes, const std::v
 
 void expect_pair_bits_and_cpu_values(const Fn& fused, const Fn& unfused, const std::vector<Shape>& shapes,
                                      const std::vector<double>& ranges, int64_t terms) {
-  const ActivationResult cpu = run(fused, shapes, ranges, Device::cpu());
+  const ActivationResult cpu = run_on(fused, shapes, ranges, Device::cpu());
   for (const bool epilogues : {false, true}) {
     SCOPED_TRACE(epilogues ? "fused epilogues" : "plain GEMMs");
     const FusedEpilogues flag(epilogues);
-    const ActivationResult gpu = run(fused, shapes, ranges, kGpu), pair = run(unfused, shapes, ranges, kGpu);
+    const ActivationResult gpu = run_on(fused, shapes, ranges, kGpu), pair = run_on(unfused, shapes, ranges, kGpu);
     EXPECT_EQ(gpu.y, pair.y);
     EXPECT_EQ(gpu.grads, pair.grads);
     const double atol = 1e-6 * static_cast<double>(terms);

@@ -37,7 +37,7 @@ struct AttentionResult {
   Tensor y, dx;
 };
 
-AttentionResult run(const Tensor& x0, const Tensor& weights, bool fused) {
+AttentionResult run_attention(const Tensor& x0, const Tensor& weights, bool fused) {
   const Tensor x = x0.detach().requires_grad_();
   const Tensor y = fused ? causal_softmax(x)
                          : softmax(masked_fill(x, causal_mask(x0.shape().back(), x0.device()), -kInf), -1);
@@ -57,7 +57,7 @@ void expect_close(const Tensor& gpu, const Tensor& cpu, const std::string& what)
   }
 }
 
-std::vector<unsigned char> bytes_in(const Tensor& t) {
+std::vector<unsigned char> tensor_bytes(const Tensor& t) {
   const Tensor host = to(t, Device::cpu());
   std::vector<unsigned char> out(static_cast<size_t>(host.numel()) * (host.dtype() == DType::Float32 ? 4 : 8));
   if (!out.empty()) std::memcpy(out.data(), host.raw_data(), out.size());
@@ -69,22 +69,22 @@ void check_attention(const Shape& shape, DType dtype) {
   Generator g(17);
   const Tensor x = normal(shape, 0.0, 3.0, dtype, g), weights = uniform(shape, -1, 1, dtype, g);
   const Tensor gx = to(x, kGpu), gweights = to(weights, kGpu);
-  const AttentionResult cpu = run(x, weights, true), gpu = run(gx, gweights, true);
+  const AttentionResult cpu = run_attention(x, weights, true), gpu = run_attention(gx, gweights, true);
   expect_close(gpu.y, cpu.y, "forward");
   expect_close(gpu.dx, cpu.dx, "gradient");
   // The GPU's masked_fill + softmax, bit for bit (attention.cu's first comment).
-  const AttentionResult masked = run(gx, gweights, false);
-  EXPECT_TRUE(bytes_in(gpu.y) == bytes_in(masked.y)) << "forward differs from the GPU's masked_fill + softmax";
-  EXPECT_TRUE(bytes_in(gpu.dx) == bytes_in(masked.dx)) << "gradient differs from the GPU's masked_fill + softmax";
+  const AttentionResult masked = run_attention(gx, gweights, false);
+  EXPECT_TRUE(tensor_bytes(gpu.y) == tensor_bytes(masked.y)) << "forward differs from the GPU's masked_fill + softmax";
+  EXPECT_TRUE(tensor_bytes(gpu.dx) == tensor_bytes(masked.dx)) << "gradient differs from the GPU's masked_fill + softmax";
   // Again: on the emulated GPU with its threads in a shuffled order.
 #if REMAT_CUDA_EMULATION
   remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, 0x5eed);
 #endif
-  const AttentionResult again = run(gx, gweights, true);
+  const AttentionResult again = run_attention(gx, gweights, true);
 #if REMAT_CUDA_EMULATION
   remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder);
 #endif
-  EXPECT_TRUE(bytes_in(again.y) == bytes_in(gpu.y) && bytes_in(again.dx) == bytes_in(gpu.dx))
+  EXPECT_TRUE(tensor_bytes(again.y) == tensor_bytes(gpu.y) && tensor_bytes(again.dx) == tensor_bytes(gpu.dx))
       << "a second run gave other bits";
 }
 

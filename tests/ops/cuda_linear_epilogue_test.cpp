@@ -29,7 +29,7 @@ using test::FusedEpilogues;
 using test::kGpu;
 
 // max |x - y| over max |y|, on the host.
-double gap_of(const Tensor& x, const Tensor& y) {
+double relative_gap(const Tensor& x, const Tensor& y) {
   EXPECT_EQ(x.shape(), y.shape());
   const std::vector<double> a = x.to_vector<double>(), b = y.to_vector<double>();
   double gap = 0, scale = 0;
@@ -60,7 +60,7 @@ struct EpilogueCase {
 const EpilogueCase kCases[] = {{{1, 1}, 1, true}, {{7, 13}, 5, true}, {{37, 29}, 53, false}, {{2, 150, 70}, 90, true},
                        {{301, 33}, 67, true}, {{301, 33}, 67, false}};
 
-EpilogueResult run(const EpilogueCase& c, Layer layer, Device device, DType dtype) {
+EpilogueResult run_layer(const EpilogueCase& c, Layer layer, Device device, DType dtype) {
   Generator g(5);
   const int64_t in = c.x.back();
   const bool out_in = layer != Layer::Affine;  // the unfused reference uses linear's (out, in)
@@ -83,11 +83,11 @@ EpilogueResult run(const EpilogueCase& c, Layer layer, Device device, DType dtyp
   return r;
 }
 
-void expect_near(const EpilogueResult& got, const EpilogueResult& want, double tolerance, const std::string& what) {
-  EXPECT_LT(gap_of(got.out, want.out), tolerance) << what << ": output";
+void expect_results_near(const EpilogueResult& got, const EpilogueResult& want, double tolerance, const std::string& what) {
+  EXPECT_LT(relative_gap(got.out, want.out), tolerance) << what << ": output";
   ASSERT_EQ(got.grads.size(), want.grads.size());
   for (size_t i = 0; i < want.grads.size(); ++i) {
-    EXPECT_LT(gap_of(got.grads[i], want.grads[i]), tolerance) << what << ": gradient " << i;
+    EXPECT_LT(relative_gap(got.grads[i], want.grads[i]), tolerance) << what << ": gradient " << i;
   }
 }
 
@@ -99,14 +99,14 @@ TEST(CudaFusedEpilogues, LinearAndAffineMatchTheUnfusedPathWithinFloatRounding) 
       for (const Layer layer : {Layer::Linear, Layer::Affine}) {
         const std::string what = str(c.x) + (layer == Layer::Linear ? " linear" : " affine") +
                                  (c.bias ? " with bias " : " ") + std::string(dtype_name(dtype));
-        const EpilogueResult off = run(c, layer, kGpu, dtype);
+        const EpilogueResult off = run_layer(c, layer, kGpu, dtype);
         EpilogueResult on;
         {
           FusedEpilogues fused(true);
-          on = run(c, layer, kGpu, dtype);
+          on = run_layer(c, layer, kGpu, dtype);
         }
-        expect_near(on, off, tolerance, what);
-        expect_near(on, run(c, layer, Device::cpu(), dtype), tolerance, what + " (against the CPU)");
+        expect_results_near(on, off, tolerance, what);
+        expect_results_near(on, run_layer(c, layer, Device::cpu(), dtype), tolerance, what + " (against the CPU)");
       }
     }
   }
@@ -118,7 +118,7 @@ TEST(CudaFusedEpilogues, TheFusedLinearsGradientsMatchSeparateOps) {
   REMAT_SKIP_WITHOUT_GPU("fused epilogues");
   FusedEpilogues fused(true);
   for (const EpilogueCase& c : kCases) {
-    expect_near(run(c, Layer::Linear, kGpu, DType::Float32), run(c, Layer::Unfused, kGpu, DType::Float32), 1e-5,
+    expect_results_near(run_layer(c, Layer::Linear, kGpu, DType::Float32), run_layer(c, Layer::Unfused, kGpu, DType::Float32), 1e-5,
                 str(c.x));
   }
 }
@@ -146,7 +146,7 @@ TEST(CudaFusedEpilogues, AffineGeluMatchesAffineThenGelu) {
         sum(mul(y, weights)).backward();
         return EpilogueResult{y.detach(), {x.grad(), w.grad(), b.grad()}};
       };
-      expect_near(run_once(true), run_once(false), 1e-5, str(x_shape) + " -> " + std::to_string(out_features));
+      expect_results_near(run_once(true), run_once(false), 1e-5, str(x_shape) + " -> " + std::to_string(out_features));
     }
   }
 }
@@ -154,9 +154,9 @@ TEST(CudaFusedEpilogues, AffineGeluMatchesAffineThenGelu) {
 TEST(CudaFusedEpilogues, TheFlagChangesNoBitOnTheCpu) {
   for (const EpilogueCase& c : kCases) {
     for (const Layer layer : {Layer::Linear, Layer::Affine}) {
-      const EpilogueResult off = run(c, layer, Device::cpu(), DType::Float32);
+      const EpilogueResult off = run_layer(c, layer, Device::cpu(), DType::Float32);
       FusedEpilogues fused(true);
-      const EpilogueResult on = run(c, layer, Device::cpu(), DType::Float32);
+      const EpilogueResult on = run_layer(c, layer, Device::cpu(), DType::Float32);
       EXPECT_TRUE(same_bits(on.out, off.out)) << str(c.x);
       for (size_t i = 0; i < off.grads.size(); ++i) EXPECT_TRUE(same_bits(on.grads[i], off.grads[i])) << str(c.x);
     }

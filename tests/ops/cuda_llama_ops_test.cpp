@@ -35,7 +35,7 @@ struct LlamaCase {
   double low = -2, high = 2;
 };
 
-void expect_near(const Tensor& gpu, const Tensor& cpu, double rtol, double atol, const std::string& what) {
+void expect_gpu_near_cpu(const Tensor& gpu, const Tensor& cpu, double rtol, double atol, const std::string& what) {
   ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
   ASSERT_EQ(gpu.device(), kGpu) << what;
   const std::vector<double> g = gpu.to_vector<double>(), c = cpu.to_vector<double>();
@@ -59,13 +59,13 @@ void check_llama_op(const LlamaCase& c, DType dtype) {
     gpu_in.push_back(to(x.detach(), kGpu).requires_grad_());
   }
   const Tensor cpu_out = c.f(cpu_in), gpu_out = c.f(gpu_in);
-  expect_near(gpu_out, cpu_out, rtol, atol, "forward");
+  expect_gpu_near_cpu(gpu_out, cpu_out, rtol, atol, "forward");
   const Tensor weights = uniform(cpu_out.shape(), -1, 1, dtype, g);
   sum(mul(cpu_out, weights)).backward();
   sum(mul(gpu_out, to(weights, kGpu))).backward();
   for (size_t i = 0; i < cpu_in.size(); ++i) {
     ASSERT_TRUE(gpu_in[i].grad().defined()) << "input " << i;
-    expect_near(gpu_in[i].grad(), cpu_in[i].grad(), rtol, atol, "gradient of input " + std::to_string(i));
+    expect_gpu_near_cpu(gpu_in[i].grad(), cpu_in[i].grad(), rtol, atol, "gradient of input " + std::to_string(i));
   }
 }
 

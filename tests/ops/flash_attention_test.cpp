@@ -57,7 +57,7 @@ struct FlashCase {
 };
 
 // Output and gradients of a forward f(q, k, v) under weights w: out, dq, dk, dv.
-Tensors run(const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& f, const Tensors& qkv,
+Tensors run_attention_fn(const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& f, const Tensors& qkv,
             const Tensor& w) {
   Tensors leaves;
   for (const Tensor& t : qkv) leaves.push_back(t.detach().requires_grad_());
@@ -77,18 +77,18 @@ double error(const Tensor& a, const Tensor& e) {
 
 // The fused op in `dtype` against the explicit path in float64 on the same
 // (rounded) inputs: output, dq, dk, dv.
-void expect_matches_reference(const FlashCase& c, DType dtype, double tol, uint64_t seed) {
+void expect_flash_matches_reference(const FlashCase& c, DType dtype, double tol, uint64_t seed) {
   SCOPED_TRACE(c.str() + (dtype == DType::Float32 ? " float32" : " float64"));
   Generator g(seed);
   const Shape q_shape{c.batch, c.heads, c.len, c.dim}, kv_shape{c.batch, c.kv_heads, c.len, c.dim};
   const Tensors in{normal(q_shape, 0, 1, dtype, g), normal(kv_shape, 0, 1, dtype, g), normal(kv_shape, 0, 1, dtype, g)};
   const Tensor w = normal(q_shape, 0, 1, dtype, g);
   const AttentionOptions options{.causal = c.causal, .scale = c.scale};
-  const Tensors fused = run([&](const Tensor& q, const Tensor& k, const Tensor& v) { return attention(q, k, v, options); },
+  const Tensors fused = run_attention_fn([&](const Tensor& q, const Tensor& k, const Tensor& v) { return attention(q, k, v, options); },
                             in, w);
   Tensors in64;
   for (const Tensor& t : in) in64.push_back(to_dtype(t, DType::Float64));
-  const Tensors expected = run([&](const Tensor& q, const Tensor& k, const Tensor& v) {
+  const Tensors expected = run_attention_fn([&](const Tensor& q, const Tensor& k, const Tensor& v) {
     return reference_attention(q, k, v, options);
   }, in64, to_dtype(w, DType::Float64));
   const char* names[] = {"out", "dq", "dk", "dv"};
@@ -125,11 +125,11 @@ TEST(Attention, MatchesTheExplicitPath) {
           const std::optional<double> scale = (len + dim) % 2 ? std::optional<double>(0.3) : std::nullopt;
           const FlashCase c{.batch = 2, .heads = 4, .kv_heads = kv_heads, .len = len, .dim = dim, .causal = causal,
                        .scale = scale};
-          expect_matches_reference(c, DType::Float64, 1e-12, ++seed);
+          expect_flash_matches_reference(c, DType::Float64, 1e-12, ++seed);
           // float32: the explicit path in float32 is off by up to 9e-6 here;
           // the fused one by up to 1.4e-5 (P = exp(s - lse) with lse rounded
           // to float32, and rowsum(dout * out) in place of the explicit sum).
-          expect_matches_reference(c, DType::Float32, 2e-5, ++seed);
+          expect_flash_matches_reference(c, DType::Float32, 2e-5, ++seed);
         }
       }
     }
@@ -138,7 +138,7 @@ TEST(Attention, MatchesTheExplicitPath) {
 
 TEST(Attention, BothScalesAtOneShape) {
   for (const std::optional<double> scale : {std::optional<double>(), std::optional<double>(0.05)}) {
-    expect_matches_reference({2, 6, 3, 70, 16, true, scale}, DType::Float64, 1e-12, 7);
+    expect_flash_matches_reference({2, 6, 3, 70, 16, true, scale}, DType::Float64, 1e-12, 7);
   }
 }
 
@@ -148,8 +148,8 @@ TEST(Attention, FullAttentionWithMoreKeysThanQueries) {
                    normal({2, 2, 70, 16}, 0, 1, DType::Float64, g)};
   const Tensor w = normal({2, 4, 9, 16}, 0, 1, DType::Float64, g);
   const AttentionOptions options{.causal = false};
-  const Tensors fused = run([&](auto& q, auto& k, auto& v) { return attention(q, k, v, options); }, in, w);
-  const Tensors expected = run([&](auto& q, auto& k, auto& v) { return reference_attention(q, k, v, options); }, in, w);
+  const Tensors fused = run_attention_fn([&](auto& q, auto& k, auto& v) { return attention(q, k, v, options); }, in, w);
+  const Tensors expected = run_attention_fn([&](auto& q, auto& k, auto& v) { return reference_attention(q, k, v, options); }, in, w);
   for (size_t i = 0; i < 4; ++i) EXPECT_LT(error(fused[i], expected[i]), 1e-12) << "output/gradient " << i;
 }
 
@@ -287,7 +287,7 @@ std::vector<std::vector<uint32_t>> bits_of(const Shape& q_shape, const Shape& kv
   const Tensors in{normal(q_shape, 0, 1, DType::Float32, g), normal(kv_shape, 0, 1, DType::Float32, g),
                    normal(kv_shape, 0, 1, DType::Float32, g)};
   const Tensor w = normal(q_shape, 0, 1, DType::Float32, g);
-  const Tensors r = run([&](auto& q, auto& k, auto& v) { return attention(q, k, v, {.causal = causal}); }, in, w);
+  const Tensors r = run_attention_fn([&](auto& q, auto& k, auto& v) { return attention(q, k, v, {.causal = causal}); }, in, w);
   std::vector<std::vector<uint32_t>> bits;
   for (const Tensor& t : r) {
     std::vector<uint32_t> b;

@@ -67,7 +67,7 @@ TEST(LayerNorm, HandComputedGradients) {
 }
 
 // Fused against reference on the same leaves: values and all three gradients.
-void expect_fused_matches_reference(const Shape& shape, double tol, uint64_t seed) {
+void expect_fused_layer_norm_matches_reference(const Shape& shape, double tol, uint64_t seed) {
   const int64_t c = shape.back();
   Tensor x = random_leaf(shape, -2, 3, seed), w = random_leaf({c}, 0.5, 1.5, seed + 1);
   Tensor b = random_leaf({c}, -1, 1, seed + 2);
@@ -86,13 +86,13 @@ void expect_fused_matches_reference(const Shape& shape, double tol, uint64_t see
   expect_close(db, b.grad(), tol, "dbias");
 }
 
-TEST(LayerNorm, FusedMatchesReference) { expect_fused_matches_reference({3, 5, 7}, 1e-12, 11); }
+TEST(LayerNorm, FusedMatchesReference) { expect_fused_layer_norm_matches_reference({3, 5, 7}, 1e-12, 11); }
 
 TEST(LayerNorm, FusedMatchesReferenceOnTheThreadedPath) {
   // 512 * 160 = 81920 elements: above 2 * kParallelGrain, so rows (and the
   // dweight/dbias partial sums) are split in blocks over two threads.
   const TwoThreads two;
-  expect_fused_matches_reference({4, 128, 160}, 1e-11, 21);
+  expect_fused_layer_norm_matches_reference({4, 128, 160}, 1e-11, 21);
 }
 
 // Every output and gradient at 1, 2 and 3 threads, bit for bit: dweight's

@@ -53,7 +53,7 @@ TEST(RmsNorm, HandComputedGradients) {
 
 // Fused against reference on the same leaves (x given through `view`):
 // values and both gradients.
-void expect_fused_matches_reference(const Tensor& x, const Tensor& w, double tol,
+void expect_fused_rms_norm_matches_reference(const Tensor& x, const Tensor& w, double tol,
                                     const std::function<Tensor(const Tensor&)>& view) {
   const Tensor y = rms_norm(view(x), w);
   const Tensor y_ref = rms_norm_reference(view(x), w);
@@ -74,8 +74,8 @@ TEST(RmsNorm, FusedMatchesReferenceInFloat64) {
   for (const Shape& shape : {Shape{3, 5, 7}, Shape{4, 1}, Shape{1, 9}, Shape{5}, Shape{2, 1, 33}}) {
     SCOPED_TRACE(str(shape));
     const int64_t c = shape.back();
-    expect_fused_matches_reference(random_leaf(shape, -2, 3, 11), random_leaf({c}, 0.5, 1.5, 12), 1e-12, kAsIs);
-    expect_fused_matches_reference(random_leaf(shape, -2, 3, 13), Tensor(), 1e-12, kAsIs);
+    expect_fused_rms_norm_matches_reference(random_leaf(shape, -2, 3, 11), random_leaf({c}, 0.5, 1.5, 12), 1e-12, kAsIs);
+    expect_fused_rms_norm_matches_reference(random_leaf(shape, -2, 3, 13), Tensor(), 1e-12, kAsIs);
   }
 }
 
@@ -83,13 +83,13 @@ TEST(RmsNorm, FusedMatchesReferenceInFloat32) {
   Generator g(5);
   Tensor x = uniform({37, 96}, -2, 2, DType::Float32, g).requires_grad_();
   Tensor w = uniform({96}, 0.5, 1.5, DType::Float32, g).requires_grad_();
-  expect_fused_matches_reference(x, w, 1e-5, kAsIs);
+  expect_fused_rms_norm_matches_reference(x, w, 1e-5, kAsIs);
 }
 
 TEST(RmsNorm, FusedMatchesReferenceOnStridedInput) {
   // x (7, 5) read as its transpose (5, 7): a copy on the way in, the gradient
   // transposed back.
-  expect_fused_matches_reference(random_leaf({7, 5}, -2, 2, 21), random_leaf({7}, 0.5, 1.5, 22), 1e-12,
+  expect_fused_rms_norm_matches_reference(random_leaf({7, 5}, -2, 2, 21), random_leaf({7}, 0.5, 1.5, 22), 1e-12,
                                  [](const Tensor& t) { return transpose(t, 0, 1); });
 }
 
@@ -97,7 +97,7 @@ TEST(RmsNorm, FusedMatchesReferenceOnTheThreadedPath) {
   // 512 * 160 = 81920 elements: above 2 * kParallelGrain, so rows (and
   // dweight's block partials) are split.
   const kernels::cpu::NumThreadsGuard two(2);
-  expect_fused_matches_reference(random_leaf({4, 128, 160}, -2, 3, 31), random_leaf({160}, 0.5, 1.5, 32), 1e-11,
+  expect_fused_rms_norm_matches_reference(random_leaf({4, 128, 160}, -2, 3, 31), random_leaf({160}, 0.5, 1.5, 32), 1e-11,
                                  kAsIs);
 }
 

@@ -62,7 +62,7 @@ TEST(Rotary, HandComputed) {
 
 // The op against rotary_reference from the same leaf (read through `view`):
 // values and the gradient.
-void expect_matches_reference(const Tensor& leaf, double theta, double tol,
+void expect_rotary_matches_reference(const Tensor& leaf, double theta, double tol,
                               const std::function<Tensor(const Tensor&)>& view) {
   const Tensor y = rotary(view(leaf), theta), y_ref = rotary_reference(contiguous(view(leaf)), theta);
   expect_close(y, y_ref, tol, "y");
@@ -81,16 +81,16 @@ TEST(Rotary, MatchesTheReference) {
   // Odd B, H and T; D = 2 (one frequency); T = 1 (position 0 only: identity).
   for (const Shape& shape : {Shape{2, 3, 5, 8}, Shape{3, 1, 7, 2}, Shape{1, 2, 1, 6}, Shape{1, 1, 300, 64}}) {
     SCOPED_TRACE(str(shape));
-    expect_matches_reference(random_leaf(shape, -2, 2, 1), 10000.0, 1e-14, kAsIs);
+    expect_rotary_matches_reference(random_leaf(shape, -2, 2, 1), 10000.0, 1e-14, kAsIs);
     Generator g(2);
-    expect_matches_reference(uniform(shape, -2, 2, DType::Float32, g).requires_grad_(), 500000.0, 2e-6, kAsIs);
+    expect_rotary_matches_reference(uniform(shape, -2, 2, DType::Float32, g).requires_grad_(), 500000.0, 2e-6, kAsIs);
   }
 }
 
 TEST(Rotary, Float64KeepsItsPrecisionAtLongPositions) {
   // Angles up to 4095 radians: float32 steps would be off by ~1e-4 there; the
   // float64 path computes them in float64 and matches the float64 table.
-  expect_matches_reference(random_leaf({1, 2, 4096, 16}, -1, 1, 3), 10000.0, 1e-12, kAsIs);
+  expect_rotary_matches_reference(random_leaf({1, 2, 4096, 16}, -1, 1, 3), 10000.0, 1e-12, kAsIs);
   const Tensor x = random_leaf({1, 1, 4096, 16}, -1, 1, 4).detach();
   const Tensor y32 = rotary(to_dtype(x, DType::Float32)), y64 = rotary(x);
   expect_close(y32, y64, 1e-2, "float32 near float64");  // rounding of t * inv_freq in float32
@@ -102,10 +102,10 @@ TEST(Rotary, ReadsStridedViewsInPlace) {
   const int64_t b = 2, t = 5, h = 3, d = 8, c = h * d;
   const auto q_of = [=](const Tensor& qkv) { return transpose(view(slice(qkv, 2, 0, c), {b, t, h, d}), 1, 2); };
   const auto k_of = [=](const Tensor& qkv) { return transpose(view(slice(qkv, 2, c, 2 * c), {b, t, h, d}), 1, 2); };
-  expect_matches_reference(random_leaf({b, t, 3 * c}, -2, 2, 5), 10000.0, 1e-14, q_of);
-  expect_matches_reference(random_leaf({b, t, 3 * c}, -2, 2, 6), 10000.0, 1e-14, k_of);
+  expect_rotary_matches_reference(random_leaf({b, t, 3 * c}, -2, 2, 5), 10000.0, 1e-14, q_of);
+  expect_rotary_matches_reference(random_leaf({b, t, 3 * c}, -2, 2, 6), 10000.0, 1e-14, k_of);
   // A last axis that is not contiguous (D strided): copied first.
-  expect_matches_reference(random_leaf({2, 3, 6, 4}, -2, 2, 7), 10000.0, 1e-14,
+  expect_rotary_matches_reference(random_leaf({2, 3, 6, 4}, -2, 2, 7), 10000.0, 1e-14,
                            [](const Tensor& x) { return transpose(x, 2, 3); });
 }
 

@@ -20,7 +20,7 @@ namespace {
 
 using testing::random_leaf;
 
-void expect_near(const std::vector<float>& actual, const std::vector<float>& expected, float tol = 1e-6f) {
+void expect_floats_near(const std::vector<float>& actual, const std::vector<float>& expected, float tol = 1e-6f) {
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
 }
@@ -38,12 +38,12 @@ TEST(Unary, Relu) {
 
 TEST(Unary, Tanh) {
   // tanh(x) = (e^2x - 1) / (e^2x + 1); tanh(0.5) = 0.46211716, tanh(-2) = -0.96402758
-  expect_near(tanh(inputs()).to_vector<float>(), {-0.96402758f, -0.46211716f, 0, 0.46211716f, 0.99505475f});
+  expect_floats_near(tanh(inputs()).to_vector<float>(), {-0.96402758f, -0.46211716f, 0, 0.46211716f, 0.99505475f});
 }
 
 TEST(Unary, Sigmoid) {
   // 1 / (1 + e^-x): sigmoid(0) = 1/2, sigmoid(-x) = 1 - sigmoid(x)
-  expect_near(sigmoid(inputs()).to_vector<float>(), {0.11920292f, 0.37754067f, 0.5f, 0.62245933f, 0.95257413f});
+  expect_floats_near(sigmoid(inputs()).to_vector<float>(), {0.11920292f, 0.37754067f, 0.5f, 0.62245933f, 0.95257413f});
   // Saturates without NaN at large |x|.
   const std::vector<float> big = sigmoid(from_vector(std::vector<float>{-200, 200}, {2})).to_vector<float>();
   EXPECT_EQ(big, (std::vector<float>{0, 1}));
@@ -51,13 +51,13 @@ TEST(Unary, Sigmoid) {
 
 TEST(Unary, Exp) {
   // e = 2.7182818, e^-2 = 0.13533528, e^3 = 20.085537
-  expect_near(exp(inputs()).to_vector<float>(), {0.13533528f, 0.60653066f, 1, 1.64872127f, 20.085537f}, 1e-5f);
+  expect_floats_near(exp(inputs()).to_vector<float>(), {0.13533528f, 0.60653066f, 1, 1.64872127f, 20.085537f}, 1e-5f);
 }
 
 TEST(Unary, Log) {
   // log(1) = 0, log(e) = 1, log(1/4) = -2 log 2
   const Tensor x = from_vector(std::vector<float>{1, 2.7182818f, 0.25f, 8}, {4});
-  expect_near(log(x).to_vector<float>(), {0, 1, -1.3862944f, 2.0794415f});
+  expect_floats_near(log(x).to_vector<float>(), {0, 1, -1.3862944f, 2.0794415f});
   EXPECT_EQ(log(from_vector(std::vector<float>{0}, {1})).item<float>(), -INFINITY);
 }
 
@@ -72,7 +72,7 @@ TEST(Unary, Gelu) {
   // gelu(x) - gelu(-x) = x (so gelu(0.5) - gelu(-0.5) = 0.5); gelu(3) is within 0.004 of 3.
   const Tensor x = from_vector(std::vector<float>{-2, -0.5f, 0, 0.5f, 1, 3}, {6});
   const std::vector<float> y = gelu(x).to_vector<float>();
-  expect_near(y, {-0.04540230591f, -0.15428599017f, 0, 0.34571400983f, 0.84119199061f, 2.99636260792f});
+  expect_floats_near(y, {-0.04540230591f, -0.15428599017f, 0, 0.34571400983f, 0.84119199061f, 2.99636260792f});
   EXPECT_NEAR(gelu_reference(1.0), 0.8411919906082768, 1e-15);
   EXPECT_NEAR(y[3] - y[1], 0.5f, 1e-6f);
   const std::vector<double> xd{-2, -0.5, 0, 0.5, 1, 3};
@@ -118,7 +118,7 @@ TEST(Unary, Silu) {
   // silu(x) = x / (1 + e^-x): silu(0) = 0, silu(1) = 0.7310585786..., silu(-2) = -2 / (1 + e^2);
   // far out, -0 and x itself, never NaN.
   const Tensor x = from_vector(std::vector<float>{-2, -0.5f, 0, 0.5f, 1, 3, -200, 200}, {8});
-  expect_near(silu(x).to_vector<float>(),
+  expect_floats_near(silu(x).to_vector<float>(),
               {-0.23840584404f, -0.18877033440f, 0, 0.31122966560f, 0.73105857863f, 2.85772238047f, 0, 200});
   // d silu/dx = s (1 + x (1 - s)): 1/2 at 0, 0.9276705118... at 1, -0.0907842487... at -2.
   Tensor xd = from_vector(std::vector<double>{0, 1, -2, 3}, {4}).requires_grad_();
@@ -140,7 +140,7 @@ TEST(Unary, NonContiguousInput) {
   EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1, 0, 0, 5, 3, 0}));
   EXPECT_EQ(neg(t).to_vector<float>(), (std::vector<float>{-1, 4, 2, -5, -3, 6}));
   const std::vector<float> e = exp(t).to_vector<float>();
-  expect_near(e, {std::exp(1.0f), std::exp(-4.0f), std::exp(-2.0f), std::exp(5.0f), std::exp(3.0f), std::exp(-6.0f)},
+  expect_floats_near(e, {std::exp(1.0f), std::exp(-4.0f), std::exp(-2.0f), std::exp(5.0f), std::exp(3.0f), std::exp(-6.0f)},
               1e-4f);
 }
 

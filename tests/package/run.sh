@@ -14,6 +14,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+# Through ccache where it is, as scripts/build.sh builds: the files that
+# compile alike in both builds come from the build tree's objects (this
+# test took 24.6 s instead of 35.9 on the Intel Xeon).
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 # The gemm line of a program's output, held to the build's remat's.
 expected_gemm=$("$build/remat" --version | grep '^gemm:')
@@ -48,7 +53,7 @@ case $mode in
     same_gemm "pkg-config program" "$output"
     ;;
   subdirectory)
-    cmake -S "$here/subdirectory" -B "$work/cmake" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    cmake -S "$here/subdirectory" -B "$work/cmake" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
           -DREMAT_SOURCE_DIR="$source" >"$work/configure.log"
     cmake --build "$work/cmake" --target matmul_grad -j 2 >"$work/build.log"
     "$work/cmake/matmul_grad"

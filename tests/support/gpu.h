@@ -1,14 +1,17 @@
 // Test support for the CUDA tests (CTest label cuda): skipping, with a
 // message, where no GPU is present; GPU 0, its stream and the fused-epilogue
-// flag; a buffer on GPU 0 filled from the host
-// and read back; random values for the CPU and the GPU to share. For a CUDA
-// build only (REMAT_HAVE_CUDA).
+// flag; a buffer on GPU 0 filled from the host and read back; random values
+// for the CPU and the GPU to share; results as bytes, their relative gap,
+// dense strides; on the emulated GPU, shuffled threads for a scope. For a
+// CUDA build only (REMAT_HAVE_CUDA).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -69,6 +72,37 @@ std::vector<T> random_values(size_t n, double low, double high, uint64_t seed) {
   std::vector<T> out(n);
   for (T& v : out) v = static_cast<T>(draw(rng));
   return out;
+}
+
+// The bytes of `values`: results compared bit for bit.
+template <class T>
+std::vector<unsigned char> bytes_of(const std::vector<T>& values) {
+  std::vector<unsigned char> out(values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+// max |x - y| over max |y|.
+template <class T>
+double relative_gap(const std::vector<T>& x, const std::vector<T>& y) {
+  double gap = 0, scale = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    gap = std::max(gap, std::abs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(y[i])));
+  }
+  return gap / scale;
+}
+
+// The strides of a dense (row-major) array of `shape`, and its element count.
+inline std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+inline int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
 }
 
 // n values drawn uniformly from [-1, 1).

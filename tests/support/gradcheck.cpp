@@ -1,4 +1,5 @@
-// Finite-difference gradient checks; see gradcheck.h.
+// Finite-difference gradient checks and the small comparison helpers; see
+// gradcheck.h.
 #include "tests/support/gradcheck.h"
 
 #include <gtest/gtest.h>

@@ -17,7 +17,7 @@ namespace remat::tasks {
 using namespace remat::train;  // the Trainer, its arguments and its checks
 namespace {
 
-std::string error_of(const FashionMnistOptions& options) {
+std::string fashion_mnist_error(const FashionMnistOptions& options) {
   try {
     train_fashion_mnist(options);
   } catch (const Error& e) {
@@ -30,7 +30,7 @@ TEST(FashionMnistTask, OptionsOutOfRangeAreErrorsBeforeTheData) {
   // A folder without the data: an option's error must come first.
   const FashionMnistOptions options{.data_dir = "/nonexistent/fashion-mnist"};
   const auto expect_error = [&](FashionMnistOptions o, const std::string& part) {
-    const std::string message = error_of(o);
+    const std::string message = fashion_mnist_error(o);
     EXPECT_NE(message.find(part), std::string::npos) << message;
   };
   FashionMnistOptions o = options;
@@ -75,7 +75,7 @@ TEST(FashionMnistTask, EveryTaskFlagAndATrainerFlagOfItsArgumentMustAgree) {
     o.flags_given = {std::string(row.flag)};
     const std::string trainer_flag = fmt::format("--{}={}", row.argument, other.at(row.argument));
     o.trainer_flags = {trainer_flag};
-    const std::string message = error_of(o);
+    const std::string message = fashion_mnist_error(o);
     EXPECT_NE(message.find(std::string(row.flag) + " "), std::string::npos) << message;
     EXPECT_NE(message.find(" and " + trainer_flag + " give training argument " + std::string(row.argument)),
               std::string::npos) << message;
@@ -83,13 +83,13 @@ TEST(FashionMnistTask, EveryTaskFlagAndATrainerFlagOfItsArgumentMustAgree) {
   // kjv-gpt's --max-steps reaches this task as a trainer flag: with --max_steps too.
   FashionMnistOptions o = options;
   o.trainer_flags = {"--max-steps", "4", "--max_steps", "6"};
-  std::string message = error_of(o);
+  std::string message = fashion_mnist_error(o);
   EXPECT_NE(message.find("--max-steps 4 and --max_steps 6 give training argument max_steps two values"),
             std::string::npos) << message;
   o.flags_given = {"--batch-size"};
   o.batch_size = 4;
   o.trainer_flags = {"--per-device-train-batch-size", "4"};  // the same value
-  message = error_of(o);
+  message = fashion_mnist_error(o);
   EXPECT_NE(message.find("/nonexistent/fashion-mnist"), std::string::npos) << message;
 }
 

@@ -236,7 +236,7 @@ TEST(KjvGptTask, APromptOutsideTheVocabularyIsAnError) {
   EXPECT_THROW(train_kjv_gpt(options), Error);
 }
 
-std::string error_of(const KjvGptOptions& options, int* evals = nullptr) {
+std::string kjv_error(const KjvGptOptions& options, int* evals = nullptr) {
   try {
     train_kjv_gpt(options, [&](const KjvEval&) {
       if (evals) ++*evals;
@@ -249,10 +249,7 @@ std::string error_of(const KjvGptOptions& options, int* evals = nullptr) {
 
 using testing::contains;
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using testing::read_file;
 
 std::string repeated_text(const std::string& name) {
   std::string text;
@@ -268,7 +265,7 @@ TEST(KjvGptTask, BadSamplingAndOutputsAreFoundBeforeTheFirstStep) {
   options.eval_interval = 1;
   const auto expect_early = [](const KjvGptOptions& o, const std::string& part) {
     int evals = 0;
-    const std::string message = error_of(o, &evals);
+    const std::string message = kjv_error(o, &evals);
     EXPECT_TRUE(contains(message, part)) << message;
     EXPECT_EQ(evals, 0) << "trained before finding: " << message;
   };
@@ -299,7 +296,7 @@ TEST(KjvGptTask, NumbersOutOfRangeAreErrors) {
   const KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_ranges.txt"));
   const auto expect_error = [&](KjvGptOptions o, const std::string& part) {
     o.max_steps = 1;
-    const std::string message = error_of(o);
+    const std::string message = kjv_error(o);
     EXPECT_TRUE(contains(message, part)) << message;
   };
   KjvGptOptions o = options;
@@ -338,7 +335,7 @@ TEST(KjvGptTask, EveryTaskFlagAndATrainerFlagOfItsArgumentMustAgree) {
     o.flags_given = {std::string(row.flag)};
     const std::string trainer_flag = fmt::format("--{}={}", row.argument, other.at(row.argument));
     o.trainer_flags = {trainer_flag};
-    const std::string message = error_of(o);
+    const std::string message = kjv_error(o);
     EXPECT_TRUE(contains(message, std::string(row.flag) + " ")) << message;
     EXPECT_TRUE(contains(message, " and " + trainer_flag + " give training argument " + std::string(row.argument)))
         << message;
@@ -375,13 +372,13 @@ TEST(KjvGptTask, AnEmptyPolicyATooSmallDtrBudgetAndAnotherModelsProfileAreErrors
   const KjvGptOptions options = tiny_options(repeated_text("remat_kjv_task_silent.txt"));
   KjvGptOptions o = options;
   o.flags_given = {"--checkpointing"};
-  std::string message = error_of(o);
+  std::string message = kjv_error(o);
   EXPECT_TRUE(contains(message, "--checkpointing '' names no policy; give one of")) << message;
   o = options;
   o.max_steps = 2;
   o.checkpointing = "dtr";
   o.checkpointing_budget = 1;
-  message = error_of(o);
+  message = kjv_error(o);
   EXPECT_TRUE(contains(message, "policy dtr's budget of 1 bytes (0.00 MiB) cannot hold this step")) << message;
   EXPECT_TRUE(contains(message, "give a budget of at least")) << message;
   // A profile of a 2-layer model, run on 1 layer.
@@ -393,12 +390,12 @@ TEST(KjvGptTask, AnEmptyPolicyATooSmallDtrBudgetAndAnotherModelsProfileAreErrors
   o.eval_interval = 2;
   o.checkpointing = "cost";
   o.save_checkpointing_profile = profile;
-  ASSERT_EQ(error_of(o), "no error");
+  ASSERT_EQ(kjv_error(o), "no error");
   o.n_layer = 1;
   o.save_checkpointing_profile.clear();
   o.checkpointing_profile = profile;
   int evals = 0;
-  message = error_of(o, &evals);
+  message = kjv_error(o, &evals);
   EXPECT_TRUE(contains(message, "the saved profile planned from is of another graph")) << message;
   EXPECT_TRUE(contains(message, "the profile's graph has signature")) << message;
   EXPECT_EQ(evals, 0);  // refused before the first step
@@ -433,17 +430,17 @@ TEST(KjvGptTask, TokensPerSecondCountTheRowsThatRan) {
 
 TEST(KjvGptTask, PathsThatCollideAreRefused) {
   const std::string text_path = repeated_text("remat_kjv_task_collide.txt");
-  const std::string text = bytes_of(text_path);
+  const std::string text = read_file(text_path);
   KjvGptOptions options = tiny_options(text_path);
   options.max_steps = 2;
   options.weights_path = text_path;
-  EXPECT_TRUE(contains(error_of(options), "--save-weights '" + text_path + "' and --text '" + text_path + "'"));
-  EXPECT_TRUE(bytes_of(text_path) == text) << "the training text was overwritten";
+  EXPECT_TRUE(contains(kjv_error(options), "--save-weights '" + text_path + "' and --text '" + text_path + "'"));
+  EXPECT_TRUE(read_file(text_path) == text) << "the training text was overwritten";
   options.weights_path = (std::filesystem::temp_directory_path() / "remat_kjv_collide.safetensors").string();
   options.checkpointing = "blocks";
   options.save_checkpointing_profile = options.weights_path;
   std::filesystem::remove(options.weights_path);
-  EXPECT_TRUE(contains(error_of(options), "and --save-checkpointing-profile"));
+  EXPECT_TRUE(contains(kjv_error(options), "and --save-checkpointing-profile"));
   EXPECT_FALSE(std::filesystem::exists(options.weights_path));
 }
 
@@ -456,15 +453,15 @@ TEST(KjvGptTask, AnOutputFolderWithCheckpointsIsReplacedOnlyWhenAskedTo) {
   const std::string dir = temp_folder("remat_kjv_existing");
   const std::string file = dir + "/checkpoint-2/checkpoint.safetensors";
   options.trainer_flags = {"--output-dir", dir};
-  EXPECT_EQ(error_of(options), "no error");
-  const std::string first = bytes_of(file);
+  EXPECT_EQ(kjv_error(options), "no error");
+  const std::string first = read_file(file);
   options.seed = 1;  // another run
-  EXPECT_TRUE(contains(error_of(options), "already holds checkpoints; give resume_from_checkpoint to continue, or "
+  EXPECT_TRUE(contains(kjv_error(options), "already holds checkpoints; give resume_from_checkpoint to continue, or "
                                           "overwrite_output_dir"));
-  EXPECT_TRUE(bytes_of(file) == first) << "the checkpoint was overwritten";
+  EXPECT_TRUE(read_file(file) == first) << "the checkpoint was overwritten";
   options.trainer_flags.push_back("--overwrite-output-dir");
-  EXPECT_EQ(error_of(options), "no error");
-  EXPECT_FALSE(bytes_of(file) == first) << "the checkpoint was not replaced";
+  EXPECT_EQ(kjv_error(options), "no error");
+  EXPECT_FALSE(read_file(file) == first) << "the checkpoint was not replaced";
 }
 
 // Two runs given one output folder would write one checkpoint; the second
@@ -482,14 +479,14 @@ TEST(KjvGptTask, AnOutputFolderInUseByAnotherRunIsAnError) {
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
   ASSERT_EQ(::write(fd, "4242\n", 5), 5);
   int evals = 0;
-  const std::string message = error_of(options, &evals);
+  const std::string message = kjv_error(options, &evals);
   EXPECT_TRUE(contains(message, "is in use by another run (process 4242")) << message;
   EXPECT_TRUE(contains(message, "output_dir '" + dir + "' is in use")) << message;  // the folder given, not DIR/trainer
   EXPECT_EQ(evals, 0);
   EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint-2"));
   ::unlink(lock_path.c_str());
   ::close(fd);
-  EXPECT_EQ(error_of(options), "no error");  // free once the other run is gone
+  EXPECT_EQ(kjv_error(options), "no error");  // free once the other run is gone
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint-2"));
   EXPECT_FALSE(std::filesystem::exists(lock_path));
 }
@@ -504,17 +501,17 @@ TEST(KjvGptTask, ANonFiniteLossStopsTheRunAndLeavesTheCheckpoint) {
   const std::string file = dir + "/checkpoint-2/checkpoint.safetensors";
   options.trainer_flags = {"--output-dir", dir};
   train_kjv_gpt(options);
-  const std::string good = bytes_of(file);
+  const std::string good = read_file(file);
   options.trainer_flags = {"--output-dir", dir, "--resume-from-checkpoint", "latest"};
   options.max_steps = 10;
   options.eval_interval = 1;
   options.lr = 1e30;
   int evals = 0;
-  const std::string message = error_of(options, &evals);
+  const std::string message = kjv_error(options, &evals);
   EXPECT_TRUE(contains(message, "Trainer: step ")) << message;
   EXPECT_TRUE(contains(message, "so training stopped (its newest checkpoint, '" + dir + "/checkpoint-2', is left "
                                 "as it was)")) << message;
-  EXPECT_TRUE(bytes_of(file) == good) << "the checkpoint was overwritten";
+  EXPECT_TRUE(read_file(file) == good) << "the checkpoint was overwritten";
   EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint-3")) << "a checkpoint of diverged weights was written";
   EXPECT_EQ(evals, 0);
 }
@@ -554,7 +551,7 @@ TEST(KjvGptTask, SavesAHuggingFaceFolderAndStartsFromOne) {
   std::string other;
   for (int i = 0; i < 100; ++i) other += "abcd efgz";
   resumed.text_path = write_text("remat_kjv_task_test4b.txt", other);
-  const std::string message = error_of(resumed);
+  const std::string message = kjv_error(resumed);
   EXPECT_TRUE(contains(message, "was trained on other symbols than this text's")) << message;
 }
 
@@ -575,13 +572,13 @@ TEST(KjvGptTask, AWeightsFolderInUseByAnotherRunIsAnError) {
   {
     const RunLock other(options.weights_path, "--save-weights");  // the other run's
     int evals = 0;
-    const std::string message = error_of(options, &evals);
+    const std::string message = kjv_error(options, &evals);
     EXPECT_TRUE(contains(message, "--save-weights '" + options.weights_path + "' is in use by another run"))
         << message;
     EXPECT_EQ(evals, 0);
     EXPECT_FALSE(std::filesystem::exists(options.weights_path));
   }
-  EXPECT_EQ(error_of(options), "no error");  // free once the other run is gone
+  EXPECT_EQ(kjv_error(options), "no error");  // free once the other run is gone
   EXPECT_TRUE(std::filesystem::exists(options.weights_path + "/model.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(options.weights_path + ".lock"));
 }
@@ -603,7 +600,7 @@ TEST(KjvGptTask, WeightsWithoutRoomAreFoundBeforeTraining) {
   options.max_steps = 2;
   options.weights_path = disk + "/weights";  // about 15 KiB of weights, 16 KiB less the lock's page free
   int evals = 0;
-  const std::string message = error_of(options, &evals);
+  const std::string message = kjv_error(options, &evals);
   EXPECT_TRUE(contains(message, "--save-weights '" + options.weights_path + "': its folder '" + disk + "' has "))
       << message;
   EXPECT_TRUE(contains(message, " bytes free, and the run would write ")) << message;
@@ -625,7 +622,7 @@ TEST(KjvGptTask, AWeightsSaveThatFailsSaysWhereTheWeightsAre) {
   options.trainer_flags = {"--output-dir", dir};
   ::setenv("REMAT_FAULT_WRITE", "ENOSPC:remat_kjv_weights_fail_w/model.safetensors:100", 1);
   int evals = 0;
-  std::string message = error_of(options, &evals);
+  std::string message = kjv_error(options, &evals);
   ::unsetenv("REMAT_FAULT_WRITE");
   EXPECT_EQ(evals, 1);  // it trained
   EXPECT_TRUE(contains(message, "--save-weights '" + options.weights_path + "' was not written")) << message;
@@ -634,12 +631,12 @@ TEST(KjvGptTask, AWeightsSaveThatFailsSaysWhereTheWeightsAre) {
   EXPECT_FALSE(std::filesystem::exists(options.weights_path + "/model.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(options.save_checkpointing_profile)) << "the profile was not saved";
   options.trainer_flags = {"--output-dir", dir, "--resume-from-checkpoint", dir + "/checkpoint-2"};
-  EXPECT_EQ(error_of(options), "no error");
+  EXPECT_EQ(kjv_error(options), "no error");
   EXPECT_EQ(nn::read_safetensors_metadata(options.weights_path + "/model.safetensors").at("steps"), "2");
   // Without --output-dir, nothing kept them; the message says so.
   options.trainer_flags = {};
   ::setenv("REMAT_FAULT_WRITE", "ENOSPC:remat_kjv_weights_fail_w/model.safetensors", 1);
-  message = error_of(options);
+  message = kjv_error(options);
   ::unsetenv("REMAT_FAULT_WRITE");
   EXPECT_TRUE(contains(message, "the trained weights were not saved anywhere else")) << message;
 }
@@ -647,7 +644,7 @@ TEST(KjvGptTask, AWeightsSaveThatFailsSaysWhereTheWeightsAre) {
 // An empty --text reached the tokenizer, whose error could not name it.
 TEST(KjvGptTask, AnEmptyTextIsAnErrorNamingTheFile) {
   const std::string path = write_text("remat_kjv_task_empty.txt", "");
-  const std::string message = error_of(tiny_options(path));
+  const std::string message = kjv_error(tiny_options(path));
   EXPECT_TRUE(contains(message, "text file '" + path + "' is empty")) << message;
 }
 

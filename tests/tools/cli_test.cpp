@@ -399,9 +399,10 @@ TEST(Cli, ALlamaIsSizedByItsFlags) {
   }
 }
 
-// W4 under a couple of policies, one short step each. Slow: 14 s in the
-// Release build, 42 s under the sanitizers, where tests/nn's small Llamas
-// run its ops instead.
+// W4 under a couple of policies, one short step each, from the command
+// line. Slow: 14 s in the Release build, 42 s under the sanitizers, whose
+// unit tests run W4 itself and the policies on a small Llama
+// (tests/workloads/llama_workload_test.cpp).
 TEST(CliSlow, W4RunsUnderPolicies) {
   for (const char* policy : {"blocks", "chain --budget 50%"}) {
     const Outcome run = run_remat(std::string("bench --workload W4 --threads 1 --steps 1 --warmup 0 --json --policy ") +

@@ -51,7 +51,7 @@ int64_t newest_step(const fs::path& dir) {
 // `past_step` and `kill_after` more has passed: then SIGKILL, as a power
 // cut or the OOM killer. Waiting for a save, not a time, makes every kill
 // land after progress however loaded the machine is.
-Ended run_remat(const std::vector<std::string>& args, const std::string& log, const fs::path& output_dir,
+Ended run_remat_until(const std::vector<std::string>& args, const std::string& log, const fs::path& output_dir,
                 int64_t past_step, std::optional<milliseconds> kill_after) {
   std::string binary = REMAT_BINARY;
   std::vector<std::string> words = args;
@@ -101,7 +101,7 @@ TEST(CliSlow, KilledAtRandomMomentsARunResumesBitIdentical) {
   const fs::path whole = root / "whole", killed = root / "killed";
 
   const auto start = Clock::now();
-  ASSERT_EQ(run_remat(flags(whole.string()), log, whole, -1, std::nullopt).exit_code, 0) << read_file(log);
+  ASSERT_EQ(run_remat_until(flags(whole.string()), log, whole, -1, std::nullopt).exit_code, 0) << read_file(log);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
 
   // Each start is killed once it has saved a checkpoint past the one it
@@ -119,7 +119,7 @@ TEST(CliSlow, KilledAtRandomMomentsARunResumesBitIdentical) {
       ++resumes;
     }
     const milliseconds after(at(moments));
-    const Ended ended = run_remat(args, log, killed, resumed_at, after);
+    const Ended ended = run_remat_until(args, log, killed, resumed_at, after);
     if (!ended.killed) {
       ASSERT_EQ(ended.exit_code, 0) << read_file(log);
       break;  // it finished before its kill
@@ -133,7 +133,7 @@ TEST(CliSlow, KilledAtRandomMomentsARunResumesBitIdentical) {
   }
   std::vector<std::string> args = flags(killed.string());
   if (newest_step(killed) >= 0) args.insert(args.end(), {"--resume-from-checkpoint", "latest"});
-  const Ended last = run_remat(args, log, killed, -1, std::nullopt);
+  const Ended last = run_remat_until(args, log, killed, -1, std::nullopt);
   ASSERT_EQ(last.exit_code, 0) << read_file(log);
   EXPECT_GE(kills, 3) << "the run took " << took.count() << " ms: too short to kill";
   std::printf("uninterrupted: %lld ms; killed %d times (%s), %d of them during a save; %d resumes\n",

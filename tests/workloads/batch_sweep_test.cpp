@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kMiB = 1024 * 1024;
 
-BatchRow measured(int64_t batch, const char* policy, int64_t peak_total, double step_ms) {
+BatchRow measured_batch(int64_t batch, const char* policy, int64_t peak_total, double step_ms) {
   BatchRow row{.batch_size = batch, .policy = policy};
   row.report.emplace();
   row.report->policy = policy;
@@ -42,11 +42,11 @@ BatchSweepOptions small_mlp(std::vector<int64_t> batches, std::vector<std::strin
 
 TEST(BatchSweep, FitsAndFastestFollowFromPeaksAndTimes) {
   BatchSweep sweep{.model = "m", .memory_limit = 100 * kMiB};
-  sweep.rows = {measured(8, "none", 60 * kMiB, 100),     // fits: 80 samples/s
-                measured(16, "none", 101 * kMiB, 100),   // over by a MiB: hollow, never fastest
-                measured(8, "cost", 50 * kMiB, 200),     // fits: 40 samples/s
-                measured(16, "cost", 70 * kMiB, 160),    // fits: 100 samples/s, the fastest of all
-                measured(32, "cost", 100 * kMiB, 320),   // exactly the limit fits: 100 samples/s, a tie (first wins)
+  sweep.rows = {measured_batch(8, "none", 60 * kMiB, 100),     // fits: 80 samples/s
+                measured_batch(16, "none", 101 * kMiB, 100),   // over by a MiB: hollow, never fastest
+                measured_batch(8, "cost", 50 * kMiB, 200),     // fits: 40 samples/s
+                measured_batch(16, "cost", 70 * kMiB, 160),    // fits: 100 samples/s, the fastest of all
+                measured_batch(32, "cost", 100 * kMiB, 320),   // exactly the limit fits: 100 samples/s, a tie (first wins)
                 BatchRow{.batch_size = 64, .policy = "cost", .reason = "plan: cannot fit"}};
   judge_batches(sweep);
   std::vector<bool> fits, fastest;
@@ -147,7 +147,7 @@ TEST(BatchSweep, BadOptionsAreErrorsNamingTheValue) {
 
 TEST(BatchSweep, CsvHasEveryRowAndQuotesTheReason) {
   BatchSweep sweep{.model = "mlp 4-8-2", .memory_limit = 100 * kMiB};
-  sweep.rows = {measured(8, "none", 60 * kMiB, 100),
+  sweep.rows = {measured_batch(8, "none", 60 * kMiB, 100),
                 BatchRow{.batch_size = 8, .policy = "cost", .budget = 40 * kMiB, .resident_bytes = 60 * kMiB,
                          .reason = "plan: cannot fit a budget of 1, \"really\""}};
   sweep.rows[0].resident_bytes = 50 * kMiB;

@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kMebibyte = 1024 * 1024;
 
-TradeoffRow measured(const char* policy, int64_t peak, double ms) {
+TradeoffRow measured_policy(const char* policy, int64_t peak, double ms) {
   TradeoffRow row;
   row.report.workload = "W1";
   row.report.policy = policy;
@@ -32,9 +32,9 @@ std::vector<std::string> csv_lines(const std::string& text) {
 }
 
 TEST(Tradeoff, ParetoKeepsRowsNoOtherBeatsInBothPeakAndTime) {
-  std::vector<TradeoffRow> rows{measured("a", 10, 100), measured("b", 5, 120), measured("c", 5, 110),
-                                measured("d", 20, 90),  measured("e", 20, 95), measured("f", 1, 1),
-                                measured("g", 10, 100)};
+  std::vector<TradeoffRow> rows{measured_policy("a", 10, 100), measured_policy("b", 5, 120), measured_policy("c", 5, 110),
+                                measured_policy("d", 20, 90),  measured_policy("e", 20, 95), measured_policy("f", 1, 1),
+                                measured_policy("g", 10, 100)};
   rows[5].skipped = "plan: cannot fit";  // skipped: no point, never on the front, beats nobody
   mark_pareto(rows);
   std::vector<bool> flags;
@@ -43,8 +43,8 @@ TEST(Tradeoff, ParetoKeepsRowsNoOtherBeatsInBothPeakAndTime) {
 }
 
 TEST(Tradeoff, CsvHasTheHeaderAndOneLinePerMeasuredRow) {
-  std::vector<TradeoffRow> rows{measured("none", 20 * kMebibyte, 400), measured("cost", 10 * kMebibyte, 440),
-                                measured("chain", 0, 0)};
+  std::vector<TradeoffRow> rows{measured_policy("none", 20 * kMebibyte, 400), measured_policy("cost", 10 * kMebibyte, 440),
+                                measured_policy("chain", 0, 0)};
   rows[0].time_vs_keep_all = 1.0;
   rows[0].report.saved_bytes_after_forward = 16 * kMebibyte;
   rows[1].report.budget = 10 * kMebibyte;
