@@ -23,8 +23,8 @@
 #include "scheduler/plan.h"
 #include "scheduler/profile_json.h"
 #include "train/run_files.h"
-#include "tests/support/files.h"
 #include "tests/support/errors.h"
+#include "tests/support/files.h"
 
 namespace remat::tasks {
 
