@@ -75,9 +75,10 @@ Repeated repeated(const std::string& what, const std::function<std::vector<std::
 #endif
   EXPECT_TRUE(run() == out.bytes) << what << ": a second run gave other bits";
 #if REMAT_CUDA_EMULATION
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, 0x5eed);
-  const auto shuffled = run();
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder);
+  const auto shuffled = [&] {
+    const test::ShuffledThreads order(0x5eed);
+    return run();
+  }();
   EXPECT_TRUE(shuffled == out.bytes) << what << ": threads in a shuffled order gave other bits";
 #endif
   return out;

@@ -152,9 +152,8 @@ TEST(CudaCopy, ThreeOrMoreAxesMoveEveryElementByRows) {
 #if REMAT_CUDA_EMULATION
   // Again with each block's threads in a shuffled order: the rows' offsets
   // must be read only after the barrier that follows their writing.
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, 0x5eed);
+  const test::ShuffledThreads order(0x5eed);
   check_cases();
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder);
 #endif
 }
 

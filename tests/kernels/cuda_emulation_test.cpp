@@ -103,9 +103,12 @@ std::string error_at_wait() {
   return "";
 }
 
+// Each test may set the thread order; the order before it comes back after
+// (REMAT_EMULATION_ORDER's, for the tests that follow).
 class CudaEmulation : public ::testing::Test {
  protected:
-  void TearDown() override { remat_emulation::set_thread_order(ThreadOrder::InOrder); }
+  void TearDown() override { remat_emulation::set_thread_order(before_); }
+  ThreadOrder before_ = remat_emulation::thread_order();
 };
 
 std::vector<float> ramp(size_t n) {

@@ -66,9 +66,10 @@ std::vector<T> cuda_sum_to(const ReduceCase& c, const std::vector<T>& in, int64_
   const std::vector<T> first = run();
   EXPECT_TRUE(same_bits(run(), first)) << c.what << ": a second run gave other bits";
 #if REMAT_CUDA_EMULATION
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, 0x5eed);
-  const std::vector<T> shuffled = run();
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder);
+  const std::vector<T> shuffled = [&] {
+    const test::ShuffledThreads order(0x5eed);
+    return run();
+  }();
   EXPECT_TRUE(same_bits(shuffled, first)) << c.what << ": the shuffled thread order gave other bits";
 #endif
   return first;
@@ -173,9 +174,10 @@ void max_along_parity(int64_t outer, int64_t n, int64_t inner, uint64_t seed) {
   const auto again = run();
   EXPECT_TRUE(same_bits(again.first, first.first) && again.second == first.second) << what;
 #if REMAT_CUDA_EMULATION
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, seed);
-  const auto shuffled = run();
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder);
+  const auto shuffled = [&] {
+    const test::ShuffledThreads order(seed);
+    return run();
+  }();
   EXPECT_TRUE(same_bits(shuffled.first, first.first) && shuffled.second == first.second) << "shuffled " << what;
 #endif
 }

@@ -76,14 +76,14 @@ void check_attention(const Shape& shape, DType dtype) {
   const AttentionResult masked = run_attention(gx, gweights, false);
   EXPECT_TRUE(tensor_bytes(gpu.y) == tensor_bytes(masked.y)) << "forward differs from the GPU's masked_fill + softmax";
   EXPECT_TRUE(tensor_bytes(gpu.dx) == tensor_bytes(masked.dx)) << "gradient differs from the GPU's masked_fill + softmax";
-  // Again: on the emulated GPU with its threads in a shuffled order.
+  // Again: on the emulated GPU with its threads in a shuffled order (the
+  // order before it back after).
+  const AttentionResult again = [&] {
 #if REMAT_CUDA_EMULATION
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::Shuffled, 0x5eed);
+    const test::ShuffledThreads order(0x5eed);
 #endif
-  const AttentionResult again = run_attention(gx, gweights, true);
-#if REMAT_CUDA_EMULATION
-  remat_emulation::set_thread_order(remat_emulation::ThreadOrder::InOrder);
-#endif
+    return run_attention(gx, gweights, true);
+  }();
   EXPECT_TRUE(tensor_bytes(again.y) == tensor_bytes(gpu.y) && tensor_bytes(again.dx) == tensor_bytes(gpu.dx))
       << "a second run gave other bits";
 }
