@@ -30,6 +30,7 @@ namespace {
 
 using test::FusedEpilogues;
 using test::kGpu;
+using test::relative_gap;
 
 nn::GPTConfig small_gpt() {  // 4C = 128: the aux matrix's ld is a multiple of 8, the fused path
   return {.vocab_size = 31, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32, .dropout = 0.1, .seed = 4,
@@ -67,15 +68,6 @@ DeviceStep step_on(Device device) {
   loss.backward();
   for (const Tensor& p : model.parameters()) s.grads.push_back(p.grad().to_vector<double>());
   return s;
-}
-
-double relative_gap(const std::vector<double>& x, const std::vector<double>& y) {
-  double gap = 0, scale = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    gap = std::max(gap, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return scale == 0 ? gap : gap / scale;
 }
 
 TEST(CudaFusedMlp, OnTheGpuCfcAndGeluAreOneNodeWithTheUnfusedLossAndGradients) {

@@ -31,13 +31,7 @@ using test::kGpu;
 // max |x - y| over max |y|, on the host.
 double relative_gap(const Tensor& x, const Tensor& y) {
   EXPECT_EQ(x.shape(), y.shape());
-  const std::vector<double> a = x.to_vector<double>(), b = y.to_vector<double>();
-  double gap = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    gap = std::max(gap, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return scale == 0 ? gap : gap / scale;
+  return test::relative_gap(x.to_vector<double>(), y.to_vector<double>());
 }
 
 bool same_bits(const Tensor& x, const Tensor& y) { return x.to_vector<double>() == y.to_vector<double>(); }

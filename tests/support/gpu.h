@@ -82,7 +82,7 @@ std::vector<unsigned char> bytes_of(const std::vector<T>& values) {
   return out;
 }
 
-// max |x - y| over max |y|.
+// max |x - y| over max |y| (max |x - y| where y is all zeros).
 template <class T>
 double relative_gap(const std::vector<T>& x, const std::vector<T>& y) {
   double gap = 0, scale = 0;
@@ -90,7 +90,7 @@ double relative_gap(const std::vector<T>& x, const std::vector<T>& y) {
     gap = std::max(gap, std::abs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
     scale = std::max(scale, std::abs(static_cast<double>(y[i])));
   }
-  return gap / scale;
+  return scale == 0 ? gap : gap / scale;
 }
 
 // The strides of a dense (row-major) array of `shape`, and its element count.
